@@ -1,0 +1,1 @@
+"""Benchmarks and evaluations of context-broker; run from the repository root."""

@@ -1,0 +1,7 @@
+"""`python -m broker` runs the CLI."""
+
+from __future__ import annotations
+
+from broker._cli import main
+
+raise SystemExit(main())

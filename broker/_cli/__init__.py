@@ -1,0 +1,89 @@
+"""The `context-broker` command line: the composition root that wires `broker` to `sources`.
+
+stdout carries only each command's result; logs go to stderr (or --trace-file) as one compact
+JSON object per line. Errors exit with status 2, one line per error, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import structlog
+
+from broker import BrokerError, ValidationError
+
+from . import _logging
+from ._app import EXIT_USAGE, App, UsageError
+from ._parser import build_parser
+
+logger = structlog.get_logger(__name__)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(_hoist_globals(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        trace = _logging.configure(level=args.log_level, trace_file=args.trace_file)
+    except OSError as exc:
+        sys.stderr.write(f"error: --trace-file: {exc}\n")
+        return EXIT_USAGE
+    app = App(args=args)
+    try:
+        status: int = args.handler(args, app)
+    except UsageError as exc:
+        _lines(exc.lines)
+        return EXIT_USAGE
+    except ValidationError as exc:
+        _lines([f"error: {e.field}: {e.message} ({e.code})" for e in exc.errors])
+        return EXIT_USAGE
+    except BrokerError as exc:
+        _lines([f"error: {exc}"])
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _lines(["interrupted"])
+        return 130
+    finally:
+        app.close()
+        if trace is not None:
+            trace.close()
+    return status
+
+
+def _lines(lines: Sequence[str]) -> None:
+    for line in lines:
+        sys.stderr.write(line.rstrip("\n") + "\n")
+
+
+_GLOBAL_WITH_VALUE = ("--db", "--tenant", "--project", "--trace-file", "--log-level")
+
+
+def _hoist_globals(argv: list[str]) -> list[str]:
+    """Accept global options after the subcommand too, by moving them in front of it."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if arg == "--":
+            rest += argv[i:]
+            break
+        if name in _GLOBAL_WITH_VALUE:
+            if "=" in arg:
+                front.append(arg)
+            elif i + 1 < len(argv):
+                front += [arg, argv[i + 1]]
+                i += 1
+            else:
+                rest.append(arg)
+        elif arg == "--trace-text":
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
+__all__ = ["main"]

@@ -1,0 +1,94 @@
+"""What every CLI command gets: the parsed options, the namespace, the opened store, and
+helpers to print results (stdout) and errors (stderr, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import platformdirs
+
+from broker import ConfigError, FieldError, Namespace
+from sources import MemoryStore
+
+ENV_DB = "CONTEXT_BROKER_DB"
+EXIT_USAGE = 2
+
+
+def default_db_path() -> Path:
+    """`$CONTEXT_BROKER_DB`, else `memory.db` under the user's data directory."""
+    env = os.environ.get(ENV_DB)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("context-broker", appauthor=False)) / "memory.db"
+
+
+class UsageError(Exception):
+    """A command-line problem reported as lines on stderr with exit status 2."""
+
+    def __init__(self, *lines: str) -> None:
+        self.lines = lines
+        super().__init__("; ".join(lines))
+
+    @classmethod
+    def from_fields(cls, errors: tuple[FieldError, ...]) -> UsageError:
+        """One line per field error."""
+        return cls(*(f"error: {e.field}: {e.message} ({e.code})" for e in errors))
+
+
+@attrs.define(eq=False)
+class App:
+    """Context of one CLI invocation."""
+
+    args: argparse.Namespace
+    _store: MemoryStore | None = None
+
+    @property
+    def db_path(self) -> Path:
+        """The database file this invocation uses."""
+        return Path(self.args.db).expanduser() if self.args.db else default_db_path()
+
+    @property
+    def namespace(self) -> Namespace:
+        """The namespace from --tenant/--project."""
+        try:
+            return Namespace(tenant_id=self.args.tenant, project_id=self.args.project)
+        except ValueError as exc:
+            raise UsageError(f"error: namespace: {exc}") from exc
+
+    def store(self, *, mode: str | None = None) -> MemoryStore:
+        """The store, opened once (StoreError if the file is unusable)."""
+        if self._store is None:
+            self._store = open_store(self.db_path, mode=mode or getattr(self.args, "mode", None))
+        return self._store
+
+    def close(self) -> None:
+        """Close what was opened."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    @staticmethod
+    def print_json(value: Any) -> None:
+        """One JSON document on stdout."""
+        sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+    @staticmethod
+    def out(text: str) -> None:
+        """A line of result on stdout."""
+        sys.stdout.write(text + "\n")
+
+
+def open_store(path: Path, *, mode: str | None) -> MemoryStore:
+    """Open the store in the given recall mode (the store's default when None)."""
+    try:
+        if mode is None:
+            return MemoryStore.open(path)
+        return MemoryStore.open(path, mode=mode)  # type: ignore[call-arg,unused-ignore]
+    except ConfigError as exc:
+        raise UsageError(f"error: {exc}") from exc

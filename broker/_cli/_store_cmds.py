@@ -1,0 +1,188 @@
+"""Store commands: remember, ingest, recall, stats."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from broker import MEMORY_TYPES, FieldError, ValidationError
+from sources import KINDS, NewEntry
+
+from ._app import App, UsageError
+
+_INGEST_KEYS = frozenset({"id", "text", "kind", "memory_type", "created_at", "importance", "metadata"})
+_PROGRESS_EVERY = 1000
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the store commands."""
+    p = sub.add_parser("ingest", help="load memories from a JSONL file (all or nothing)")
+    p.add_argument("file", help="JSONL: one {text, id?, kind?, memory_type?, created_at?, importance?, metadata?} per line")
+    p.add_argument("--replace", action="store_true", help="replace memories whose id exists")
+    p.set_defaults(handler=ingest)
+
+    p = sub.add_parser("recall", help="memories relevant to a query, above the one floor")
+    p.add_argument("query")
+    p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    add_mode_argument(p)
+    p.set_defaults(handler=recall)
+
+    p = sub.add_parser("stats", help="counts per namespace and kind")
+    p.add_argument("--all", action="store_true", help="every namespace, not only --tenant/--project")
+    p.set_defaults(handler=stats)
+
+    if "remember" not in sub.choices:
+        p = sub.add_parser("remember", help="write one memory; prints its id")
+        p.add_argument("text")
+        p.add_argument("--memory-type", choices=MEMORY_TYPES)
+        p.add_argument("--kind", default="note", choices=KINDS)
+        p.add_argument("--id")
+        p.set_defaults(handler=remember)
+
+
+def add_mode_argument(p: argparse.ArgumentParser) -> None:
+    """--mode lexical|dense|hybrid (default: the store's)."""
+    p.add_argument("--mode", choices=("lexical", "dense", "hybrid"), help="recall mode (default: hybrid)")
+
+
+def parse_types(raw: str | None) -> tuple[str, ...] | None:
+    """`a,b` -> ('a', 'b'); unknown types are a usage error."""
+    if raw is None:
+        return None
+    types = tuple(t.strip() for t in raw.split(",") if t.strip())
+    bad = [t for t in types if t not in MEMORY_TYPES]
+    if bad or not types:
+        raise UsageError(f"error: --types: unknown memory type(s) {', '.join(bad) or '(none given)'}; "
+                         f"choose from {', '.join(MEMORY_TYPES)}")
+    return types
+
+
+def remember(args: argparse.Namespace, app: App) -> int:
+    """Write one note; print its id."""
+    new_id = app.store().add_entry(
+        args.text, namespace=app.namespace, kind=args.kind, memory_type=args.memory_type, id=args.id
+    )
+    app.out(new_id)
+    return 0
+
+
+def recall(args: argparse.Namespace, app: App) -> int:
+    """Print what clears the floor, best first."""
+    kwargs: dict[str, Any] = {}
+    if args.mode:
+        kwargs["mode"] = args.mode
+    hits = app.store().recall(
+        args.query, namespace=app.namespace, types=parse_types(args.types), limit=args.limit, **kwargs
+    )
+    rows = [
+        {
+            "id": h.memory.id,
+            "score": round(h.score, 6),
+            "text": h.memory.text,
+            "memory_type": h.memory.memory_type,
+            "kind": h.memory.kind,
+            "created_at": h.memory.created_at,
+        }
+        for h in hits
+    ]
+    if args.json:
+        app.print_json(rows)
+    else:
+        for r in rows:
+            app.out(f"{r['score']:.3f}  {r['id']}  {r['text']}")
+    return 0
+
+
+def stats(args: argparse.Namespace, app: App) -> int:
+    """Print counts as JSON."""
+    app.print_json(app.store().stats(namespace=None if args.all else app.namespace))
+    return 0
+
+
+def ingest(args: argparse.Namespace, app: App) -> int:
+    """Validate every line, then write them all in one transaction."""
+    entries = read_jsonl_entries(Path(args.file))
+    store = app.store()
+    progress = _progress if len(entries) >= _PROGRESS_EVERY else None
+    try:
+        ids = store.add_entries(entries, namespace=app.namespace, replace=args.replace, progress=progress)  # type: ignore[call-arg,unused-ignore]
+    except TypeError:
+        ids = store.add_entries(entries, namespace=app.namespace, replace=args.replace)
+    except ValidationError as exc:
+        raise UsageError(*(f"error: {_line_of(e)}: {e.message} ({e.code})" for e in exc.errors)) from exc
+    sys.stderr.write(f"ingested {len(ids)} memories into {app.namespace}\n")
+    app.out(str(len(ids)))
+    return 0
+
+
+def _progress(done: int, total: int) -> None:
+    sys.stderr.write(f"ingest: {done}/{total}\n")
+
+
+def _line_of(e: FieldError) -> str:
+    # Batch field names look like "[12].text"; report them as 1-based line numbers.
+    if e.field.startswith("["):
+        idx, _, field = e.field[1:].partition("].")
+        if idx.isdigit():
+            return f"line {int(idx) + 1}: {field}"
+    return e.field
+
+
+def read_jsonl_entries(path: Path) -> list[NewEntry]:
+    """Parse and validate a memories file; every bad line is reported with its number."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"error: {path}: {exc}") from exc
+    entries: list[NewEntry] = []
+    errors: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        entry, problems = _parse_line(line)
+        errors += [f"error: line {number}: {p}" for p in problems]
+        if entry is not None:
+            entries.append(entry)
+    if errors:
+        raise UsageError(*errors, f"error: {path}: nothing was written")
+    return entries
+
+
+def _parse_line(line: str) -> tuple[NewEntry | None, list[str]]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, [f"invalid JSON ({exc.msg})"]
+    if not isinstance(obj, dict):
+        return None, ["must be a JSON object"]
+    problems = [f"{k}: unknown field" for k in obj if k not in _INGEST_KEYS]
+    if "text" not in obj:
+        problems.append("text: required")
+    for key in ("id", "text", "kind", "memory_type", "created_at"):
+        if key in obj and obj[key] is not None and not isinstance(obj[key], str):
+            problems.append(f"{key}: must be a string")
+    importance = obj.get("importance", 0.5)
+    if isinstance(importance, bool) or not isinstance(importance, int | float):
+        problems.append("importance: must be a number")
+    if problems:
+        return None, problems
+    entry = NewEntry(
+        text=obj["text"],
+        id=obj.get("id"),
+        kind=obj.get("kind") or "note",
+        memory_type=obj.get("memory_type"),
+        created_at=obj.get("created_at"),
+        importance=float(importance),
+        metadata=obj.get("metadata"),
+    )
+    return entry, []
+
+
+def field_lines(errors: tuple[FieldError, ...]) -> list[str]:
+    """One CLI line per field error."""
+    return [f"error: {e.field}: {e.message} ({e.code})" for e in errors]

@@ -1,0 +1,159 @@
+"""Frozen values that flow through one turn: namespace, candidates, selection, outcomes."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+MEMORY_TYPES: tuple[str, ...] = (
+    "episodic",
+    "semantic",
+    "procedural",
+    "self",
+    "personality",
+    "associative",
+)
+"""The memory types a memory may be classified as (or left unclassified: None)."""
+
+MEMORY_BLOCKS: tuple[str, ...] = ("memory", "persona_memories", "consolidated", "memorules")
+"""The context blocks a selected memory can belong in."""
+
+_NS_MAX = 200
+
+
+def _ns_part(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        msg = f"{attribute.name} must be a non-empty string"
+        raise ValueError(msg)
+    if len(value) > _NS_MAX or "\x00" in value:
+        msg = f"{attribute.name} must be at most {_NS_MAX} characters, without NUL"
+        raise ValueError(msg)
+
+
+@attrs.frozen(kw_only=True)
+class Namespace:
+    """A hard partition of memory: every read and write names one."""
+
+    tenant_id: str = attrs.field(validator=_ns_part)
+    project_id: str = attrs.field(default="default", validator=_ns_part)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.project_id}"
+
+
+@attrs.frozen(kw_only=True)
+class SessionContext:
+    """Who is asking: persona, surface and specialization of the session, and its scope."""
+
+    persona: str | None = None
+    surface: str | None = None
+    specialization: str | None = None
+    scope: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        """The keys that are set, as a plain dict."""
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+
+def _unit(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0):
+        msg = f"{attribute.name} must be a probability in [0, 1], got {value!r}"
+        raise ValueError(msg)
+
+
+@attrs.frozen(kw_only=True)
+class Candidate:
+    """One memory a source proposes, scored on the one calibrated scale."""
+
+    entry_id: str
+    source: str
+    score: float = attrs.field(validator=_unit)
+    text: str
+    block: str = attrs.field(default="memory", validator=attrs.validators.in_(MEMORY_BLOCKS))
+    memory_type: str | None = None
+    created_at: str | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
+
+
+@attrs.frozen(kw_only=True)
+class SelectedBlock:
+    """A selected memory: the best candidate for its entry id, with every source that found it."""
+
+    entry_id: str
+    source: str
+    sources: tuple[str, ...]
+    block: str
+    score: float
+    memory_type: str | None
+    text: str
+    created_at: str | None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
+
+    @classmethod
+    def from_candidate(cls, c: Candidate, sources: tuple[str, ...]) -> SelectedBlock:
+        """Promote the winning candidate of an entry id."""
+        return cls(
+            entry_id=c.entry_id,
+            source=c.source,
+            sources=sources,
+            block=c.block,
+            score=c.score,
+            memory_type=c.memory_type,
+            text=c.text,
+            created_at=c.created_at,
+            metadata=c.metadata,
+        )
+
+
+class SourceStatus(enum.StrEnum):
+    """How one source fared in one turn."""
+
+    OK = "ok"
+    EMPTY = "empty"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    OVERLOADED = "overloaded"
+    OPEN_CIRCUIT = "open-circuit"
+
+
+@attrs.frozen(kw_only=True)
+class SourceOutcome:
+    """One source's part in one turn: status, latency, how many candidates it returned."""
+
+    name: str
+    status: SourceStatus
+    latency_ms: float
+    candidates: int = 0
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SelectionResult:
+    """What the selector chose for one task, and the evidence of how."""
+
+    blocks: tuple[SelectedBlock, ...]
+    candidates_evaluated: int
+    types_queried: tuple[str, ...] | None
+    sources: tuple[SourceOutcome, ...]
+    mode: str = "lexical"
+
+    @property
+    def selected_count(self) -> int:
+        """How many memories were selected."""
+        return len(self.blocks)
+
+    @property
+    def abstained(self) -> bool:
+        """True iff nothing was selected."""
+        return not self.blocks
+
+    @property
+    def irrelevant_memory_rate(self) -> float | None:
+        """Share of evaluated candidates that were not selected; None without candidates."""
+        if self.candidates_evaluated == 0:
+            return None
+        return (self.candidates_evaluated - self.selected_count) / self.candidates_evaluated

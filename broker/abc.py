@@ -1,0 +1,134 @@
+"""Protocols the broker consumes; `sources` implements them, the broker never imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import attrs
+
+from ._model import Candidate, Namespace, SessionContext
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+RECALL_MODES: tuple[str, ...] = ("lexical", "dense", "hybrid")
+"""Recall modes; every one floors the same calibrated probability."""
+
+
+@attrs.frozen(kw_only=True)
+class SourceRequest:
+    """What a source is asked in one turn. Sources take no timeout: the caller owns time."""
+
+    task: str
+    namespace: Namespace
+    types: tuple[str, ...] | None = None
+    limit: int = 10
+    context: SessionContext | None = None
+    mode: str | None = None
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A memory source: opened once, asked once per turn, closed once."""
+
+    @property
+    def name(self) -> str:
+        """The stable name shown in traces (`store`, `neurons`, ...)."""
+        ...
+
+    async def open(self) -> None:
+        """Acquire resources (connections, models) before any turn's deadline runs."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release every resource; no statement runs after this returns."""
+        ...
+
+    async def fetch(self, request: SourceRequest) -> Sequence[Candidate]:
+        """Return scored candidates for the task; may raise, never swallows cancellation."""
+        ...
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors."""
+
+    @property
+    def model_id(self) -> str:
+        """A stable id of the model and its weights; a change means re-embedding."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed texts as a (len(texts), dim) float32 array of unit rows. Blocking."""
+        ...
+
+
+class TokenCounter(Protocol):
+    """Counts model tokens in a text; used for every budget decision."""
+
+    def count(self, text: str) -> int:
+        """Tokens in `text` (an estimate is fine if its error is documented)."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class TaskRecord:
+    """A task as its repository knows it; the repository is the one authority on status."""
+
+    task_id: str
+    description: str
+    status: str
+    created_at: str
+    updated_at: str
+
+
+@attrs.frozen(kw_only=True)
+class ConversationTurn:
+    """One stored conversation turn of a task."""
+
+    task_id: str
+    role: str
+    text: str
+    created_at: str
+
+
+class TaskStateRepository(Protocol):
+    """The one authority on tasks and their status."""
+
+    async def get_task(self, task_id: str, *, namespace: Namespace) -> TaskRecord | None:
+        """The task, or None if unknown in this namespace."""
+        ...
+
+    async def completed_tasks(self, *, namespace: Namespace, limit: int) -> Sequence[TaskRecord]:
+        """Completed tasks, newest first."""
+        ...
+
+
+class ConversationStateRepository(Protocol):
+    """Conversation bodies of tasks."""
+
+    async def turns(self, task_id: str, *, namespace: Namespace) -> Sequence[ConversationTurn]:
+        """The task's turns, oldest first."""
+        ...
+
+
+__all__ = [
+    "RECALL_MODES",
+    "Candidate",
+    "ConversationStateRepository",
+    "ConversationTurn",
+    "Embedder",
+    "Namespace",
+    "SessionContext",
+    "Source",
+    "SourceRequest",
+    "TaskRecord",
+    "TaskStateRepository",
+    "TokenCounter",
+]

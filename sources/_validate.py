@@ -1,0 +1,115 @@
+"""Validation of memory input at the API boundary: every field error at once, nothing written."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from broker import MEMORY_TYPES, FieldError, ValidationError
+
+MAX_TEXT_CHARS = 32_000
+"""Longest memory text accepted, in characters."""
+MAX_METADATA_BYTES = 64_000
+"""Largest metadata object accepted, as compact JSON bytes."""
+KINDS: tuple[str, ...] = ("note", "neuron", "memorule", "message", "document")
+"""Kinds of entries the store accepts."""
+
+
+def text_errors(field: str, text: object, *, max_chars: int = MAX_TEXT_CHARS) -> list[FieldError]:
+    """Problems with a text field: type, emptiness, size, NUL bytes, lone surrogates."""
+    if not isinstance(text, str):
+        return [FieldError(field=field, code="type", message="must be a string")]
+    errors: list[FieldError] = []
+    if not text.strip():
+        errors.append(FieldError(field=field, code="empty", message="must not be empty"))
+    if len(text) > max_chars:
+        errors.append(
+            FieldError(field=field, code="too_long", message=f"must be at most {max_chars} chars")
+        )
+    if "\x00" in text:
+        errors.append(FieldError(field=field, code="nul", message="must not contain NUL bytes"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        errors.append(
+            FieldError(field=field, code="encoding", message="must be valid Unicode (no lone surrogates)")
+        )
+    return errors
+
+
+def choice_errors(field: str, value: object, allowed: tuple[str, ...], *, optional: bool) -> list[FieldError]:
+    """Problems with an enumerated field."""
+    if value is None and optional:
+        return []
+    if value not in allowed:
+        return [
+            FieldError(field=field, code="invalid_choice", message=f"must be one of {', '.join(allowed)}; got {value!r}")
+        ]
+    return []
+
+
+def id_errors(field: str, value: object) -> list[FieldError]:
+    """Problems with a caller-supplied id."""
+    if value is None:
+        return []
+    if not isinstance(value, str) or not value.strip() or len(value) > 200 or "\x00" in value:
+        return [FieldError(field=field, code="invalid_id", message="must be a non-empty string of at most 200 chars")]
+    return []
+
+
+def normalise_created_at(value: object) -> tuple[str | None, list[FieldError]]:
+    """An ISO-8601 timestamp in UTC, `now` when absent."""
+    if value is None:
+        return datetime.now(UTC).isoformat(timespec="microseconds"), []
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return None, [FieldError(field="created_at", code="invalid_timestamp", message="must be ISO-8601")]
+    else:
+        return None, [FieldError(field="created_at", code="invalid_timestamp", message="must be ISO-8601")]
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="microseconds"), []
+
+
+def importance_errors(value: object) -> list[FieldError]:
+    """Importance is a finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return [FieldError(field="importance", code="type", message="must be a number in [0, 1]")]
+    if not 0.0 <= value <= 1.0:
+        return [FieldError(field="importance", code="out_of_range", message="must be in [0, 1]")]
+    return []
+
+
+def encode_metadata(value: object) -> tuple[str, list[FieldError]]:
+    """Metadata as compact JSON: an object of JSON values, bounded in size."""
+    if value is None:
+        return "{}", []
+    if not isinstance(value, Mapping):
+        return "", [FieldError(field="metadata", code="type", message="must be a JSON object")]
+    try:
+        encoded = json.dumps(dict(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        encoded.encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        return "", [FieldError(field="metadata", code="not_json", message=f"must be JSON-serialisable: {exc}")]
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        return "", [FieldError(field="metadata", code="too_large", message=f"must be at most {MAX_METADATA_BYTES} bytes")]
+    return encoded, []
+
+
+def raise_if(errors: list[FieldError]) -> None:
+    """Raise one ValidationError carrying every error, if any."""
+    if errors:
+        raise ValidationError(errors)
+
+
+def decode_metadata(raw: str) -> dict[str, Any]:
+    """Metadata as stored."""
+    value = json.loads(raw) if raw else {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,285 @@
+"""The memory store: namespaces, types, migrations, calibrated lexical recall, bad input."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, StoreError, ValidationError
+from sources import MemoryStore, NewEntry, ensure_memory_type_column
+
+A = Namespace(tenant_id="acme", project_id="p1")
+B = Namespace(tenant_id="globex", project_id="p1")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    s = MemoryStore.open(tmp_path / "m.db", mode="lexical")
+    yield s
+    s.close()
+
+
+FILLER = (
+    "Standup moved to ten because of the dentist appointment",
+    "The staging database was upgraded to Postgres sixteen",
+    "Priya prefers short pull requests with screenshots",
+    "Our office plants need watering every Friday",
+    "The team offsite will be in Lisbon in spring",
+    "Invoices are sent on the first business day of the month",
+    "Marco is allergic to peanuts, order lunch accordingly",
+    "The mobile app release train leaves every second Tuesday",
+)
+
+
+def fill(store: MemoryStore, ns: Namespace) -> None:
+    """Background memories, so per-namespace term statistics look like a real store."""
+    store.add_entries([NewEntry(text=t) for t in FILLER], namespace=ns)
+
+
+def _fts_ok(store: MemoryStore) -> None:
+    conn = sqlite3.connect(store.db.path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name GLOB 'fts_[0-9]*' AND name NOT LIKE '%vocab%' AND type='table' AND sql LIKE '%fts5(%'")]
+        for t in tables:
+            conn.execute(f"INSERT INTO {t}({t}) VALUES ('integrity-check')")
+    finally:
+        conn.close()
+
+
+def test_recall_finds_relevant_memory_with_calibrated_score(store: MemoryStore) -> None:
+    """A memory sharing the query's rare terms is recalled with a probability in [floor, 1]."""
+    fill(store, A)
+    store.add_entry("Dana fixed the flaky payment webhook retry bug", namespace=A, id="m1")
+    store.add_entry("Lunch was pasta today", namespace=A, id="m2")
+    hits = store.recall("who fixed the payment webhook retry bug?", namespace=A)
+    assert [h.memory.id for h in hits] == ["m1"]
+    assert RECALL_MIN_SCORE <= hits[0].score <= 1.0
+
+
+def test_caller_supplied_id_is_kept_and_duplicate_is_an_error(store: MemoryStore) -> None:
+    """Ids are unique within a namespace; writing an existing id fails unless replace is asked."""
+    assert store.add_entry("first text here", namespace=A, id="x") == "x"
+    with pytest.raises(ValidationError) as err:
+        store.add_entry("second text here", namespace=A, id="x")
+    assert err.value.errors[0].code == "exists"
+    store.add_entry("replacement text", namespace=A, id="x", replace=True)
+    got = store.get("x", namespace=A)
+    assert got is not None
+    assert got.text == "replacement text"
+    assert store.add_entry("same id other tenant", namespace=B, id="x") == "x"
+
+
+def test_delete_removes_from_every_index(store: MemoryStore) -> None:
+    """After delete, the memory is neither gettable nor recallable, and FTS stays consistent."""
+    fill(store, A)
+    store.add_entry("the quarterly roadmap review moved to thursday", namespace=A, id="r")
+    assert store.recall("quarterly roadmap review", namespace=A)
+    assert store.delete("r", namespace=A) is True
+    assert store.get("r", namespace=A) is None
+    assert store.recall("quarterly roadmap review", namespace=A) == []
+    assert store.delete("r", namespace=A) is False
+    _fts_ok(store)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["w", "d", "r"]), st.integers(0, 5), st.sampled_from(["alpha beta", "gamma delta epsilon", "alpha zeta"])), max_size=25))
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_fts_integrity_holds_after_any_writes_and_deletes(tmp_path: Path, ops: list[tuple[str, int, str]]) -> None:
+    """Any sequence of writes, replaces and deletes leaves FTS5's integrity-check passing."""
+    db = tmp_path / f"h{abs(hash(tuple(ops)))}.db"
+    with MemoryStore.open(db, mode="lexical") as s:
+        for op, i, text in ops:
+            if op == "w" and s.get(str(i), namespace=A) is None:
+                s.add_entry(text, namespace=A, id=str(i))
+            elif op == "r":
+                s.add_entry(text + " again", namespace=A, id=str(i), replace=True)
+            else:
+                s.delete(str(i), namespace=A)
+        _fts_ok(s)
+
+
+def test_typed_query_includes_unclassified_and_excludes_other_types(store: MemoryStore) -> None:
+    """Typed recall filters (memory_type IN types) OR memory_type IS NULL."""
+    store.add_entry("espresso machine descaling schedule", namespace=A, id="proc", memory_type="procedural")
+    store.add_entry("espresso machine descaling schedule notes", namespace=A, id="none")
+    store.add_entry("espresso machine descaling schedule memory", namespace=A, id="epi", memory_type="episodic")
+    ids = {h.memory.id for h in store.recall("espresso machine descaling schedule", namespace=A, types=["procedural"], min_score=0.0)}
+    assert ids == {"proc", "none"}
+
+
+def test_unknown_types_and_bad_limits_are_rejected(store: MemoryStore) -> None:
+    """Typed queries name real types; limit is bounded."""
+    with pytest.raises(ValidationError) as err:
+        store.recall("x y", namespace=A, types=["bogus"], limit=0)
+    assert {e.field for e in err.value.errors} == {"types", "limit"}
+
+
+@pytest.mark.parametrize("query", ["pardon?", "what's 2 + 2", '"unbalanced', "a:b c:d", "NEAR(a b)", "AND OR NOT", "*", "^x", "(((", "col:term"])
+def test_query_text_is_never_fts_syntax(store: MemoryStore, query: str) -> None:
+    """Quotes, colons, NEAR( and operators in a query are plain text, never an FTS5 error."""
+    store.add_entry("a note about near misses and colons", namespace=A)
+    assert isinstance(store.recall(query, namespace=A, min_score=0.0), list)
+
+
+def test_namespaces_never_leak(store: MemoryStore) -> None:
+    """The same id and text in two tenants never cross."""
+    fill(store, A)
+    fill(store, B)
+    store.add_entry("secret launch codename bluebird", namespace=A, id="s")
+    store.add_entry("secret launch codename bluebird", namespace=B, id="s")
+    a = store.recall("launch codename bluebird", namespace=A)
+    assert [h.memory.namespace for h in a] == [A]
+    assert store.recall("launch codename bluebird", namespace=Namespace(tenant_id="acme", project_id="p2")) == []
+
+
+@given(st.lists(st.tuples(st.sampled_from(["t1", "t2", "t3"]), st.sampled_from(["kiwi mango", "mango papaya guava", "kiwi", "papaya smoothie recipe", "guava jam"])), min_size=1, max_size=20))
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_reads_stay_in_tenant_and_scores_ignore_other_tenants(tmp_path: Path, writes: list[tuple[str, str]]) -> None:
+    """Random writes across tenants: reads return only their tenant's rows, and a tenant's
+    scores do not change when another tenant writes (per-namespace term statistics)."""
+    db = tmp_path / f"iso{abs(hash(tuple(writes)))}.db"
+    with MemoryStore.open(db, mode="lexical") as s:
+        home = Namespace(tenant_id="home")
+        s.add_entries([NewEntry(text="kiwi mango smoothie", id="h1"), NewEntry(text="guava jam on toast", id="h2")], namespace=home)
+        before = {q: [(h.memory.id, h.score) for h in s.recall(q, namespace=home, min_score=0.0)] for q in ("kiwi smoothie", "guava jam", "papaya")}
+        for tenant, text in writes:
+            s.add_entry(text, namespace=Namespace(tenant_id=tenant))
+        for q, expected in before.items():
+            assert [(h.memory.id, h.score) for h in s.recall(q, namespace=home, min_score=0.0)] == expected
+        for tenant in ("t1", "t2", "t3"):
+            ns = Namespace(tenant_id=tenant)
+            assert all(h.memory.namespace == ns for h in s.recall("kiwi mango papaya guava", namespace=ns, min_score=0.0))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "code"),
+    [
+        ({"text": ""}, "text", "empty"),
+        ({"text": "   \n"}, "text", "empty"),
+        ({"text": "x" * 40_000}, "text", "too_long"),
+        ({"text": "nul\x00byte"}, "text", "nul"),
+        ({"text": "lone \ud800 surrogate"}, "text", "encoding"),
+        ({"text": "ok text", "memory_type": "dream"}, "memory_type", "invalid_choice"),
+        ({"text": "ok text", "kind": "blob"}, "kind", "invalid_choice"),
+        ({"text": "ok text", "metadata": {"x": {1, 2}}}, "metadata", "not_json"),
+        ({"text": "ok text", "metadata": ["not", "object"]}, "metadata", "type"),
+        ({"text": "ok text", "created_at": "yesterday"}, "created_at", "invalid_timestamp"),
+        ({"text": "ok text", "importance": 7}, "importance", "out_of_range"),
+    ],
+)
+def test_bad_input_is_a_typed_error_and_writes_nothing(store: MemoryStore, kwargs: dict[str, object], field: str, code: str) -> None:
+    """Bad input raises ValidationError naming the field, and nothing is written."""
+    text = kwargs.pop("text")
+    with pytest.raises(ValidationError) as err:
+        store.add_entry(text, namespace=A, **kwargs)  # type: ignore[arg-type]
+    assert (err.value.errors[0].field, err.value.errors[0].code) == (field, code)
+    assert store.stats(namespace=A)["entries"] == 0
+
+
+def test_batch_with_one_bad_entry_writes_nothing(store: MemoryStore) -> None:
+    """add_entries is all or nothing, and reports every bad entry at once."""
+    with pytest.raises(ValidationError) as err:
+        store.add_entries([NewEntry(text="good one"), NewEntry(text=""), NewEntry(text="x", memory_type="nope")], namespace=A)
+    assert {e.field for e in err.value.errors} == {"[1].text", "[2].memory_type"}
+    assert store.stats(namespace=A)["entries"] == 0
+
+
+def test_not_a_database_is_a_clear_store_error(tmp_path: Path) -> None:
+    """A file that is not SQLite gives StoreError, not a sqlite3 traceback."""
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a usable SQLite database"):
+        MemoryStore.open(bad, mode="lexical")
+
+
+def test_directory_path_is_a_store_error(tmp_path: Path) -> None:
+    """A directory at the db path is reported clearly."""
+    with pytest.raises(StoreError, match="directory"):
+        MemoryStore.open(tmp_path, mode="lexical")
+
+
+def test_missing_database_reads_as_empty(tmp_path: Path) -> None:
+    """Reading a database that does not exist yet behaves as empty."""
+    with MemoryStore.open(tmp_path / "new" / "fresh.db", mode="lexical") as s:
+        assert s.recall("anything at all", namespace=A) == []
+        assert s.get("x", namespace=A) is None
+
+
+def test_closed_store_raises(tmp_path: Path) -> None:
+    """Using a closed store is a typed error."""
+    s = MemoryStore.open(tmp_path / "c.db", mode="lexical")
+    s.close()
+    with pytest.raises(BrokerClosedError):
+        s.recall("x y", namespace=A)
+
+
+def _old_database(path: Path) -> None:
+    """A database as made before memory_type existed (schema version 1)."""
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE namespaces (ns_id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL,
+            n_docs INTEGER NOT NULL DEFAULT 0, total_len INTEGER NOT NULL DEFAULT 0, UNIQUE (tenant_id, project_id));
+        CREATE TABLE entries (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL, ns_id INTEGER NOT NULL, tenant_id TEXT NOT NULL,
+            project_id TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, created_at TEXT NOT NULL,
+            importance REAL NOT NULL, metadata TEXT NOT NULL DEFAULT '{}', UNIQUE (ns_id, id));
+        INSERT INTO namespaces VALUES (1, 'acme', 'p1', 0, 0);
+        INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, text, created_at, importance)
+            VALUES ('n1', 1, 'acme', 'p1', 'neuron', 'old neuron', '2024-01-01T00:00:00+00:00', 0.9),
+                   ('t1', 1, 'acme', 'p1', 'note', 'old note', '2024-01-01T00:00:00+00:00', 0.5);
+        PRAGMA user_version = 1;
+        """
+    )
+    conn.close()
+
+
+def test_migration_adds_memory_type_and_backfills_neurons_once(tmp_path: Path) -> None:
+    """The additive migration works on an old file, classifies neurons once, leaves notes NULL,
+    and connecting again does not re-run the backfill."""
+    db = tmp_path / "old.db"
+    _old_database(db)
+    MemoryStore.open(db, mode="lexical").close()
+    conn = sqlite3.connect(db)
+    rows = dict(conn.execute("SELECT id, memory_type FROM entries").fetchall())
+    assert rows == {"n1": "associative", "t1": None}
+    conn.execute("UPDATE entries SET memory_type = NULL WHERE id = 'n1'")
+    conn.commit()
+    conn.close()
+    MemoryStore.open(db, mode="lexical").close()  # connect again: no backfill on connect
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT memory_type FROM entries WHERE id = 'n1'").fetchone()[0] is None
+    conn.close()
+
+
+def test_ensure_memory_type_column_is_idempotent_and_self_healing(tmp_path: Path) -> None:
+    """It re-classifies unclassified neurons only and never touches explicit classifications."""
+    db = tmp_path / "old.db"
+    _old_database(db)
+    MemoryStore.open(db, mode="lexical").close()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("UPDATE entries SET memory_type = NULL WHERE id = 'n1'")
+    conn.execute("INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, text, created_at, importance, memory_type) VALUES ('n2', 1, 'acme', 'p1', 'neuron', 'typed neuron', 'x', 0.1, 'self')")
+    assert ensure_memory_type_column(conn) == 1
+    assert ensure_memory_type_column(conn) == 0
+    rows = dict(conn.execute("SELECT id, memory_type FROM entries").fetchall())
+    assert rows == {"n1": "associative", "n2": "self", "t1": None}
+    conn.close()
+
+
+def test_trivial_tasks_recall_nothing_from_a_whole_conversation(tmp_path: Path, trivial_tasks: list[str], locomo_path: Path) -> None:
+    """Stop words and punctuation never make a memory relevant: every trivial task abstains."""
+    conv = json.loads(locomo_path.read_text(encoding="utf-8"))[0]["conversation"]
+    entries = [
+        NewEntry(id=t["dia_id"], text=f"{t['speaker']}: {t['text']}", memory_type="episodic")
+        for key, turns in conv.items()
+        if key.startswith("session_") and isinstance(turns, list)
+        for t in turns
+    ]
+    with MemoryStore.open(tmp_path / "conv.db", mode="lexical") as s:
+        s.add_entries(entries, namespace=A)
+        recalled = {t: [h.memory.id for h in s.recall(t, namespace=A)] for t in trivial_tasks}
+    assert {t: ids for t, ids in recalled.items() if ids} == {}
