@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from ._broker import Block as Block
+from ._broker import Context as Context
+from ._broker import ContextBroker as ContextBroker
+from ._broker import Turn as Turn
+from ._broker import open_broker as open_broker
 from ._exceptions import BrokerClosedError as BrokerClosedError
 from ._exceptions import BrokerError as BrokerError
 from ._exceptions import ConfigError as ConfigError
@@ -19,16 +24,25 @@ from ._model import SelectionResult as SelectionResult
 from ._model import SessionContext as SessionContext
 from ._model import SourceOutcome as SourceOutcome
 from ._model import SourceStatus as SourceStatus
+from ._selector import MemorySelector as MemorySelector
+from ._selector import open_selector as open_selector
+from ._tokens import TokenCounter as TokenCounter
+from ._trace import INFERENCE_TRACE_SCHEMA_VERSION as INFERENCE_TRACE_SCHEMA_VERSION
 
 __all__ = [
+    "INFERENCE_TRACE_SCHEMA_VERSION",
     "MEMORY_BLOCKS",
     "MEMORY_TYPES",
     "RECALL_MIN_SCORE",
+    "Block",
     "BrokerClosedError",
     "BrokerError",
     "Candidate",
     "ConfigError",
+    "Context",
+    "ContextBroker",
     "FieldError",
+    "MemorySelector",
     "Namespace",
     "SelectedBlock",
     "SelectionResult",
@@ -37,5 +51,9 @@ __all__ = [
     "SourceOutcome",
     "SourceStatus",
     "StoreError",
+    "TokenCounter",
+    "Turn",
     "ValidationError",
+    "open_broker",
+    "open_selector",
 ]

@@ -25,7 +25,7 @@ MEMORY_BLOCKS: tuple[str, ...] = ("memory", "persona_memories", "consolidated", 
 _NS_MAX = 200
 
 
-def _ns_part(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+def _ns_part(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         msg = f"{attribute.name} must be a non-empty string"
         raise ValueError(msg)
@@ -59,7 +59,7 @@ class SessionContext:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
 
 
-def _unit(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+def _unit(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     if not (isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0):
         msg = f"{attribute.name} must be a probability in [0, 1], got {value!r}"
         raise ValueError(msg)

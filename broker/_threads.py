@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import anyio
 import anyio.lowlevel
+from anyio.lowlevel import RunVar
 
 T = TypeVar("T")
 
@@ -54,12 +55,16 @@ async def run_sync_interruptible(
             raise error
         return result  # type: ignore[return-value]
 
-_LIMITER: anyio.CapacityLimiter | None = None
+
+_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("broker_thread_limiter")
 
 
 def _thread_limiter() -> anyio.CapacityLimiter:
     # Capacity is enforced by the caller's limiter; this one only avoids anyio's default 40.
-    global _LIMITER  # noqa: PLW0603
-    if _LIMITER is None:
-        _LIMITER = anyio.CapacityLimiter(_UNBOUNDED)
-    return _LIMITER
+    # One per event loop: a limiter belongs to the backend that created it.
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(_UNBOUNDED)
+        _LIMITER.set(limiter)
+        return limiter

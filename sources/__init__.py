@@ -2,20 +2,90 @@
 
 from __future__ import annotations
 
+from ._abstraction import AbstractionSource as AbstractionSource
+from ._abstraction import FactWriter as FactWriter
+from ._abstraction import NewFact as NewFact
+from ._consolidated import ConsolidatedSource as ConsolidatedSource
+from ._consolidated import KnowledgeWriter as KnowledgeWriter
+from ._defaults import DEFAULT_SOURCES as DEFAULT_SOURCES
+from ._defaults import Writers as Writers
+from ._defaults import default_sources as default_sources
+from ._graphs import GraphSource as GraphSource
+from ._graphs import GraphWriter as GraphWriter
+from ._memorules import CONFIDENCE_LEVELS as CONFIDENCE_LEVELS
+from ._memorules import MEMORULE_KINDS as MEMORULE_KINDS
+from ._memorules import AuditEvent as AuditEvent
+from ._memorules import MemorulesSource as MemorulesSource
+from ._memorules import MemoruleState as MemoruleState
+from ._memorules import RecallMatch as RecallMatch
+from ._memorules import WriterSession as WriterSession
+from ._memorules import audit_events as audit_events
+from ._memorules import delete_memorule as delete_memorule
+from ._memorules import memorule_errors as memorule_errors
+from ._memorules import memorule_history as memorule_history
+from ._memorules import remember as remember
+from ._memorules import remember_errors as remember_errors
+from ._memorules import semantic_recall as semantic_recall
+from ._memorules import session_errors as session_errors
+from ._memorules import update_memorule as update_memorule
+from ._neurons import NeuronSource as NeuronSource
+from ._neurons import NeuronWriter as NeuronWriter
+from ._relevance import MODES as RECALL_MODES
+from ._relevance import Scorer as Scorer
 from ._schema import ensure_memory_type_column as ensure_memory_type_column
+from ._source_base import StoreReader as StoreReader
 from ._store import Memory as Memory
 from ._store import MemoryStore as MemoryStore
 from ._store import NewEntry as NewEntry
 from ._store import Recalled as Recalled
+from ._store_source import PersonaSource as PersonaSource
+from ._store_source import StoreSource as StoreSource
+from ._tasks import SqliteTaskRepository as SqliteTaskRepository
 from ._validate import KINDS as KINDS
 from ._validate import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+from ._vectors import embed_and_store_vectors as embed_and_store_vectors
 
 __all__ = [
+    "CONFIDENCE_LEVELS",
+    "DEFAULT_SOURCES",
     "KINDS",
     "MAX_TEXT_CHARS",
+    "MEMORULE_KINDS",
+    "RECALL_MODES",
+    "AbstractionSource",
+    "AuditEvent",
+    "ConsolidatedSource",
+    "FactWriter",
+    "GraphSource",
+    "GraphWriter",
+    "KnowledgeWriter",
+    "MemoruleState",
+    "MemorulesSource",
     "Memory",
     "MemoryStore",
+    "NeuronSource",
+    "NeuronWriter",
     "NewEntry",
+    "NewFact",
+    "PersonaSource",
+    "RecallMatch",
     "Recalled",
+    "Scorer",
+    "SqliteTaskRepository",
+    "StoreReader",
+    "StoreSource",
+    "WriterSession",
+    "Writers",
+    "audit_events",
+    "default_sources",
+    "delete_memorule",
+    "embed_and_store_vectors",
     "ensure_memory_type_column",
+    "memorule_errors",
+    "memorule_history",
+    "remember",
+    "remember_errors",
+    "semantic_recall",
+    "session_errors",
+    "update_memorule",
 ]

@@ -4,7 +4,6 @@ reader connections usable from worker threads, and sqlite3 errors translated to 
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import sqlite3
 import threading
@@ -135,5 +134,5 @@ class Database:
         total = 0
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):
-                total += os.path.getsize(f"{self.path}{suffix}")
+                total += Path(f"{self.path}{suffix}").stat().st_size
         return total

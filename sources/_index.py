@@ -39,7 +39,7 @@ def add_doc(conn: sqlite3.Connection, ns_id: int, corpus: int, rowid: int, text:
     """Index one document and count it in the namespace's statistics."""
     body = _analysis.index_text(text)
     conn.execute(
-        f"INSERT INTO {_schema.fts_table(ns_id)} (rowid, body) VALUES (?, ?)",  # noqa: S608
+        f"INSERT INTO {_schema.fts_table(ns_id)} (rowid, body) VALUES (?, ?)",
         (_schema.fts_rowid(corpus, rowid), body),
     )
     length = len(body.split())
@@ -53,10 +53,10 @@ def remove_doc(conn: sqlite3.Connection, ns_id: int, corpus: int, rowid: int) ->
     """Remove one document from the index and the statistics."""
     table = _schema.fts_table(ns_id)
     key = _schema.fts_rowid(corpus, rowid)
-    row = conn.execute(f"SELECT body FROM {table} WHERE rowid = ?", (key,)).fetchone()  # noqa: S608
+    row = conn.execute(f"SELECT body FROM {table} WHERE rowid = ?", (key,)).fetchone()
     if row is None:
         return
-    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (key,))  # noqa: S608
+    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (key,))
     conn.execute(
         "UPDATE namespaces SET n_docs = n_docs - 1, total_len = total_len - ? WHERE ns_id = ?",
         (len(str(row[0]).split()), ns_id),
@@ -75,7 +75,7 @@ def profile(conn: sqlite3.Connection, ns_id: int | None, query: str) -> QueryPro
     df = {
         str(term): int(doc)
         for term, doc in conn.execute(
-            f"SELECT term, doc FROM {_schema.vocab_table(ns_id)} WHERE term IN ({marks})",  # noqa: S608
+            f"SELECT term, doc FROM {_schema.vocab_table(ns_id)} WHERE term IN ({marks})",
             qterms,
         )
     }
@@ -95,7 +95,7 @@ def search(
         return []
     table = _schema.fts_table(ns_id)
     rows = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND (rowid & 3) = ? "  # noqa: S608
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND (rowid & 3) = ? "
         f"ORDER BY bm25({table}) LIMIT ?",
         (_analysis.fts_query(tuple(qterms)), corpus, limit),
     ).fetchall()

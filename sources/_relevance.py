@@ -1,5 +1,7 @@
-"""The one calibrated relevance scale: features of (query, memory text, namespace term
-statistics) mapped to a probability of relevance by a fitted logistic model.
+"""The one calibrated relevance scale: evidence mapped to a probability of relevance.
+
+Features of (query, memory text, namespace term statistics, and in dense modes the two
+vectors) go through a fitted logistic model.
 
 Every source that scores text similarity uses a `Scorer` built once per request, so an
 equally relevant memory gets the same score whichever source returns it, in every mode.
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -33,6 +34,8 @@ from . import _analysis
 from . import _calibration_constants as constants
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     import numpy.typing as npt
 
     from broker.abc import Embedder
@@ -96,7 +99,7 @@ class LexicalFeatures:
     rarest_hit: float
 
     def vector(self) -> tuple[float, ...]:
-        """The feature vector in the order of the fitted weights."""
+        """Return the feature vector in the order of the fitted weights."""
         return (
             self.coverage,
             self.bm25_norm,
@@ -113,6 +116,15 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
     if not profile.terms or mass <= 0.0:
         return LexicalFeatures(
             coverage=0.0, bm25_norm=0.0, matched=0, unmatched=0, presence=0.0, rarest_hit=0.0
+        )
+    if not any(t in profile.idf for t in doc_terms):  # the common dense candidate: no overlap
+        return LexicalFeatures(
+            coverage=0.0,
+            bm25_norm=0.0,
+            matched=0,
+            unmatched=len(profile.terms),
+            presence=profile.presence,
+            rarest_hit=0.0,
         )
     tf = Counter(doc_terms)
     norm = K1 * (1.0 - B + B * len(doc_terms) / max(profile.avgdl, 1e-9))
@@ -148,10 +160,14 @@ def lexical_probability(features: LexicalFeatures) -> float:
 
 
 def check_mode(mode: object) -> str:
-    """The mode if known; ValidationError otherwise."""
+    """Return the mode if known; raise ValidationError otherwise."""
     if mode not in MODES:
         raise ValidationError(
-            [FieldError(field="mode", code="invalid_choice", message=f"mode must be one of {', '.join(MODES)}")]
+            [
+                FieldError(
+                    field="mode", code="invalid_choice", message=f"mode must be one of {', '.join(MODES)}"
+                )
+            ]
         )
     return str(mode)
 
@@ -178,7 +194,9 @@ def hybrid_probability(profile: QueryProfile, lexical: LexicalFeatures, cosine: 
     """Calibrated probability of relevance from lexical and dense evidence together."""
     if not profile.terms:
         return 0.0
-    return logistic(constants.HYBRID_WEIGHTS, constants.HYBRID_BIAS, hybrid_features(profile, lexical, cosine))
+    return logistic(
+        constants.HYBRID_WEIGHTS, constants.HYBRID_BIAS, hybrid_features(profile, lexical, cosine)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -199,10 +217,8 @@ class Scorer:
     embedder: Embedder | None = None
 
     @classmethod
-    def build(
-        cls, profile: QueryProfile, query: str, *, mode: str, embedder: Embedder | None
-    ) -> Scorer:
-        """A scorer for `query` (already profiled against the namespace) in `mode`.
+    def build(cls, profile: QueryProfile, query: str, *, mode: str, embedder: Embedder | None) -> Scorer:
+        """Build a scorer for `query` (already profiled against the namespace) in `mode`.
 
         ConfigError if a dense mode is asked without an embedder. The query is embedded
         only when it has an informative term (otherwise every score is 0 anyway).
@@ -239,7 +255,9 @@ class Scorer:
         vectors: Sequence[npt.NDArray[np.float32] | None] | None = None,
     ) -> list[float]:
         """Scores of many texts; missing vectors are embedded in one batch (dense modes)."""
-        given: list[npt.NDArray[np.float32] | None] = list(vectors) if vectors is not None else [None] * len(texts)
+        given: list[npt.NDArray[np.float32] | None] = (
+            list(vectors) if vectors is not None else [None] * len(texts)
+        )
         if self.mode != "lexical" and not self.abstains and self.embedder is not None:
             missing = [i for i, v in enumerate(given) if v is None]
             if missing:

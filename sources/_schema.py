@@ -68,7 +68,7 @@ def _v1(conn: sqlite3.Connection) -> None:
             metadata TEXT NOT NULL DEFAULT '{}',
             UNIQUE (ns_id, id)
         );
-        """
+        """,
     )
 
 
@@ -78,8 +78,7 @@ def _v2(conn: sqlite3.Connection) -> None:
     if "memory_type" not in cols:
         conn.execute("ALTER TABLE entries ADD COLUMN memory_type TEXT")
     n = conn.execute(
-        "UPDATE entries SET memory_type = 'associative' "
-        "WHERE kind = 'neuron' AND memory_type IS NULL"
+        "UPDATE entries SET memory_type = 'associative' WHERE kind = 'neuron' AND memory_type IS NULL"
     ).rowcount
     logger.info("store.migration.backfill", column="memory_type", neuron_rows=n)
 
@@ -200,7 +199,7 @@ def _v3(conn: sqlite3.Connection) -> None:
             written_at TEXT NOT NULL
         );
         CREATE INDEX memorule_audit_time ON memorule_audit (written_at);
-        """
+        """,
     )
 
 
@@ -239,8 +238,7 @@ def ensure_memory_type_column(conn: sqlite3.Connection) -> int:
         if "memory_type" not in cols:
             conn.execute("ALTER TABLE entries ADD COLUMN memory_type TEXT")
         n = conn.execute(
-            "UPDATE entries SET memory_type = 'associative' "
-            "WHERE kind = 'neuron' AND memory_type IS NULL"
+            "UPDATE entries SET memory_type = 'associative' WHERE kind = 'neuron' AND memory_type IS NULL"
         ).rowcount
         conn.execute("COMMIT")
     except BaseException:
@@ -256,6 +254,5 @@ def create_namespace_index(conn: sqlite3.Connection, ns_id: int) -> None:
         "USING fts5(body, tokenize = 'unicode61 remove_diacritics 0')"
     )
     conn.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab_table(ns_id)} "
-        f"USING fts5vocab({fts_table(ns_id)}, 'row')"
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab_table(ns_id)} USING fts5vocab({fts_table(ns_id)}, 'row')"
     )

@@ -1,25 +1,62 @@
-"""The memory store: namespaced, typed entries in one SQLite file, with calibrated recall."""
+"""The memory store: namespaced, typed entries in one SQLite file, with calibrated recall.
+
+Recall has three modes (lexical, dense, hybrid), all on the one scale of `sources._relevance`.
+
+Vectors. A store opened with an embedder (the default unless mode="lexical") embeds every
+entry at write time, in batches and before taking the write lock, and stores the vector
+with the model id in the same transaction as the row. A store without an embedder writes
+no vectors, and asking it for a dense mode is a ConfigError (the model is never loaded
+behind a caller's back, inside a turn's deadline). Vectors made by another model are stale:
+dense search ignores them, a lexical candidate without a current vector is embedded on the
+fly so its score stays right, and `reindex` re-embeds them.
+"""
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import attrs
 import structlog
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, FieldError, Namespace, ValidationError
+from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, ValidationError
 
-from . import _analysis, _index, _schema, _validate
+from . import _analysis, _index, _schema, _validate, _vectors
 from ._db import Database
-from ._relevance import QueryProfile, lexical_features, lexical_probability
+from ._relevance import (
+    DENSE_MODES,
+    QueryProfile,
+    Scorer,
+    check_mode,
+    dense_probability,
+    hybrid_probability,
+    lexical_features,
+    lexical_probability,
+)
+
+if TYPE_CHECKING:
+    import sqlite3
+    from pathlib import Path
+
+    import numpy as np
+    import numpy.typing as npt
+
+    from broker.abc import Embedder
+
+Progress = Callable[[int, int], None]
+"""progress(done, total), called after each embedded batch."""
 
 logger = structlog.get_logger(__name__)
 
 MAX_RECALL_LIMIT = 1000
+EMBED_BATCH: Final = 256
+"""Texts embedded per batch at write time and by `reindex` (one progress call each)."""
+_CORPUS_TABLES: Final = {
+    _schema.CORPUS_ENTRIES: "entries",
+    _schema.CORPUS_FACTS: "facts",
+    _schema.CORPUS_KNOWLEDGE: "knowledge",
+}
 _ENTRY_COLS = "rowid, id, tenant_id, project_id, kind, memory_type, text, created_at, importance, metadata"
 
 
@@ -122,21 +159,42 @@ def types_errors(types: Iterable[str] | None) -> list[FieldError]:
 
 @attrs.define(eq=False)
 class MemoryStore:
-    """Namespaced memories in one SQLite file. Blocking and thread-safe: async callers
-    run its methods in worker threads."""
+    """Namespaced memories in one SQLite file.
+
+    Blocking and thread-safe: async callers run its methods in worker threads.
+    """
 
     db: Database
+    embedder: Embedder | None = None
+    mode: str = "hybrid"
+    _vindex: _vectors.VectorIndex | None = None
 
     @classmethod
-    def open(cls, path: Path | str) -> MemoryStore:
-        """Open (or create) the store at `path`; StoreError if the file is unusable."""
-        return cls(db=Database.open(path))
+    def open(cls, path: Path | str, *, embedder: Embedder | None = None, mode: str = "hybrid") -> MemoryStore:
+        """Open (or create) the store at `path`; StoreError if the file is unusable.
+
+        `mode` is the default recall mode. Dense and hybrid modes need an embedder: without
+        one the process-wide default model is loaded here (blocking, about 0.2 s; async
+        callers open the store in a worker thread, before any deadline). mode="lexical"
+        loads no model; given an embedder it still writes vectors (so switching to hybrid
+        later needs no reindex), without one it writes none.
+        """
+        mode = check_mode(mode)
+        if embedder is None and mode in DENSE_MODES:
+            from ._embedder import load_default_embedder  # noqa: PLC0415 - lexical stores never import onnxruntime
+
+            embedder = load_default_embedder()
+        return cls(db=Database.open(path), embedder=embedder, mode=mode)
+
+    def __attrs_post_init__(self) -> None:
+        if self._vindex is None and self.embedder is not None:
+            self._vindex = _vectors.VectorIndex(model_id=self.embedder.model_id, dim=self.embedder.dim)
 
     def close(self) -> None:
         """Close every connection."""
         self.db.close()
 
-    def __enter__(self) -> MemoryStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -144,7 +202,7 @@ class MemoryStore:
 
     # -- writes -------------------------------------------------------------------------
 
-    def add_entry(
+    def add_entry(  # noqa: PLR0913 - the documented API
         self,
         text: str,
         *,
@@ -170,15 +228,47 @@ class MemoryStore:
         return self.add_entries([entry], namespace=namespace, replace=replace)[0]
 
     def add_entries(
-        self, entries: Iterable[NewEntry], *, namespace: Namespace, replace: bool = False
+        self,
+        entries: Iterable[NewEntry],
+        *,
+        namespace: Namespace,
+        replace: bool = False,
+        progress: Progress | None = None,
     ) -> list[str]:
-        """Write many memories in one transaction: all or nothing."""
+        """Write many memories in one transaction: all or nothing.
+
+        With an embedder, the texts are embedded first, in batches (`progress(done, total)`
+        after each), outside the write lock; the vectors go in the same transaction.
+        """
         rows = self._validated(list(entries))
+        vectors = self._embed([r.text for r in rows], progress)
+        removed: list[tuple[int, int]] = []
         with self.db.write() as conn:
             ns_id = _index.ensure_ns(conn, namespace)
-            for row in rows:
-                self._insert(conn, ns_id, namespace, row, replace=replace)
+            rowids = [
+                self._insert(conn, ns_id, namespace, row, replace=replace, removed=removed) for row in rows
+            ]
+            if vectors is not None and self.embedder is not None:
+                _vectors.store_vectors(
+                    conn, ns_id, _schema.CORPUS_ENTRIES, rowids, vectors, self.embedder.model_id
+                )
+        if self._vindex is not None and removed:
+            self._vindex.forget(removed, _schema.CORPUS_ENTRIES)
         return [r.id for r in rows]
+
+    def _embed(self, texts: Sequence[str], progress: Progress | None) -> npt.NDArray[np.float32] | None:
+        if self.embedder is None:
+            return None
+        parts = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            parts.append(self.embedder.embed(texts[start : start + EMBED_BATCH]))
+            if progress is not None:
+                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+        if not parts:
+            return None
+        import numpy as np  # noqa: PLC0415 - only stores with an embedder need it
+
+        return np.vstack(parts)
 
     def _validated(self, entries: list[NewEntry]) -> list[_Row]:
         rows: list[_Row] = []
@@ -190,23 +280,48 @@ class MemoryStore:
             errors += errs
             if row is not None:
                 if row.id in seen:
-                    errors.append(FieldError(field=f"[{i}].id", code="duplicate", message=f"id {row.id!r} repeats in this batch"))
+                    errors.append(
+                        FieldError(
+                            field=f"[{i}].id",
+                            code="duplicate",
+                            message=f"id {row.id!r} repeats in this batch",
+                        )
+                    )
                 seen.add(row.id)
                 rows.append(row)
         _validate.raise_if(errors)
         return rows
 
-    def _insert(self, conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: _Row, *, replace: bool) -> int:
+    def _insert(  # noqa: PLR0913
+        self,
+        conn: sqlite3.Connection,
+        ns_id: int,
+        ns: Namespace,
+        row: _Row,
+        *,
+        replace: bool,
+        removed: list[tuple[int, int]],
+    ) -> int:
         old = conn.execute("SELECT rowid FROM entries WHERE ns_id = ? AND id = ?", (ns_id, row.id)).fetchone()
         if old is not None:
             if not replace:
                 raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {ns}")
-            self._delete_rowid(conn, ns_id, int(old[0]))
+            removed += self._delete_rowid(conn, ns_id, int(old[0]))
         cur = conn.execute(
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
             "created_at, importance, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row.id, ns_id, ns.tenant_id, ns.project_id, row.kind, row.memory_type, row.text,
-             row.created_at, row.importance, row.metadata),
+            (
+                row.id,
+                ns_id,
+                ns.tenant_id,
+                ns.project_id,
+                row.kind,
+                row.memory_type,
+                row.text,
+                row.created_at,
+                row.importance,
+                row.metadata,
+            ),
         )
         rowid = int(cur.lastrowid or 0)
         _index.add_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid, row.text)
@@ -221,29 +336,116 @@ class MemoryStore:
             row = conn.execute("SELECT rowid FROM entries WHERE ns_id = ? AND id = ?", (ns_id, id)).fetchone()
             if row is None:
                 return False
-            self._delete_rowid(conn, ns_id, int(row[0]))
+            removed = self._delete_rowid(conn, ns_id, int(row[0]))
+        if self._vindex is not None:
+            self._vindex.forget(removed, _schema.CORPUS_ENTRIES)
         return True
 
     @staticmethod
-    def _delete_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> None:
+    def _delete_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> list[tuple[int, int]]:
+        """Delete one entry from every index; returns the (ns_id, rowid) of vectors removed."""
         _index.remove_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid)
-        conn.execute("DELETE FROM vectors WHERE corpus = ? AND src_rowid = ?", (_schema.CORPUS_ENTRIES, rowid))
+        removed = _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [rowid])
         conn.execute("DELETE FROM neuron_triggers WHERE entry_rowid = ?", (rowid,))
         conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
         conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
+        return removed
+
+    def reindex(self, *, progress: Progress | None = None) -> int:
+        """Embed every row whose vector is missing or made by another model; return how many.
+
+        Covers entries, facts and knowledge of every namespace, in batches of EMBED_BATCH.
+
+        Each batch is read, embedded outside the write lock, then written in a short
+        transaction that skips rows deleted or changed meanwhile. Safe to interrupt and rerun.
+        """
+        embedder = self._require_embedder("reindex")
+        todo = self._unembedded(embedder.model_id)
+        total, done = sum(len(v) for v in todo.values()), 0
+        for corpus, rowids in todo.items():
+            for start in range(0, len(rowids), EMBED_BATCH):
+                done += self._reindex_batch(embedder, corpus, rowids[start : start + EMBED_BATCH])
+                if progress is not None:
+                    progress(done, total)
+        if self._vindex is not None:
+            self._vindex.invalidate()
+        logger.info("store.reindexed", vectors=done, model_id=embedder.model_id)
+        return done
+
+    def _unembedded(self, model_id: str) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        with self.db.read() as conn:
+            for corpus, table in _CORPUS_TABLES.items():
+                out[corpus] = [
+                    int(r[0])
+                    for r in conn.execute(
+                        f"SELECT t.rowid FROM {table} t LEFT JOIN vectors v "
+                        "ON v.corpus = ? AND v.src_rowid = t.rowid "
+                        "WHERE v.model_id IS NULL OR v.model_id != ? ORDER BY t.rowid",
+                        (corpus, model_id),
+                    )
+                ]
+        return out
+
+    def _reindex_batch(self, embedder: Embedder, corpus: int, rowids: list[int]) -> int:
+        table = _CORPUS_TABLES[corpus]
+        marks = ",".join("?" * len(rowids))
+        sql = f"SELECT rowid, ns_id, text FROM {table} WHERE rowid IN ({marks})"
+        with self.db.read() as conn:
+            rows = [(int(r[0]), int(r[1]), str(r[2])) for r in conn.execute(sql, rowids)]
+        if not rows:
+            return 0
+        vectors = embedder.embed([r[2] for r in rows])
+        written = 0
+        with self.db.write() as conn:
+            for (rowid, ns_id, text), vec in zip(rows, vectors, strict=True):
+                still = conn.execute(
+                    f"SELECT 1 FROM {table} WHERE rowid = ? AND ns_id = ? AND text = ?",
+                    (rowid, ns_id, text),
+                ).fetchone()
+                if still is not None:
+                    _vectors.store_vectors(conn, ns_id, corpus, [rowid], vec[None, :], embedder.model_id)
+                    written += 1
+        return written
+
+    def vector_status(self, *, namespace: Namespace | None = None) -> dict[str, int]:
+        """Count entries by vector state.
+
+        `current`: a vector of this store's model; `stale`: of another model; `missing`: none.
+        """
+        model_id = self.embedder.model_id if self.embedder is not None else ""
+        where, params = "", cast("tuple[str, ...]", ())
+        if namespace is not None:
+            where, params = (
+                " WHERE e.tenant_id = ? AND e.project_id = ?",
+                (namespace.tenant_id, namespace.project_id),
+            )
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT total(v.model_id = ?), total(v.model_id != ?), total(v.model_id IS NULL) "
+                f"FROM entries e LEFT JOIN vectors v ON v.corpus = 0 AND v.src_rowid = e.rowid{where}",
+                (model_id, model_id, *params),
+            ).fetchone()
+        return {"current": int(row[0]), "stale": int(row[1]), "missing": int(row[2])}
+
+    def _require_embedder(self, what: str) -> Embedder:
+        if self.embedder is None:
+            msg = f"{what} needs an embedder; open the store with mode 'dense' or 'hybrid' (or pass one)"
+            raise ConfigError(msg)
+        return self.embedder
 
     # -- reads --------------------------------------------------------------------------
 
     def get(self, id: str, *, namespace: Namespace) -> Memory | None:  # noqa: A002
-        """The memory with this id in this namespace, or None."""
+        """Return the memory with this id in this namespace, or None."""
         with self.db.read() as conn:
             row = conn.execute(
-                f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",  # noqa: S608
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
                 (namespace.tenant_id, namespace.project_id, id),
             ).fetchone()
         return None if row is None else Memory.from_row(row)
 
-    def recall(
+    def recall(  # noqa: PLR0913 - query plus keyword options
         self,
         query: str,
         *,
@@ -251,13 +453,22 @@ class MemoryStore:
         types: Sequence[str] | None = None,
         limit: int = 10,
         min_score: float = RECALL_MIN_SCORE,
+        mode: str | None = None,
     ) -> list[Recalled]:
-        """Memories relevant to `query`, best first, each with a calibrated probability of
-        relevance at or above `min_score`. Typed queries include unclassified memories."""
-        with self.db.read() as conn:
-            return self.recall_on(conn, query, namespace=namespace, types=types, limit=limit, min_score=min_score)
+        """Return memories relevant to `query`, best first, scored at or above `min_score`.
 
-    def recall_on(
+        Each score is a calibrated probability of relevance. Typed queries include
+        unclassified memories.
+
+        `mode` (lexical | dense | hybrid) overrides the store's default; ValidationError for
+        an unknown mode, ConfigError for a dense mode on a store without an embedder.
+        """
+        with self.db.read() as conn:
+            return self.recall_on(
+                conn, query, namespace=namespace, types=types, limit=limit, min_score=min_score, mode=mode
+            )
+
+    def recall_on(  # noqa: PLR0913 - recall's keywords plus the caller's connection
         self,
         conn: sqlite3.Connection,
         query: str,
@@ -266,25 +477,107 @@ class MemoryStore:
         types: Sequence[str] | None = None,
         limit: int = 10,
         min_score: float = RECALL_MIN_SCORE,
+        mode: str | None = None,
     ) -> list[Recalled]:
-        """`recall` on a reader connection the caller holds (so it can interrupt it)."""
+        """Run `recall` on a reader connection the caller holds (so it can interrupt it)."""
+        mode = check_mode(self.mode if mode is None else mode)
         self._check_recall_args(query, types, limit)
+        if mode in DENSE_MODES:
+            self._require_embedder(f"recall mode {mode!r}")
         ns_id = _index.find_ns(conn, namespace)
         prof = _index.profile(conn, ns_id, query)
-        if ns_id is None or not prof.present:
+        if ns_id is None or not prof.terms:
             return []
-        rows = self._lexical_rows(conn, ns_id, prof, types, max(4 * limit, 50))
-        scored = [Recalled(memory=Memory.from_row(r), score=_score_text(prof, r[6])) for r in rows]
-        kept = [r for r in scored if r.score >= min_score]
-        kept.sort(key=lambda r: (-r.score, r.memory.id))
-        return kept[:limit]
+        k = max(4 * limit, 50)
+        if mode == "lexical":
+            if not prof.present:
+                return []
+            rows = self._lexical_rows(conn, ns_id, prof, types, k)
+            scored = [(lexical_probability(lexical_features(prof, _row_terms(r))), r) for r in rows]
+        else:  # hybrid unions two lists: half as deep each keeps the pool the same size
+            k = k if mode == "dense" else max(2 * limit, 50)
+            scored = self._dense_scored(conn, ns_id, prof, query, types=types, k=k, mode=mode)
+        kept = [(p, r) for p, r in scored if p >= min_score]
+        kept.sort(key=lambda pr: (-pr[0], pr[1][1]))
+        return [Recalled(memory=Memory.from_row(r), score=p) for p, r in kept[:limit]]
+
+    def scorer(
+        self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None
+    ) -> Scorer:
+        """Build a `Scorer` of `query` against a namespace in `mode` (default: the store's).
+
+        Other sources score their texts with it, on the store's scale.
+        """
+        mode = check_mode(self.mode if mode is None else mode)
+        prof = _index.profile(conn, _index.find_ns(conn, namespace), query)
+        return Scorer.build(prof, query, mode=mode, embedder=self.embedder)
+
+    def _dense_scored(  # noqa: PLR0913
+        self,
+        conn: sqlite3.Connection,
+        ns_id: int,
+        prof: QueryProfile,
+        query: str,
+        *,
+        types: Sequence[str] | None,
+        k: int,
+        mode: str,
+    ) -> list[tuple[float, Any]]:
+        """Score the dense top-k (and in hybrid the lexical top-k) with the mode's logistic.
+
+        Candidates come from the namespace only, within the typed filter.
+        """
+        scorer = Scorer.build(prof, query, mode=mode, embedder=self.embedder)
+        if scorer.query_vector is None or self._vindex is None:
+            return []
+        hits = self._vindex.search(conn, ns_id, _schema.CORPUS_ENTRIES, scorer.query_vector, k, types=types)
+        cosine = {h.rowid: h.cosine for h in hits}
+        rows = {int(r[0]): r for r in self._rows_by_rowid(conn, ns_id, list(cosine))}
+        if mode == "hybrid" and prof.present:
+            for r in self._lexical_rows(conn, ns_id, prof, types, k):
+                rows.setdefault(int(r[0]), r)
+            cosine.update(self._stored_cosines(conn, scorer, [r for r in rows if r not in cosine]))
+        out = [(_dense_score(scorer, rows[r], c), rows[r]) for r, c in cosine.items() if r in rows]
+        missing = [r for r in rows if r not in cosine]
+        if missing:  # stale or missing vectors: embed the texts now, so the score stays right
+            fresh = scorer.score_texts([rows[r][6] for r in missing])
+            out += [(p, rows[r]) for r, p in zip(missing, fresh, strict=True)]
+        return out
+
+    def _stored_cosines(
+        self, conn: sqlite3.Connection, scorer: Scorer, rowids: list[int]
+    ) -> dict[int, float]:
+        if self.embedder is None or scorer.query_vector is None or not rowids:
+            return {}
+        stored = _vectors.stored_vectors(
+            conn, _schema.CORPUS_ENTRIES, rowids, self.embedder.model_id, self.embedder.dim
+        )
+        return {r: float(v @ scorer.query_vector) for r, v in stored.items()}
+
+    @staticmethod
+    def _rows_by_rowid(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Any]:
+        """Entry rows (and their analysed FTS body, so terms are not re-analysed) by rowid."""
+        if not rowids:
+            return []
+        table = _schema.fts_table(ns_id)
+        cols = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
+        marks = ",".join("?" * len(rowids))
+        return conn.execute(
+            f"SELECT {cols}, f.body FROM entries e LEFT JOIN {table} f ON f.rowid = e.rowid * 4 "
+            f"WHERE e.rowid IN ({marks})",
+            rowids,
+        ).fetchall()
 
     @staticmethod
     def _check_recall_args(query: object, types: Sequence[str] | None, limit: object) -> None:
         errors = _validate.text_errors("query", query)
         errors += types_errors(types)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
-            errors.append(FieldError(field="limit", code="out_of_range", message=f"must be an integer in 1..{MAX_RECALL_LIMIT}"))
+            errors.append(
+                FieldError(
+                    field="limit", code="out_of_range", message=f"must be an integer in 1..{MAX_RECALL_LIMIT}"
+                )
+            )
         _validate.raise_if(errors)
 
     @staticmethod
@@ -301,20 +594,23 @@ class MemoryStore:
         params.append(k)
         cols = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
         return conn.execute(
-            f"SELECT {cols} FROM {table} JOIN entries e ON e.rowid = ({table}.rowid >> 2) "  # noqa: S608
+            f"SELECT {cols}, {table}.body FROM {table} JOIN entries e ON e.rowid = ({table}.rowid >> 2) "
             f"WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0{typed} ORDER BY bm25({table}) LIMIT ?",
             params,
         ).fetchall()
 
     def stats(self, *, namespace: Namespace | None = None) -> dict[str, Any]:
-        """Counts per namespace and kind, schema version, file size."""
+        """Return counts per namespace and kind, schema version, file size."""
         with self.db.read() as conn:
-            where, params = "", ()
+            where, params = "", cast("tuple[str, ...]", ())
             if namespace is not None:
-                where, params = " WHERE tenant_id = ? AND project_id = ?", (namespace.tenant_id, namespace.project_id)
+                where, params = (
+                    " WHERE tenant_id = ? AND project_id = ?",
+                    (namespace.tenant_id, namespace.project_id),
+                )
             kinds = conn.execute(
-                f"SELECT tenant_id, project_id, kind, COALESCE(memory_type, ''), count(*) FROM entries{where} "  # noqa: S608
-                "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+                "SELECT tenant_id, project_id, kind, COALESCE(memory_type, ''), count(*) "
+                f"FROM entries{where} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
                 params,
             ).fetchall()
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -324,12 +620,27 @@ class MemoryStore:
             "schema_version": int(version),
             "entries": total,
             "by_namespace": [
-                {"tenant": r[0], "project": r[1], "kind": r[2], "memory_type": r[3] or None, "count": int(r[4])}
+                {
+                    "tenant": r[0],
+                    "project": r[1],
+                    "kind": r[2],
+                    "memory_type": r[3] or None,
+                    "count": int(r[4]),
+                }
                 for r in kinds
             ],
             "size_bytes": self.db.size_bytes(),
         }
 
 
-def _score_text(prof: QueryProfile, text: str) -> float:
-    return lexical_probability(lexical_features(prof, _analysis.terms(text)))
+def _row_terms(row: Sequence[Any]) -> list[str]:
+    """Return a candidate row's terms: its FTS body when selected with it, else analysed now."""
+    body = row[10] if len(row) > 10 else None
+    return str(body).split() if body is not None else _analysis.terms(row[6])
+
+
+def _dense_score(scorer: Scorer, row: Sequence[Any], cosine: float) -> float:
+    """Score with a cosine the index already computed (equal to `scorer.score`)."""
+    if scorer.mode == "dense":
+        return dense_probability(scorer.profile, cosine)
+    return hybrid_probability(scorer.profile, lexical_features(scorer.profile, _row_terms(row)), cosine)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from broker import MEMORY_TYPES, FieldError, ValidationError
+from broker import FieldError, ValidationError
 
 MAX_TEXT_CHARS = 32_000
 """Longest memory text accepted, in characters."""
@@ -26,9 +26,7 @@ def text_errors(field: str, text: object, *, max_chars: int = MAX_TEXT_CHARS) ->
     if not text.strip():
         errors.append(FieldError(field=field, code="empty", message="must not be empty"))
     if len(text) > max_chars:
-        errors.append(
-            FieldError(field=field, code="too_long", message=f"must be at most {max_chars} chars")
-        )
+        errors.append(FieldError(field=field, code="too_long", message=f"must be at most {max_chars} chars"))
     if "\x00" in text:
         errors.append(FieldError(field=field, code="nul", message="must not contain NUL bytes"))
     try:
@@ -46,7 +44,11 @@ def choice_errors(field: str, value: object, allowed: tuple[str, ...], *, option
         return []
     if value not in allowed:
         return [
-            FieldError(field=field, code="invalid_choice", message=f"must be one of {', '.join(allowed)}; got {value!r}")
+            FieldError(
+                field=field,
+                code="invalid_choice",
+                message=f"must be one of {', '.join(allowed)}; got {value!r}",
+            )
         ]
     return []
 
@@ -56,7 +58,11 @@ def id_errors(field: str, value: object) -> list[FieldError]:
     if value is None:
         return []
     if not isinstance(value, str) or not value.strip() or len(value) > 200 or "\x00" in value:
-        return [FieldError(field=field, code="invalid_id", message="must be a non-empty string of at most 200 chars")]
+        return [
+            FieldError(
+                field=field, code="invalid_id", message="must be a non-empty string of at most 200 chars"
+            )
+        ]
     return []
 
 
@@ -70,7 +76,9 @@ def normalise_created_at(value: object) -> tuple[str | None, list[FieldError]]:
         try:
             moment = datetime.fromisoformat(value)
         except ValueError:
-            return None, [FieldError(field="created_at", code="invalid_timestamp", message="must be ISO-8601")]
+            return None, [
+                FieldError(field="created_at", code="invalid_timestamp", message="must be ISO-8601")
+            ]
     else:
         return None, [FieldError(field="created_at", code="invalid_timestamp", message="must be ISO-8601")]
     if moment.tzinfo is None:
@@ -97,9 +105,15 @@ def encode_metadata(value: object) -> tuple[str, list[FieldError]]:
         encoded = json.dumps(dict(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         encoded.encode("utf-8")
     except (TypeError, ValueError) as exc:
-        return "", [FieldError(field="metadata", code="not_json", message=f"must be JSON-serialisable: {exc}")]
+        return "", [
+            FieldError(field="metadata", code="not_json", message=f"must be JSON-serialisable: {exc}")
+        ]
     if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
-        return "", [FieldError(field="metadata", code="too_large", message=f"must be at most {MAX_METADATA_BYTES} bytes")]
+        return "", [
+            FieldError(
+                field="metadata", code="too_large", message=f"must be at most {MAX_METADATA_BYTES} bytes"
+            )
+        ]
     return encoded, []
 
 

@@ -8,7 +8,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import attrs
 import platformdirs
@@ -74,7 +73,7 @@ class App:
             self._store = None
 
     @staticmethod
-    def print_json(value: Any) -> None:
+    def print_json(value: object) -> None:
         """One JSON document on stdout."""
         sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 

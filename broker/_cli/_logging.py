@@ -5,19 +5,19 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import IO
+from typing import TextIO
 
 import structlog
 
 LEVELS = ("debug", "info", "warning", "error")
 
 
-def configure(*, level: str, trace_file: str | None) -> IO[str] | None:
+def configure(*, level: str, trace_file: str | None) -> TextIO | None:
     """JSON lines to stderr, or to `trace_file` (appended); returns the file to close."""
-    stream: IO[str] = sys.stderr
-    opened: IO[str] | None = None
+    stream: TextIO = sys.stderr
+    opened: TextIO | None = None
     if trace_file:
-        opened = Path(trace_file).expanduser().open("a", encoding="utf-8")  # noqa: SIM115
+        opened = Path(trace_file).expanduser().open("a", encoding="utf-8")
         stream = opened
     structlog.configure(
         processors=[

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from broker import MEMORY_TYPES, FieldError, ValidationError
-from sources import KINDS, NewEntry
+from sources import NewEntry
 
 from ._app import App, UsageError
+from ._memorules import add_remember_arguments, remember_command
 
 _INGEST_KEYS = frozenset({"id", "text", "kind", "memory_type", "created_at", "importance", "metadata"})
 _PROGRESS_EVERY = 1000
@@ -20,7 +21,10 @@ _PROGRESS_EVERY = 1000
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the store commands."""
     p = sub.add_parser("ingest", help="load memories from a JSONL file (all or nothing)")
-    p.add_argument("file", help="JSONL: one {text, id?, kind?, memory_type?, created_at?, importance?, metadata?} per line")
+    p.add_argument(
+        "file",
+        help="JSONL: one {text, id?, kind?, memory_type?, created_at?, importance?, metadata?} per line",
+    )
     p.add_argument("--replace", action="store_true", help="replace memories whose id exists")
     p.set_defaults(handler=ingest)
 
@@ -37,12 +41,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=stats)
 
     if "remember" not in sub.choices:
-        p = sub.add_parser("remember", help="write one memory; prints its id")
-        p.add_argument("text")
-        p.add_argument("--memory-type", choices=MEMORY_TYPES)
-        p.add_argument("--kind", default="note", choices=KINDS)
-        p.add_argument("--id")
-        p.set_defaults(handler=remember)
+        p = sub.add_parser("remember", help="write one memory (a note or a memorule); prints its id")
+        add_remember_arguments(p)
+        p.set_defaults(handler=remember_command)
 
 
 def add_mode_argument(p: argparse.ArgumentParser) -> None:
@@ -57,18 +58,11 @@ def parse_types(raw: str | None) -> tuple[str, ...] | None:
     types = tuple(t.strip() for t in raw.split(",") if t.strip())
     bad = [t for t in types if t not in MEMORY_TYPES]
     if bad or not types:
-        raise UsageError(f"error: --types: unknown memory type(s) {', '.join(bad) or '(none given)'}; "
-                         f"choose from {', '.join(MEMORY_TYPES)}")
+        raise UsageError(
+            f"error: --types: unknown memory type(s) {', '.join(bad) or '(none given)'}; "
+            f"choose from {', '.join(MEMORY_TYPES)}"
+        )
     return types
-
-
-def remember(args: argparse.Namespace, app: App) -> int:
-    """Write one note; print its id."""
-    new_id = app.store().add_entry(
-        args.text, namespace=app.namespace, kind=args.kind, memory_type=args.memory_type, id=args.id
-    )
-    app.out(new_id)
-    return 0
 
 
 def recall(args: argparse.Namespace, app: App) -> int:

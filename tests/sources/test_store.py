@@ -44,7 +44,12 @@ def fill(store: MemoryStore, ns: Namespace) -> None:
 def _fts_ok(store: MemoryStore) -> None:
     conn = sqlite3.connect(store.db.path)
     try:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name GLOB 'fts_[0-9]*' AND name NOT LIKE '%vocab%' AND type='table' AND sql LIKE '%fts5(%'")]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE name GLOB 'fts_[0-9]*' AND name NOT LIKE '%vocab%' AND type='table' AND sql LIKE '%fts5(%'"
+            )
+        ]
         for t in tables:
             conn.execute(f"INSERT INTO {t}({t}) VALUES ('integrity-check')")
     finally:
@@ -86,9 +91,20 @@ def test_delete_removes_from_every_index(store: MemoryStore) -> None:
     _fts_ok(store)
 
 
-@given(st.lists(st.tuples(st.sampled_from(["w", "d", "r"]), st.integers(0, 5), st.sampled_from(["alpha beta", "gamma delta epsilon", "alpha zeta"])), max_size=25))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["w", "d", "r"]),
+            st.integers(0, 5),
+            st.sampled_from(["alpha beta", "gamma delta epsilon", "alpha zeta"]),
+        ),
+        max_size=25,
+    )
+)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_fts_integrity_holds_after_any_writes_and_deletes(tmp_path: Path, ops: list[tuple[str, int, str]]) -> None:
+def test_fts_integrity_holds_after_any_writes_and_deletes(
+    tmp_path: Path, ops: list[tuple[str, int, str]]
+) -> None:
     """Any sequence of writes, replaces and deletes leaves FTS5's integrity-check passing."""
     db = tmp_path / f"h{abs(hash(tuple(ops)))}.db"
     with MemoryStore.open(db, mode="lexical") as s:
@@ -106,8 +122,15 @@ def test_typed_query_includes_unclassified_and_excludes_other_types(store: Memor
     """Typed recall filters (memory_type IN types) OR memory_type IS NULL."""
     store.add_entry("espresso machine descaling schedule", namespace=A, id="proc", memory_type="procedural")
     store.add_entry("espresso machine descaling schedule notes", namespace=A, id="none")
-    store.add_entry("espresso machine descaling schedule memory", namespace=A, id="epi", memory_type="episodic")
-    ids = {h.memory.id for h in store.recall("espresso machine descaling schedule", namespace=A, types=["procedural"], min_score=0.0)}
+    store.add_entry(
+        "espresso machine descaling schedule memory", namespace=A, id="epi", memory_type="episodic"
+    )
+    ids = {
+        h.memory.id
+        for h in store.recall(
+            "espresso machine descaling schedule", namespace=A, types=["procedural"], min_score=0.0
+        )
+    }
     assert ids == {"proc", "none"}
 
 
@@ -118,7 +141,21 @@ def test_unknown_types_and_bad_limits_are_rejected(store: MemoryStore) -> None:
     assert {e.field for e in err.value.errors} == {"types", "limit"}
 
 
-@pytest.mark.parametrize("query", ["pardon?", "what's 2 + 2", '"unbalanced', "a:b c:d", "NEAR(a b)", "AND OR NOT", "*", "^x", "(((", "col:term"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "pardon?",
+        "what's 2 + 2",
+        '"unbalanced',
+        "a:b c:d",
+        "NEAR(a b)",
+        "AND OR NOT",
+        "*",
+        "^x",
+        "(((",
+        "col:term",
+    ],
+)
 def test_query_text_is_never_fts_syntax(store: MemoryStore, query: str) -> None:
     """Quotes, colons, NEAR( and operators in a query are plain text, never an FTS5 error."""
     store.add_entry("a note about near misses and colons", namespace=A)
@@ -133,26 +170,50 @@ def test_namespaces_never_leak(store: MemoryStore) -> None:
     store.add_entry("secret launch codename bluebird", namespace=B, id="s")
     a = store.recall("launch codename bluebird", namespace=A)
     assert [h.memory.namespace for h in a] == [A]
-    assert store.recall("launch codename bluebird", namespace=Namespace(tenant_id="acme", project_id="p2")) == []
+    assert (
+        store.recall("launch codename bluebird", namespace=Namespace(tenant_id="acme", project_id="p2")) == []
+    )
 
 
-@given(st.lists(st.tuples(st.sampled_from(["t1", "t2", "t3"]), st.sampled_from(["kiwi mango", "mango papaya guava", "kiwi", "papaya smoothie recipe", "guava jam"])), min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["t1", "t2", "t3"]),
+            st.sampled_from(
+                ["kiwi mango", "mango papaya guava", "kiwi", "papaya smoothie recipe", "guava jam"]
+            ),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_reads_stay_in_tenant_and_scores_ignore_other_tenants(tmp_path: Path, writes: list[tuple[str, str]]) -> None:
+def test_reads_stay_in_tenant_and_scores_ignore_other_tenants(
+    tmp_path: Path, writes: list[tuple[str, str]]
+) -> None:
     """Random writes across tenants: reads return only their tenant's rows, and a tenant's
     scores do not change when another tenant writes (per-namespace term statistics)."""
     db = tmp_path / f"iso{abs(hash(tuple(writes)))}.db"
     with MemoryStore.open(db, mode="lexical") as s:
         home = Namespace(tenant_id="home")
-        s.add_entries([NewEntry(text="kiwi mango smoothie", id="h1"), NewEntry(text="guava jam on toast", id="h2")], namespace=home)
-        before = {q: [(h.memory.id, h.score) for h in s.recall(q, namespace=home, min_score=0.0)] for q in ("kiwi smoothie", "guava jam", "papaya")}
+        s.add_entries(
+            [NewEntry(text="kiwi mango smoothie", id="h1"), NewEntry(text="guava jam on toast", id="h2")],
+            namespace=home,
+        )
+        before = {
+            q: [(h.memory.id, h.score) for h in s.recall(q, namespace=home, min_score=0.0)]
+            for q in ("kiwi smoothie", "guava jam", "papaya")
+        }
         for tenant, text in writes:
             s.add_entry(text, namespace=Namespace(tenant_id=tenant))
         for q, expected in before.items():
             assert [(h.memory.id, h.score) for h in s.recall(q, namespace=home, min_score=0.0)] == expected
         for tenant in ("t1", "t2", "t3"):
             ns = Namespace(tenant_id=tenant)
-            assert all(h.memory.namespace == ns for h in s.recall("kiwi mango papaya guava", namespace=ns, min_score=0.0))
+            assert all(
+                h.memory.namespace == ns
+                for h in s.recall("kiwi mango papaya guava", namespace=ns, min_score=0.0)
+            )
 
 
 @pytest.mark.parametrize(
@@ -171,7 +232,9 @@ def test_reads_stay_in_tenant_and_scores_ignore_other_tenants(tmp_path: Path, wr
         ({"text": "ok text", "importance": 7}, "importance", "out_of_range"),
     ],
 )
-def test_bad_input_is_a_typed_error_and_writes_nothing(store: MemoryStore, kwargs: dict[str, object], field: str, code: str) -> None:
+def test_bad_input_is_a_typed_error_and_writes_nothing(
+    store: MemoryStore, kwargs: dict[str, object], field: str, code: str
+) -> None:
     """Bad input raises ValidationError naming the field, and nothing is written."""
     text = kwargs.pop("text")
     with pytest.raises(ValidationError) as err:
@@ -183,7 +246,10 @@ def test_bad_input_is_a_typed_error_and_writes_nothing(store: MemoryStore, kwarg
 def test_batch_with_one_bad_entry_writes_nothing(store: MemoryStore) -> None:
     """add_entries is all or nothing, and reports every bad entry at once."""
     with pytest.raises(ValidationError) as err:
-        store.add_entries([NewEntry(text="good one"), NewEntry(text=""), NewEntry(text="x", memory_type="nope")], namespace=A)
+        store.add_entries(
+            [NewEntry(text="good one"), NewEntry(text=""), NewEntry(text="x", memory_type="nope")],
+            namespace=A,
+        )
     assert {e.field for e in err.value.errors} == {"[1].text", "[2].memory_type"}
     assert store.stats(namespace=A)["entries"] == 0
 
@@ -262,7 +328,9 @@ def test_ensure_memory_type_column_is_idempotent_and_self_healing(tmp_path: Path
     MemoryStore.open(db, mode="lexical").close()
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("UPDATE entries SET memory_type = NULL WHERE id = 'n1'")
-    conn.execute("INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, text, created_at, importance, memory_type) VALUES ('n2', 1, 'acme', 'p1', 'neuron', 'typed neuron', 'x', 0.1, 'self')")
+    conn.execute(
+        "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, text, created_at, importance, memory_type) VALUES ('n2', 1, 'acme', 'p1', 'neuron', 'typed neuron', 'x', 0.1, 'self')"
+    )
     assert ensure_memory_type_column(conn) == 1
     assert ensure_memory_type_column(conn) == 0
     rows = dict(conn.execute("SELECT id, memory_type FROM entries").fetchall())
@@ -270,7 +338,9 @@ def test_ensure_memory_type_column_is_idempotent_and_self_healing(tmp_path: Path
     conn.close()
 
 
-def test_trivial_tasks_recall_nothing_from_a_whole_conversation(tmp_path: Path, trivial_tasks: list[str], locomo_path: Path) -> None:
+def test_trivial_tasks_recall_nothing_from_a_whole_conversation(
+    tmp_path: Path, trivial_tasks: list[str], locomo_path: Path
+) -> None:
     """Stop words and punctuation never make a memory relevant: every trivial task abstains."""
     conv = json.loads(locomo_path.read_text(encoding="utf-8"))[0]["conversation"]
     entries = [

@@ -1,0 +1,467 @@
+"""ContextBroker: assembles one turn's context from three contributors under the budgets.
+
+Contributors, one per kind, no parallel authority path:
+
+- `user`: the active task block (priority 100, never evicted); its description and status
+  come from the TaskStateRepository, the one authority on tasks.
+- `memory`: the ONLY memory contributor. It asks the selector once, keyed ONLY on the active
+  task's description (never on history or past-task text), and renders each selected memory
+  as quoted data under its block name. A closed or failing selector makes it abstain: zero
+  memory blocks, and the trace says why.
+- `history`: completed tasks only (status from the TaskStateRepository, bodies from the
+  ConversationStateRepository), every past user turn labelled as context, priority 30.
+
+Context order: memory blocks (persona_memories, memorules, memory, consolidated; best
+first within each), then history (oldest first), then the active task LAST, so the one
+instruction to follow is the freshest thing the model reads, and nothing recalled or past
+comes after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import attrs
+import structlog
+
+from . import _admission, _render
+from ._exceptions import BrokerClosedError, ConfigError, ValidationError
+from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
+from ._tokens import TokenCounter as DefaultTokenCounter
+from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+
+    from ._model import SelectedBlock
+    from .abc import (
+        ConversationStateRepository,
+        ConversationTurn,
+        TaskRecord,
+        TaskStateRepository,
+        TokenCounter,
+    )
+
+logger = structlog.get_logger(__name__)
+
+PRIORITIES: Mapping[str, int] = {
+    "user": 100,
+    "memorules": 80,
+    "persona_memories": 70,
+    "memory": 60,
+    "consolidated": 50,
+    "history": 30,
+}
+"""Block priorities: the active task outranks every memory, every memory outranks history."""
+
+MEMORY_ORDER: tuple[str, ...] = ("persona_memories", "memorules", "memory", "consolidated")
+"""The order of memory blocks in the context."""
+
+DEFAULT_SELECT_BUDGET = 20
+"""Most memories asked of the selector per turn; the token budgets then trim further."""
+
+KIND_TASK = "task"
+KIND_MEMORY = "memory"
+KIND_HISTORY = "history"
+
+
+class Selector(Protocol):
+    """What the broker needs of a MemorySelector."""
+
+    async def select_for_task(  # noqa: PLR0913 - mirrors MemorySelector.select_for_task
+        self,
+        task_description: str,
+        *,
+        namespace: Namespace,
+        types: Iterable[str] | None = None,
+        budget: int = 10,
+        context: SessionContext | None = None,
+        deadline: float | None = None,
+    ) -> SelectionResult:
+        """Select memories for the task (may abstain)."""
+        ...
+
+
+def _types(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _known_types(_instance: object, _attribute: attrs.Attribute[Any], value: tuple[str, ...] | None) -> None:
+    if value is not None and (not value or any(t not in MEMORY_TYPES for t in value)):
+        raise ValidationError.single(
+            "types", "unknown", f"must be a non-empty list of {', '.join(MEMORY_TYPES)}"
+        )
+
+
+def _new_turn_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _non_empty(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError.single(attribute.name, "empty", "must be a non-empty string")
+
+
+def _seconds(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ValidationError.single(attribute.name, "range", "must be a number of seconds > 0")
+
+
+def _at_least(low: int) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def check(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValidationError.single(attribute.name, "range", f"must be an integer >= {low}")
+
+    return check
+
+
+_positive = _at_least(1)
+_non_negative = _at_least(0)
+
+
+@attrs.frozen(kw_only=True)
+class Turn:
+    """One turn to assemble: which task, where, for which model window and input budget."""
+
+    task_id: str = attrs.field(validator=_non_empty)
+    namespace: Namespace = attrs.field(validator=attrs.validators.instance_of(Namespace))
+    window: int = attrs.field(validator=_positive)
+    """The model's context window, in tokens."""
+    input_budget: int = attrs.field(validator=_non_negative)
+    """Tokens the whole assembled context may take."""
+    context: SessionContext | None = None
+    types: tuple[str, ...] | None = attrs.field(default=None, converter=_types, validator=_known_types)
+    budget: int = attrs.field(default=DEFAULT_SELECT_BUDGET, validator=_positive)
+    """Most memories to select (before the token budgets)."""
+    deadline: float | None = attrs.field(default=None, validator=attrs.validators.optional(_seconds))
+    """Seconds the memory selection (and the history read) may take; None = the selector's."""
+    memory_budget: int | None = attrs.field(default=None, validator=attrs.validators.optional(_non_negative))
+    """Tokens for memory blocks; None = the broker's setting, else min(1200, window // 8)."""
+    turn_id: str = attrs.field(factory=_new_turn_id)
+
+
+@attrs.frozen(kw_only=True)
+class Block:
+    """One rendered block of the context."""
+
+    name: str
+    kind: str
+    text: str = attrs.field(repr=False)
+    tokens: int
+    entry_id: str | None = None
+    score: float | None = None
+    source: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Context:
+    """The assembled context of one turn, and its trace event (the `turn.completed` fields)."""
+
+    blocks: tuple[Block, ...]
+    trace: Mapping[str, Any] = attrs.field(repr=False)
+
+    @property
+    def text(self) -> str:
+        """The blocks joined by blank lines, in order."""
+        return "\n\n".join(b.text for b in self.blocks)
+
+
+@attrs.frozen(kw_only=True)
+class _Memories:
+    selection: SelectionResult | None
+    elapsed_ms: float | None
+    unavailable: str | None
+
+
+@attrs.frozen(kw_only=True)
+class _History:
+    tasks: tuple[tuple[TaskRecord, tuple[ConversationTurn, ...]], ...]
+    unavailable: str | None
+
+
+@attrs.define(eq=False)
+class ContextBroker:
+    """Assembles each turn's context. Get one from `open_broker`; one `assemble` per turn."""
+
+    _selector: Selector
+    _tasks: TaskStateRepository
+    _conversations: ConversationStateRepository
+    _counter: TokenCounter
+    _memory_budget: int | None
+    _history_limit: int
+    _include_text: bool
+    _closed: bool = attrs.field(default=False, init=False)
+
+    @property
+    def closed(self) -> bool:
+        """True after `open_broker` exited."""
+        return self._closed
+
+    async def assemble(self, turn: Turn) -> Context:
+        """Assemble the turn's context and emit its `turn.completed` event.
+
+        Raises ValidationError if the task is unknown or not active, BrokerClosedError after
+        close. A memory or history problem never raises: that contributor abstains.
+        """
+        if self._closed:
+            raise BrokerClosedError("the context broker is closed")
+        log = logger.bind(turn_id=turn.turn_id)
+        start = anyio.current_time()
+        task = await self._active_task(turn)
+        memories: _Memories | None = None
+        history: _History | None = None
+
+        async def run_memory() -> None:
+            nonlocal memories
+            memories = await self._memory(turn, task)
+
+        async def run_history() -> None:
+            nonlocal history
+            history = await self._history(turn)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_memory)
+            tg.start_soon(run_history)
+        assert memories is not None  # noqa: S101 - both ran to completion in the group
+        assert history is not None  # noqa: S101
+        context = self._build(turn, task, memories, history, start)
+        event = dict(context.trace)
+        event.pop("turn_id")
+        log.info(TURN_COMPLETED, **event)
+        return context
+
+    async def _active_task(self, turn: Turn) -> TaskRecord:
+        task = await self._tasks.get_task(turn.task_id, namespace=turn.namespace)
+        if task is None:
+            raise ValidationError.single(
+                "task_id", "unknown", f"no task {turn.task_id!r} in {turn.namespace}"
+            )
+        if task.status != "active":
+            raise ValidationError.single(
+                "task_id", "not_active", f"task {turn.task_id!r} is {task.status}, not active"
+            )
+        return task
+
+    async def _memory(self, turn: Turn, task: TaskRecord) -> _Memories:
+        """Run the memory contributor: one selection keyed only on the active task."""
+        start = anyio.current_time()
+        try:
+            selection = await self._selector.select_for_task(
+                task.description,
+                namespace=turn.namespace,
+                types=turn.types,
+                budget=turn.budget,
+                context=turn.context,
+                deadline=turn.deadline,
+            )
+        except BrokerClosedError:
+            return _Memories(selection=None, elapsed_ms=None, unavailable="selector closed")
+        except Exception as exc:  # noqa: BLE001 - fail closed: the contributor abstains
+            return _Memories(
+                selection=None, elapsed_ms=None, unavailable=f"selector failed: {type(exc).__name__}"
+            )
+        return _Memories(
+            selection=selection, elapsed_ms=1000 * (anyio.current_time() - start), unavailable=None
+        )
+
+    async def _history(self, turn: Turn) -> _History:
+        """Run the history contributor: completed tasks only, with their conversations."""
+        if self._history_limit == 0:
+            return _History(tasks=(), unavailable=None)
+        try:
+            with anyio.fail_after(turn.deadline) if turn.deadline is not None else contextlib.nullcontext():
+                done = await self._tasks.completed_tasks(namespace=turn.namespace, limit=self._history_limit)
+                pairs = []
+                for past in done:
+                    if past.status != "completed" or past.task_id == turn.task_id:
+                        continue
+                    turns = await self._conversations.turns(past.task_id, namespace=turn.namespace)
+                    pairs.append((past, tuple(turns)))
+        except TimeoutError:
+            return _History(tasks=(), unavailable="history timeout")
+        except Exception as exc:  # noqa: BLE001 - fail closed: no history this turn
+            return _History(tasks=(), unavailable=f"history failed: {type(exc).__name__}")
+        return _History(tasks=tuple(pairs), unavailable=None)
+
+    def _build(
+        self, turn: Turn, task: TaskRecord, memories: _Memories, history: _History, start: float
+    ) -> Context:
+        selected = memories.selection.blocks if memories.selection is not None else ()
+        nonce = _render.new_nonce(_texts(task, selected, history))
+        rendered = self._rendered(task, selected, history, nonce)
+        memory_budget = self._memory_budget_for(turn)
+        admission = _admission.admit(
+            (item for item, _ in rendered.values()),
+            memory_budget=memory_budget,
+            input_budget=turn.input_budget,
+        )
+        admitted = _context_order(rendered[a.key][1] for a in admission.admitted)
+        dropped = tuple(
+            attrs.evolve(_block_trace(rendered[d.block.key][1]), reason=d.reason) for d in admission.dropped
+        )
+        facts = TurnFacts(
+            turn_id=turn.turn_id,
+            task_id=turn.task_id,
+            namespace=turn.namespace,
+            total_ms=1000 * (anyio.current_time() - start),
+            selection_ms=memories.elapsed_ms,
+            selection=memories.selection,
+            memory_unavailable_reason=memories.unavailable,
+            admitted=tuple(_block_trace(b) for b in admitted),
+            dropped=dropped,
+            memory_budget=admission.memory_budget,
+            input_budget=turn.input_budget,
+            task_over_budget=admission.task_over_budget,
+            task_text=task.description,
+        )
+        trace = turn_completed(facts, include_text=self._include_text)
+        if history.unavailable is not None:
+            trace["history_unavailable_reason"] = history.unavailable
+        return Context(blocks=admitted, trace=trace)
+
+    def _memory_budget_for(self, turn: Turn) -> int:
+        if turn.memory_budget is not None:
+            return turn.memory_budget
+        if self._memory_budget is not None:
+            return self._memory_budget
+        return _admission.default_memory_budget(turn.window)
+
+    def _rendered(
+        self,
+        task: TaskRecord,
+        selected: Sequence[SelectedBlock],
+        history: _History,
+        nonce: str,
+    ) -> dict[str, tuple[_admission.Admittable, Block]]:
+        """Every candidate block, rendered and priced, keyed for admission (in context order)."""
+        out: dict[str, tuple[_admission.Admittable, Block]] = {}
+        for s in selected:
+            text = _render.render_memory(s, nonce=nonce)
+            block = Block(
+                name=s.block,
+                kind=KIND_MEMORY,
+                text=text,
+                tokens=self._counter.count(text),
+                entry_id=s.entry_id,
+                score=s.score,
+                source=s.source,
+            )
+            out[f"memory:{s.entry_id}"] = (
+                _admittable(f"memory:{s.entry_id}", block, s.score, memory=True),
+                block,
+            )
+        newest_first = history.tasks
+        for age, (past, turns) in enumerate(newest_first):
+            text = _render.render_past_task(past, turns, nonce=nonce)
+            block = Block(
+                name="history",
+                kind=KIND_HISTORY,
+                text=text,
+                tokens=self._counter.count(text),
+                entry_id=past.task_id,
+            )
+            recency = 1.0 / (1 + age)  # older past tasks are dropped first
+            out[f"history:{past.task_id}"] = (_admittable(f"history:{past.task_id}", block, recency), block)
+        text = _render.render_active_task(task, nonce=nonce)
+        user = Block(
+            name="user", kind=KIND_TASK, text=text, tokens=self._counter.count(text), entry_id=task.task_id
+        )
+        out["user"] = (_admittable("user", user, 1.0, evictable=False), user)
+        return out
+
+    def _close(self) -> None:
+        self._closed = True
+
+
+def _admittable(
+    key: str, block: Block, score: float, *, memory: bool = False, evictable: bool = True
+) -> _admission.Admittable:
+    return _admission.Admittable(
+        key=key,
+        name=block.name,
+        tokens=block.tokens,
+        priority=PRIORITIES.get(block.name, PRIORITIES["memory"]),
+        score=score,
+        memory=memory,
+        evictable=evictable,
+    )
+
+
+def _texts(task: TaskRecord, selected: Sequence[SelectedBlock], history: _History) -> list[str]:
+    texts = [task.description, *(s.text for s in selected), *(s.entry_id for s in selected)]
+    for past, turns in history.tasks:
+        texts += [past.description, past.task_id, *(t.text for t in turns)]
+    return texts
+
+
+def _context_order(blocks: Iterable[Block]) -> tuple[Block, ...]:
+    """Memory blocks by group then score, history oldest first, the active task last."""
+    items = list(blocks)
+    memories = sorted(
+        (b for b in items if b.kind == KIND_MEMORY),
+        key=lambda b: (_group(b.name), -(b.score or 0.0)),
+    )
+    history = [b for b in items if b.kind == KIND_HISTORY][::-1]
+    tasks = [b for b in items if b.kind == KIND_TASK]
+    return (*memories, *history, *tasks)
+
+
+def _group(name: str) -> int:
+    return MEMORY_ORDER.index(name) if name in MEMORY_ORDER else len(MEMORY_ORDER)
+
+
+def _block_trace(block: Block) -> BlockTrace:
+    return BlockTrace(
+        name=block.name,
+        kind=block.kind,
+        tokens=block.tokens,
+        entry_id=block.entry_id,
+        score=block.score,
+        source=block.source,
+        text=block.text,
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_broker(  # noqa: PLR0913 - keyword-only wiring with defaults
+    *,
+    selector: Selector,
+    tasks: TaskStateRepository,
+    conversations: ConversationStateRepository,
+    token_counter: TokenCounter | None = None,
+    memory_budget: int | None = None,
+    history_limit: int = 5,
+    include_text: bool = False,
+) -> AsyncIterator[ContextBroker]:
+    """Yield a ContextBroker over an opened selector and the task repositories.
+
+    The broker does not own them: open the selector (`open_selector`) around this. On exit
+    the broker refuses further turns (BrokerClosedError). `memory_budget` (tokens) replaces
+    the default `min(1200, window // 8)`; the input budget of each turn bounds it further.
+    `include_text=True` puts memory and task text into trace events (logs leave the
+    process: off by default). Raises ConfigError on bad options.
+    """
+    problems = []
+    if memory_budget is not None and (not isinstance(memory_budget, int) or memory_budget < 0):
+        problems.append("memory_budget must be an integer >= 0 or None")
+    if isinstance(history_limit, bool) or not isinstance(history_limit, int) or history_limit < 0:
+        problems.append("history_limit must be an integer >= 0")
+    if problems:
+        raise ConfigError("; ".join(problems))
+    broker = ContextBroker(
+        selector,
+        tasks,
+        conversations,
+        token_counter if token_counter is not None else DefaultTokenCounter(),
+        memory_budget,
+        history_limit,
+        include_text,
+    )
+    try:
+        yield broker
+    finally:
+        broker._close()  # noqa: SLF001 - the context manager owns its broker

@@ -1,0 +1,270 @@
+"""`demo` and `trace-stats`: assemble a real context from the sample memories; summarise a trace.
+
+`demo` is the README's main job: it seeds the bundled sample data (a fictional team's
+memories, neurons, facts, knowledge and past tasks) when the namespace is empty, creates
+the task, assembles one turn and prints the context; its trace event goes to the log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from broker import Context, Turn, open_broker
+from broker._trace import TURN_COMPLETED
+from sources import NewEntry, SqliteTaskRepository, Writers
+
+from ._app import App, UsageError
+from ._store_cmds import add_mode_argument
+from ._wiring import open_default_selector
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterator
+
+    from broker import Namespace
+    from sources import MemoryStore
+
+SAMPLE_RESOURCE = "sample_memories.jsonl"
+DEMO_TASK = "Prepare the Lighthouse 2.4 release checklist and release notes"
+_PERCENTILES = (50, 95, 99)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `demo` and `trace-stats`."""
+    p = sub.add_parser("demo", help="assemble one turn's context from the bundled sample memories")
+    p.add_argument("task", nargs="?", default=DEMO_TASK, help=f"the active task (default: {DEMO_TASK!r})")
+    p.add_argument("--window", type=int, default=128_000, help="model window in tokens (default 128000)")
+    p.add_argument(
+        "--input-budget", type=int, default=8000, help="tokens for the whole context (default 8000)"
+    )
+    p.add_argument("--deadline-ms", type=float, default=250.0, help="memory selection deadline (default 250)")
+    p.add_argument("--json", action="store_true", help="print blocks and trace as one JSON object")
+    add_mode_argument(p)
+    p.set_defaults(handler=demo)
+
+    t = sub.add_parser("trace-stats", help="summarise a JSONL trace log of turn.completed events")
+    t.add_argument("file", help="JSON lines, e.g. written with --trace-file")
+    t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    t.set_defaults(handler=trace_stats)
+
+
+# -- demo ---------------------------------------------------------------------------------
+
+
+def demo(args: argparse.Namespace, app: App) -> int:
+    """Seed the sample data if the namespace is empty, create the task, assemble, print."""
+    problems = [
+        f"error: --{name}: must be a positive integer"
+        for name, value in (("window", args.window), ("input-budget", args.input_budget))
+        if value < 1
+    ]
+    if not math.isfinite(args.deadline_ms) or args.deadline_ms <= 0:
+        problems.append("error: --deadline-ms: must be > 0")
+    if problems:
+        raise UsageError(*problems)
+    store = app.store()
+    namespace = app.namespace
+    repo = SqliteTaskRepository.from_store(store)
+    if store.stats(namespace=namespace)["entries"] == 0:
+        seed_samples(store, repo, namespace)
+    task_id = repo.create_task(args.task, namespace=namespace)
+    turn = Turn(
+        task_id=task_id,
+        namespace=namespace,
+        window=args.window,
+        input_budget=args.input_budget,
+        deadline=args.deadline_ms / 1000.0,
+    )
+    context = anyio.run(_assemble, store, repo, turn, bool(args.trace_text), backend="trio")
+    if args.json:
+        app.print_json({"blocks": [_block_json(b) for b in context.blocks], "trace": dict(context.trace)})
+    else:
+        app.out(context.text)
+    return 0
+
+
+async def _assemble(
+    store: MemoryStore, repo: SqliteTaskRepository, turn: Turn, include_text: bool
+) -> Context:
+    async with (
+        open_default_selector(store, deadline=turn.deadline or 0.25) as selector,
+        open_broker(selector=selector, tasks=repo, conversations=repo, include_text=include_text) as broker,
+    ):
+        return await broker.assemble(turn)
+
+
+def _block_json(block: Any) -> dict[str, Any]:  # noqa: ANN401 - a broker Block
+    return {
+        "name": block.name,
+        "kind": block.kind,
+        "tokens": block.tokens,
+        "entry_id": block.entry_id,
+        "score": block.score,
+        "text": block.text,
+    }
+
+
+def sample_records() -> Iterator[dict[str, Any]]:
+    """Yield the bundled sample records (memories, neurons, facts, knowledge, past tasks)."""
+    text = resources.files("broker").joinpath("data", SAMPLE_RESOURCE).read_text(encoding="utf-8")
+    for line in text.splitlines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def seed_samples(store: MemoryStore, repo: SqliteTaskRepository, namespace: Namespace) -> None:
+    """Write the sample data into the namespace."""
+    records = list(sample_records())
+    notes = [
+        NewEntry(id=r["id"], text=r["text"], memory_type=r.get("memory_type"))
+        for r in records
+        if r["kind"] == "note"
+    ]
+    store.add_entries(notes, namespace=namespace)
+    writers = Writers.for_store(store)
+    for r in records:
+        if r["kind"] == "neuron":
+            writers.neurons.add_neuron(
+                r["text"], namespace=namespace, triggers=r["triggers"], importance=r["importance"], id=r["id"]
+            )
+        elif r["kind"] == "fact":
+            writers.facts.add_fact(
+                namespace=namespace,
+                subject=r["subject"],
+                predicate=r["predicate"],
+                object=r["object"],
+                id=r["id"],
+            )
+        elif r["kind"] == "knowledge":
+            writers.knowledge.add_knowledge(
+                r["text"], namespace=namespace, provenance=r["provenance"], id=r["id"]
+            )
+        elif r["kind"] == "task":
+            repo.create_task(r["description"], namespace=namespace, task_id=r["id"])
+            for role, body in r["turns"]:
+                repo.append_turn(r["id"], role, body, namespace=namespace)
+            repo.set_status(r["id"], r["status"], namespace=namespace)
+
+
+# -- trace-stats --------------------------------------------------------------------------
+
+
+def trace_stats(args: argparse.Namespace, app: App) -> int:
+    """Read every turn.completed event of the file and print the summary."""
+    summary = summarise(_events(Path(args.file)))
+    if args.json:
+        app.print_json(summary)
+    else:
+        for line in _human(summary):
+            app.out(line)
+    return 0
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"error: {path}: {exc}") from exc
+    events = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"error: {path}:{n}: not JSON ({exc.msg})") from exc
+        if not isinstance(item, dict):
+            raise UsageError(f"error: {path}:{n}: not a JSON object")
+        if item.get("event") == TURN_COMPLETED:
+            problem = _problem(item)
+            if problem:
+                raise UsageError(f"error: {path}:{n}: turn.completed {problem}")
+            events.append(item)
+    return events
+
+
+def _problem(event: dict[str, Any]) -> str | None:
+    timings = event.get("timings")
+    total = timings.get("total_ms") if isinstance(timings, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int | float):
+        return "has no numeric timings.total_ms"
+    if not isinstance(event.get("memory_abstained", False), bool):
+        return "has a non-boolean memory_abstained"
+    sources = event.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(s, dict) and "name" in s for s in sources):
+        return "has malformed sources"
+    for key in ("memory_candidates", "memory_selected"):
+        value = event.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"has a bad {key}"
+    return None
+
+
+def _percentile(values: list[float], pct: int) -> float | None:
+    """Nearest-rank percentile (None when there are no values)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Summarise turns: abstention and irrelevant-memory rates, latency, per-source rates."""
+    turns = len(events)
+    latencies = [float(e["timings"]["total_ms"]) for e in events]
+    candidates = sum(int(e.get("memory_candidates", 0)) for e in events)
+    selected = sum(int(e.get("memory_selected", 0)) for e in events)
+    per_source: dict[str, dict[str, int]] = {}
+    for e in events:
+        for s in e.get("sources", []):
+            counts = per_source.setdefault(str(s["name"]), {"turns": 0, "failed": 0, "timeout": 0})
+            counts["turns"] += 1
+            if s.get("status") in {"failed", "timeout"}:
+                counts[str(s["status"])] += 1
+    return {
+        "turns": turns,
+        "abstention_rate": _rate(sum(1 for e in events if e.get("memory_abstained") is True), turns),
+        "irrelevant_memory_rate": _rate(candidates - selected, candidates),
+        "latency_ms": {f"p{p}": _percentile(latencies, p) for p in _PERCENTILES},
+        "sources": {
+            name: {
+                "turns": c["turns"],
+                "failure_rate": _rate(c["failed"], c["turns"]),
+                "timeout_rate": _rate(c["timeout"], c["turns"]),
+            }
+            for name, c in sorted(per_source.items())
+        },
+    }
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return None if whole == 0 else part / whole
+
+
+def _fmt(value: float | None, *, pct: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:.1f}%" if pct else f"{value:.1f}"
+
+
+def _human(s: dict[str, Any]) -> list[str]:
+    lat = s["latency_ms"]
+    lines = [
+        f"turns                   {s['turns']}",
+        f"abstention rate         {_fmt(s['abstention_rate'], pct=True)}",
+        f"irrelevant-memory rate  {_fmt(s['irrelevant_memory_rate'], pct=True)}",
+        f"turn latency ms         p50 {_fmt(lat['p50'])}  p95 {_fmt(lat['p95'])}  p99 {_fmt(lat['p99'])}",
+    ]
+    for name, src in s["sources"].items():
+        lines.append(
+            f"source {name:<16} turns {src['turns']}  failed {_fmt(src['failure_rate'], pct=True)}"
+            f"  timeout {_fmt(src['timeout_rate'], pct=True)}"
+        )
+    return lines

@@ -1,0 +1,181 @@
+"""`select`: what the selector would inject for a task, one task or a JSONL batch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+
+from broker import MEMORY_TYPES, MemorySelector, Namespace, SelectionResult
+
+from ._app import App, UsageError
+from ._store_cmds import add_mode_argument, parse_types
+from ._wiring import open_default_selector, open_store
+
+_BATCH_KEYS = frozenset({"task", "tenant", "project", "types", "budget", "mode"})
+_MODES = ("lexical", "dense", "hybrid")
+
+
+@attrs.frozen(kw_only=True)
+class _Job:
+    task: str
+    namespace: Namespace
+    types: tuple[str, ...] | None
+    budget: int
+    mode: str | None
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `select`."""
+    p = sub.add_parser("select", help="select memories for a task (or a JSONL batch of tasks)")
+    p.add_argument("task", nargs="?", help="the active task's description")
+    p.add_argument(
+        "--batch", help='JSONL, one {"task", "tenant"?, "project"?, "types"?, "budget"?, "mode"?} per line'
+    )
+    p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
+    p.add_argument("--budget", type=int, default=10, help="most memories to select (default 10)")
+    p.add_argument("--deadline-ms", type=float, default=100.0, help="per-turn deadline (default 100)")
+    p.add_argument("--json", action="store_true", help="print the SelectionResult as one JSON object")
+    add_mode_argument(p)
+    p.set_defaults(handler=select)
+
+
+def select(args: argparse.Namespace, app: App) -> int:
+    """Run one task, or every line of a batch, in this one process."""
+    if (args.task is None) == (args.batch is None):
+        raise UsageError("error: select: give exactly one of TASK or --batch FILE")
+    if args.batch is not None:
+        jobs = _read_batch(Path(args.batch), app, args)
+        as_json = True
+    else:
+        jobs = [
+            _Job(
+                task=args.task,
+                namespace=app.namespace,
+                types=parse_types(args.types),
+                budget=args.budget,
+                mode=args.mode,
+            )
+        ]
+        as_json = args.json
+    results = anyio.run(_run, jobs, app, args.deadline_ms / 1000.0, backend="trio")
+    for result in results:
+        if as_json:
+            app.print_json(result_json(result))
+        else:
+            _print_human(app, result)
+    return 0
+
+
+async def _run(jobs: list[_Job], app: App, deadline: float) -> list[SelectionResult]:
+    store = await open_store(app.db_path, mode=app.args.mode)
+    try:
+        async with open_default_selector(store, deadline=deadline) as selector:
+            return [await _one(selector, job) for job in jobs]
+    finally:
+        store.close()
+
+
+async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
+    return await selector.select_for_task(
+        job.task, namespace=job.namespace, types=job.types, budget=job.budget, mode=job.mode
+    )
+
+
+def result_json(r: SelectionResult) -> dict[str, Any]:
+    """The JSON shape of a SelectionResult (evaluation pipelines read it)."""
+    return {
+        "blocks": [
+            {
+                "entry_id": b.entry_id,
+                "source": b.source,
+                "sources": list(b.sources),
+                "block": b.block,
+                "score": round(b.score, 6),
+                "memory_type": b.memory_type,
+                "created_at": b.created_at,
+                "text": b.text,
+            }
+            for b in r.blocks
+        ],
+        "candidates_evaluated": r.candidates_evaluated,
+        "selected_count": r.selected_count,
+        "abstained": r.abstained,
+        "irrelevant_memory_rate": r.irrelevant_memory_rate,
+        "types_queried": list(r.types_queried) if r.types_queried is not None else None,
+        "sources": [
+            {
+                "name": s.name,
+                "status": str(s.status),
+                "latency_ms": round(s.latency_ms, 3),
+                "candidates": s.candidates,
+                "error": s.error,
+            }
+            for s in r.sources
+        ],
+    }
+
+
+def _print_human(app: App, r: SelectionResult) -> None:
+    if r.abstained:
+        app.out(f"abstained: nothing relevant ({r.candidates_evaluated} candidates evaluated)")
+    for b in r.blocks:
+        app.out(f"{b.score:.3f}  [{b.block}/{b.source}]  {b.entry_id}  {b.text}")
+    app.out("sources: " + ", ".join(f"{s.name}={s.status}" for s in r.sources))
+
+
+def _read_batch(path: Path, app: App, args: argparse.Namespace) -> list[_Job]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"error: {path}: {exc}") from exc
+    jobs: list[_Job] = []
+    errors: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        job, problems = _parse(line, app, args)
+        errors += [f"error: line {number}: {p}" for p in problems]
+        if job is not None:
+            jobs.append(job)
+    if errors:
+        raise UsageError(*errors)
+    return jobs
+
+
+def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, list[str]]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, [f"invalid JSON ({exc.msg})"]
+    if not isinstance(obj, dict):
+        return None, ["must be a JSON object"]
+    problems = [f"{k}: unknown field" for k in obj if k not in _BATCH_KEYS]
+    task = obj.get("task")
+    if not isinstance(task, str) or not task.strip():
+        problems.append("task: required non-empty string")
+    types = obj["types"] if "types" in obj else parse_types(args.types)
+    if types is not None and (
+        not isinstance(types, list | tuple) or any(t not in MEMORY_TYPES for t in types) or not types
+    ):
+        problems.append(f"types: must be a non-empty list of {', '.join(MEMORY_TYPES)}")
+    budget = obj.get("budget", args.budget)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        problems.append("budget: must be a positive integer")
+    mode = obj.get("mode", args.mode)
+    if mode is not None and mode not in _MODES:
+        problems.append(f"mode: must be one of {', '.join(_MODES)}")
+    try:
+        ns = Namespace(
+            tenant_id=obj.get("tenant", app.args.tenant), project_id=obj.get("project", app.args.project)
+        )
+    except (ValueError, TypeError) as exc:
+        problems.append(f"tenant/project: {exc}")
+        ns = None
+    if problems or ns is None or not isinstance(task, str):
+        return None, problems
+    return _Job(task=task, namespace=ns, types=tuple(types) if types else None, budget=budget, mode=mode), []

@@ -1,0 +1,134 @@
+"""The versioned `turn.completed` trace event, and the JSON Schema it conforms to.
+
+The event carries ids, scores, counts and reasons — never memory or task text unless the
+host asks for it: logs leave the process. The schema ships as package data.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from ._model import Namespace, SelectionResult
+
+INFERENCE_TRACE_SCHEMA_VERSION = 5
+"""Version of the `turn.completed` event. v5 added the `memory_*` fields; every field added
+since is optional, and readers ignore keys they do not know."""
+
+TURN_COMPLETED = "turn.completed"
+"""The event name, stable across versions."""
+
+SCHEMA_RESOURCE = "trace-v5.schema.json"
+_ERROR_CHARS = 200
+
+
+@attrs.frozen(kw_only=True)
+class BlockTrace:
+    """One admitted or dropped block as the trace shows it."""
+
+    name: str
+    kind: str
+    tokens: int
+    entry_id: str | None = None
+    score: float | None = None
+    source: str | None = None
+    reason: str | None = None
+    text: str | None = attrs.field(default=None, repr=False)
+
+    def as_dict(self, *, include_text: bool) -> dict[str, Any]:
+        """Return the JSON shape; `text` only when the host asked for text."""
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "tokens": self.tokens}
+        for key in ("entry_id", "score", "source", "reason"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if include_text and self.text is not None:
+            out["text"] = self.text
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class TurnFacts:
+    """Everything one turn decided, gathered by the broker for its trace event."""
+
+    turn_id: str
+    task_id: str
+    namespace: Namespace
+    total_ms: float
+    selection_ms: float | None
+    selection: SelectionResult | None
+    memory_unavailable_reason: str | None
+    admitted: tuple[BlockTrace, ...]
+    dropped: tuple[BlockTrace, ...]
+    memory_budget: int
+    input_budget: int
+    task_over_budget: bool
+    task_text: str | None = attrs.field(default=None, repr=False)
+
+
+def _sources(selection: SelectionResult | None) -> list[dict[str, Any]]:
+    if selection is None:
+        return []
+    out = []
+    for s in selection.sources:
+        item: dict[str, Any] = {
+            "name": s.name,
+            "status": str(s.status),
+            "latency_ms": round(s.latency_ms, 3),
+            "candidates": s.candidates,
+        }
+        if s.error is not None:
+            item["error"] = s.error[:_ERROR_CHARS]
+        out.append(item)
+    return out
+
+
+def turn_completed(facts: TurnFacts, *, include_text: bool = False) -> dict[str, Any]:
+    """Build the `turn.completed` fields (without `event`, which the logger adds)."""
+    sel = facts.selection
+    event: dict[str, Any] = {
+        "schema_version": INFERENCE_TRACE_SCHEMA_VERSION,
+        "turn_id": facts.turn_id,
+        "task_id": facts.task_id,
+        "namespace": {"tenant": facts.namespace.tenant_id, "project": facts.namespace.project_id},
+        "timings": {
+            "total_ms": round(facts.total_ms, 3),
+            "selection_ms": None if facts.selection_ms is None else round(facts.selection_ms, 3),
+        },
+        "memory_candidates": 0 if sel is None else sel.candidates_evaluated,
+        "memory_selected": 0 if sel is None else sel.selected_count,
+        "memory_abstained": not any(b.kind == "memory" for b in facts.admitted),
+        "memory_types_queried": None if sel is None or sel.types_queried is None else list(sel.types_queried),
+        "irrelevant_memory_rate": None if sel is None else sel.irrelevant_memory_rate,
+        "recall_mode": None if sel is None else sel.mode,
+        "sources": _sources(sel),
+        "blocks": [b.as_dict(include_text=include_text) for b in facts.admitted],
+        "dropped": [b.as_dict(include_text=include_text) for b in facts.dropped],
+        "memory_budget": facts.memory_budget,
+        "input_budget": facts.input_budget,
+        "memory_tokens": sum(b.tokens for b in facts.admitted if b.kind == "memory"),
+        "total_tokens": sum(b.tokens for b in facts.admitted),
+        "task_over_budget": facts.task_over_budget,
+        "memorule_ids": [b.entry_id for b in facts.admitted if b.name == "memorules" and b.entry_id],
+    }
+    if facts.memory_unavailable_reason is not None:
+        event["memory_unavailable_reason"] = facts.memory_unavailable_reason
+    if include_text and facts.task_text is not None:
+        event["task_text"] = facts.task_text
+    return event
+
+
+@functools.cache
+def _schema_text() -> str:
+    return resources.files("broker").joinpath("data", SCHEMA_RESOURCE).read_text(encoding="utf-8")
+
+
+def trace_schema() -> dict[str, Any]:
+    """Load the JSON Schema (draft 2020-12) of the `turn.completed` event from package data."""
+    schema: dict[str, Any] = json.loads(_schema_text())
+    return schema

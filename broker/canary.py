@@ -1,0 +1,292 @@
+"""`python -m broker.canary`: the acceptance invariants, end to end, on a throwaway store.
+
+Bootstraps itself in a temporary directory (temporary HOME and XDG dirs, lexical recall so
+no model is loaded, outbound network refused), writes memories, neurons, past tasks and an
+active task, assembles real turns through the default sources plus a failing one, and
+checks: a trivial task gets zero memories; importance alone never injects; TaskState
+supremacy (a past task's text never displaces or outranks the active task block, and recall
+ignores it); the memory sub-budget holds; a failing source does not fail the turn.
+
+Exits 1 with one `canary violation: ...` line per broken invariant, else prints `canary ok`.
+This module is a composition root: it may import `sources`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+import structlog
+
+from broker import MemorySelector, Namespace, SelectionResult, Turn, open_broker
+from broker._cli._wiring import open_default_selector
+from broker._tokens import TokenCounter
+from broker._trace import TURN_COMPLETED
+from broker.testing import FailingSource
+from sources import MemoryStore, SqliteTaskRepository, Writers
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from broker import Context, ContextBroker
+
+NS = Namespace(tenant_id="canary", project_id="invariants")
+ACTIVE = "Plan the Postgres upgrade of the billing database cluster"
+TRIVIAL = "what time is it"
+PAST = "Rotate the expiring Kafka broker TLS certificates"
+PAST_REPLY = "Rotated the Kafka broker TLS certificates; keystores reloaded without downtime."
+
+ACTIVE_MEMORIES = (
+    (
+        "pg-1",
+        "The plan for any Postgres upgrade of the billing database cluster starts with a replica rehearsal.",
+    ),
+    ("pg-2", "Upgrade plan: the billing database cluster moves to Postgres 16 with pg_upgrade in link mode."),
+    ("pg-3", "The billing database cluster runs Postgres 13; its upgrade plan needs a tested base backup."),
+)
+PAST_ONLY_MEMORIES = (
+    ("kafka-1", "Expiring Kafka broker TLS certificates are rotated with the keystore script every 90 days."),
+    (
+        "kafka-2",
+        "To rotate the Kafka broker TLS certificates before they expire, restart every broker in turn.",
+    ),
+)
+NEURON_ID = "neuron-vip"
+NEURON_TEXT = "The chief executive insists on teal dashboards in every quarterly review."
+NEURON_TRIGGERS = ("quarterly review colours", "teal dashboard theme")
+BUDGET_FILLER = 12
+"""Long, relevant memories written to overflow the memory sub-budget."""
+_FILLER_DETAIL = (
+    (
+        "freeze schema migrations, announce the maintenance window to finance, confirm the on-call "
+        "rota, and record the current replication lag of every standby before touching anything."
+    ),
+    (
+        "snapshot the volumes, verify the snapshot restores on a scratch host, compare row counts of "
+        "the invoices and ledger tables, and keep the restore log attached to the change ticket."
+    ),
+    (
+        "run the extension compatibility report, rebuild any indexes flagged by amcheck, and rehearse "
+        "the switchover twice on staging with production-sized data and synthetic traffic."
+    ),
+    (
+        "after cut-over, watch error rates, slow queries and autovacuum for an hour, then release the "
+        "freeze and write the post-change note with timings and anything that surprised us."
+    ),
+)
+SMALL_WINDOW = 1600
+"""A window whose default memory budget (200 tokens) the filler must overflow."""
+
+
+@contextlib.contextmanager
+def _sandbox() -> Iterator[Path]:
+    """Give the run a temporary HOME and data dirs, and refuse outbound network."""
+    keys = ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "CONTEXT_BROKER_DB")
+    saved = {k: os.environ.get(k) for k in keys}
+    connect = socket.socket.connect
+
+    def refuse(*_args: object, **_kw: object) -> None:
+        raise OSError("the canary runs without network")
+
+    with tempfile.TemporaryDirectory(prefix="context-broker-canary-") as tmp:
+        root = Path(tmp)
+        for key, sub in zip(keys[:4], ("home", "data", "config", "cache"), strict=True):
+            (root / sub).mkdir()
+            os.environ[key] = str(root / sub)
+        os.environ["CONTEXT_BROKER_DB"] = str(root / "data" / "memory.db")
+        socket.socket.connect = refuse  # type: ignore[method-assign]
+        try:
+            yield root
+        finally:
+            socket.socket.connect = connect  # type: ignore[method-assign]
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def _open_store(path: Path) -> MemoryStore:
+    if "mode" in inspect.signature(MemoryStore.open).parameters:
+        return MemoryStore.open(path, mode="lexical")
+    return MemoryStore.open(path)  # pragma: no cover - before the store had modes
+
+
+def _seed(store: MemoryStore, repo: SqliteTaskRepository) -> None:
+    for entry_id, text in ACTIVE_MEMORIES + PAST_ONLY_MEMORIES:
+        store.add_entry(text, namespace=NS, id=entry_id, memory_type="semantic")
+    for i in range(BUDGET_FILLER):
+        store.add_entry(
+            f"Step {i} of the Postgres upgrade plan for the billing database cluster: "
+            + _FILLER_DETAIL[i % len(_FILLER_DETAIL)],
+            namespace=NS,
+            id=f"filler-{i}",
+            memory_type="procedural",
+        )
+    Writers.for_store(store).neurons.add_neuron(
+        NEURON_TEXT, namespace=NS, triggers=NEURON_TRIGGERS, importance=1.0, id=NEURON_ID
+    )
+    repo.create_task(PAST, namespace=NS, task_id="past")
+    repo.append_turn("past", "user", PAST, namespace=NS)
+    repo.append_turn("past", "assistant", PAST_REPLY, namespace=NS)
+    repo.set_status("past", "completed", namespace=NS)
+    repo.create_task(ACTIVE, namespace=NS, task_id="active")
+    repo.create_task(TRIVIAL, namespace=NS, task_id="trivial")
+
+
+def _ids(ctx: Context, *, kind: str = "memory") -> set[str]:
+    seen = [*ctx.trace["blocks"], *ctx.trace["dropped"]]
+    return {str(b.get("entry_id")) for b in seen if b["kind"] == kind}
+
+
+def _memory_blocks(ctx: Context) -> list[Any]:
+    return [b for b in ctx.blocks if b.kind == "memory"]
+
+
+@attrs.define(eq=False)
+class _RecordingSelector:
+    """Passes every selection through, remembering the task text it was keyed on."""
+
+    inner: MemorySelector
+    keys: list[str] = attrs.field(factory=list)
+
+    async def select_for_task(self, task_description: str, **kw: Any) -> SelectionResult:  # noqa: ANN401
+        self.keys.append(task_description)
+        return await self.inner.select_for_task(task_description, **kw)
+
+
+class _Checks:
+    """Collects violations instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+
+    def expect(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.violations.append(message)
+
+
+def _check_trivial(c: _Checks, ctx: Context) -> None:
+    c.expect(not _memory_blocks(ctx), f"trivial task got {len(_memory_blocks(ctx))} memories, expected 0")
+    c.expect(ctx.trace["memory_abstained"] is True, "trivial task: trace does not say memory_abstained")
+
+
+def _check_importance(c: _Checks, contexts: Mapping[str, Context]) -> None:
+    for name, ctx in contexts.items():
+        c.expect(
+            NEURON_ID not in _ids(ctx),
+            f"importance fallback is alive: neuron {NEURON_ID} (importance 1.0, no trigger match) "
+            f"reached the {name} turn",
+        )
+
+
+def _check_keys(c: _Checks, keys: list[str], expected: list[str]) -> None:
+    c.expect(keys == expected, f"recall was keyed on {keys!r}, not only on each turn's active task")
+
+
+def _check_supremacy(c: _Checks, ctx: Context, tight: Context) -> None:
+    last = ctx.blocks[-1] if ctx.blocks else None
+    c.expect(last is not None and last.kind == "task", "the active task block is not the last block")
+    c.expect(ctx.trace["blocks"][-1].get("entry_id") == "active", "trace: active task is not the last block")
+    c.expect("past" in _ids(ctx, kind="history"), "the completed past task is missing from history")
+    leaked = _ids(ctx) & {i for i, _ in PAST_ONLY_MEMORIES}
+    c.expect(not leaked, f"recall followed past-task text: {sorted(leaked)} selected for the active task")
+    c.expect(bool(_ids(ctx) & {i for i, _ in ACTIVE_MEMORIES}), "recall found nothing for the active task")
+    kinds = [b.kind for b in tight.blocks]
+    c.expect("task" in kinds, "under a tight input budget the active task block was dropped")
+    c.expect("history" not in kinds, "under a tight input budget history outlived its budget")
+    dropped = {d.get("entry_id"): d["reason"] for d in tight.trace["dropped"]}
+    c.expect(dropped.get("past") == "input budget", "history was not dropped with reason `input budget`")
+
+
+def _check_budget(c: _Checks, ctx: Context) -> None:
+    budget = min(1200, SMALL_WINDOW // 8)  # the documented default, computed here on purpose
+    counted = sum(TokenCounter().count(b.text) for b in _memory_blocks(ctx))
+    c.expect(counted <= budget, f"memory sub-budget broken: {counted} tokens > {budget}")
+    c.expect(ctx.trace["memory_budget"] == budget, f"trace: memory_budget is not {budget}")
+    c.expect(ctx.trace["memory_tokens"] <= budget, "trace: memory_tokens above memory_budget")
+    reasons = {d["reason"] for d in ctx.trace["dropped"] if d["kind"] == "memory"}
+    c.expect("memory budget" in reasons, "the memory budget was never exercised (nothing dropped for it)")
+
+
+def _check_failing_source(c: _Checks, ctx: Context) -> None:
+    statuses = {s["name"]: s["status"] for s in ctx.trace["sources"]}
+    c.expect(statuses.get("canary-failing") == "failed", f"failing source not reported failed: {statuses}")
+    c.expect(bool(_memory_blocks(ctx)), "a failing source emptied the turn")
+
+
+async def _turns(broker: ContextBroker) -> dict[str, Context]:
+    active = await broker.assemble(Turn(task_id="active", namespace=NS, window=128_000, input_budget=8000))
+    task_tokens = next(b.tokens for b in active.blocks if b.kind == "task")
+    return {
+        "trivial": await broker.assemble(
+            Turn(task_id="trivial", namespace=NS, window=128_000, input_budget=8000)
+        ),
+        "active": active,
+        "tight": await broker.assemble(
+            Turn(task_id="active", namespace=NS, window=128_000, input_budget=task_tokens + 10)
+        ),
+        "small-window": await broker.assemble(
+            Turn(task_id="active", namespace=NS, window=SMALL_WINDOW, input_budget=8000)
+        ),
+    }
+
+
+async def _run(root: Path) -> list[str]:
+    c = _Checks()
+    store = await anyio.to_thread.run_sync(_open_store, root / "data" / "memory.db")
+    try:
+        repo = SqliteTaskRepository.from_store(store)
+        await anyio.to_thread.run_sync(_seed, store, repo)
+        failing = [FailingSource("canary-failing")]
+        with structlog.testing.capture_logs() as events:
+            async with (
+                open_default_selector(store, deadline=5.0, extra_sources=failing) as selector,
+                open_broker(
+                    selector=(recorder := _RecordingSelector(selector)), tasks=repo, conversations=repo
+                ) as broker,
+            ):
+                contexts = await _turns(broker)
+                past = await selector.select_for_task(PAST, namespace=NS)
+    finally:
+        store.close()
+    found = {b.entry_id for b in past.blocks}
+    c.expect(
+        {i for i, _ in PAST_ONLY_MEMORIES} <= found,
+        "self-check: the past task's own memories are not recallable, so supremacy is untested",
+    )
+    completed = [e for e in events if e.get("event") == TURN_COMPLETED]
+    c.expect(
+        len(completed) == len(contexts), f"{len(completed)} turn.completed events for {len(contexts)} turns"
+    )
+    _check_keys(c, recorder.keys, [ACTIVE, TRIVIAL, ACTIVE, ACTIVE])
+    _check_trivial(c, contexts["trivial"])
+    _check_importance(c, contexts)
+    _check_supremacy(c, contexts["active"], contexts["tight"])
+    _check_budget(c, contexts["small-window"])
+    _check_failing_source(c, contexts["active"])
+    return c.violations
+
+
+def main() -> int:
+    """Run the canary; 0 when every invariant holds."""
+    with _sandbox() as root, structlog.testing.capture_logs():
+        violations = anyio.run(_run, root, backend="trio")
+    for v in violations:
+        print(f"canary violation: {v}", file=sys.stderr)
+    if violations:
+        return 1
+    print("canary ok")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Public fakes for tests of code that uses the broker.
+
+Sources that answer, are slow, hang, raise or cancel themselves, and record how they were
+opened, asked and closed:
+
+    from broker.testing import FakeSource, HangingSource, make_candidate
+
+    async with open_selector([FakeSource("a", candidates=[make_candidate("m1")]), HangingSource("b")]) as s:
+        result = await s.select_for_task("...", namespace=Namespace(tenant_id="t"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import anyio
+import attrs
+import trio
+
+from ._model import Candidate
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .abc import SourceRequest
+
+
+def make_candidate(  # noqa: PLR0913 - every field of a candidate, all optional
+    entry_id: str,
+    score: float = 0.9,
+    *,
+    source: str = "fake",
+    text: str | None = None,
+    block: str = "memory",
+    memory_type: str | None = None,
+    created_at: str | None = None,
+) -> Candidate:
+    """Build a candidate with sensible defaults; `text` defaults to a phrase naming the entry id."""
+    return Candidate(
+        entry_id=entry_id,
+        source=source,
+        score=score,
+        text=f"memory {entry_id}" if text is None else text,
+        block=block,
+        memory_type=memory_type,
+        created_at=created_at,
+    )
+
+
+@attrs.define(eq=False)
+class FakeSource:
+    """Answers every request with `candidates` after `delay` seconds (of the event loop's clock).
+
+    Records what happened: `opened` and `closed` counts, `requests` received, and `active`,
+    the fetches in progress right now.
+    """
+
+    name: str
+    candidates: Sequence[Candidate] = attrs.field(default=(), converter=tuple)
+    delay: float = 0.0
+    opened: int = attrs.field(default=0, init=False)
+    closed: int = attrs.field(default=0, init=False)
+    active: int = attrs.field(default=0, init=False)
+    requests: list[SourceRequest] = attrs.field(factory=list, init=False)
+
+    @property
+    def is_open(self) -> bool:
+        """Opened and not yet closed."""
+        return self.opened > self.closed
+
+    @property
+    def calls(self) -> int:
+        """How many fetches were started."""
+        return len(self.requests)
+
+    async def open(self) -> None:
+        """Record the open."""
+        self.opened += 1
+
+    async def aclose(self) -> None:
+        """Record the close."""
+        self.closed += 1
+
+    async def fetch(self, request: SourceRequest) -> Sequence[Candidate]:
+        """Record the request, wait `delay`, then answer."""
+        self.requests.append(request)
+        self.active += 1
+        try:
+            if self.delay > 0:
+                await anyio.sleep(self.delay)
+            return await self._answer(request)
+        finally:
+            self.active -= 1
+
+    async def _answer(self, request: SourceRequest) -> Sequence[Candidate]:  # noqa: ARG002 - hook
+        return self.candidates
+
+
+@attrs.define(eq=False)
+class SlowSource(FakeSource):
+    """Answers, but only after `delay` seconds (default 1 s: later than a default turn)."""
+
+    delay: float = 1.0
+
+
+@attrs.define(eq=False)
+class HangingSource(FakeSource):
+    """Never answers: it sleeps until its work is cancelled."""
+
+    async def _answer(self, request: SourceRequest) -> Sequence[Candidate]:  # noqa: ARG002
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _default_error() -> Exception:
+    return RuntimeError("FailingSource failed on purpose")
+
+
+@attrs.define(eq=False)
+class FailingSource(FakeSource):
+    """Raises `error` (after `delay`) while `failing` is true; answers normally once it is false."""
+
+    error: Exception = attrs.field(factory=_default_error)
+    failing: bool = True
+
+    async def _answer(self, request: SourceRequest) -> Sequence[Candidate]:
+        if self.failing:
+            raise self.error
+        return await super()._answer(request)
+
+
+@attrs.define(eq=False)
+class SelfCancellingSource(FakeSource):
+    """Cancels a scope of its own around its work and so returns nothing.
+
+    With `leak=True` it instead raises the event loop's cancellation exception out of fetch
+    without being cancelled (a buggy source); the selector must report it as failed.
+    """
+
+    leak: bool = False
+
+    async def _answer(self, request: SourceRequest) -> Sequence[Candidate]:
+        if self.leak:
+            raise _cancellation()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await anyio.sleep_forever()
+            return await super()._answer(request)  # pragma: no cover
+        return ()
+
+
+def _cancellation() -> BaseException:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return trio.Cancelled._create()  # noqa: SLF001 - trio has no public constructor
+    return asyncio.CancelledError()
+
+
+__all__ = [
+    "FailingSource",
+    "FakeSource",
+    "HangingSource",
+    "SelfCancellingSource",
+    "SlowSource",
+    "make_candidate",
+]

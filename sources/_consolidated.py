@@ -1,0 +1,107 @@
+"""Consolidated knowledge: summaries with the ids of the memories they were made from.
+
+Indexed in the namespace's text index (corpus 2) and scored like every other memory: there
+is no flat-score shortcut, so a summary competes under the same floor as the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from broker import FieldError, Namespace
+
+from . import _schema, _validate
+from ._source_base import CorpusSource, delete_doc_by_id, insert_docs
+
+if TYPE_CHECKING:
+    from ._store import MemoryStore
+
+MAX_PROVENANCE = 10_000
+"""Provenance ids one knowledge item may carry."""
+_TABLE = "knowledge"
+
+
+@attrs.define(eq=False)
+class KnowledgeWriter:
+    """Writes and deletes the consolidated knowledge of one store (blocking)."""
+
+    _store: MemoryStore
+
+    def add_knowledge(  # noqa: PLR0913 - the documented keyword API
+        self,
+        text: str,
+        *,
+        namespace: Namespace,
+        provenance: Sequence[str],
+        id: str | None = None,  # noqa: A002 - the documented API name
+        created_at: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replace: bool = False,
+    ) -> str:
+        """Write one knowledge item with the ids it was made from; return its id.
+
+        ValidationError (every field error, nothing written) on bad input, an empty or
+        malformed provenance, or an existing id without `replace`.
+        """
+        errors = _validate.text_errors("text", text)
+        errors += _validate.id_errors("id", id)
+        errors += _provenance_errors(provenance)
+        created, errs = _validate.normalise_created_at(created_at)
+        errors += errs
+        encoded, errs = _validate.encode_metadata(metadata)
+        errors += errs
+        _validate.raise_if(errors)
+        row = {
+            "id": id or str(uuid.uuid4()),
+            "text": text,
+            "provenance": json.dumps(list(provenance), ensure_ascii=False),
+            "created_at": created,
+            "metadata": encoded,
+        }
+        insert_docs(
+            self._store, namespace, table=_TABLE, corpus=_schema.CORPUS_KNOWLEDGE, rows=[row], replace=replace
+        )
+        return str(row["id"])
+
+    def delete_knowledge(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
+        """Remove a knowledge item from the index and statistics; return whether it existed."""
+        return delete_doc_by_id(self._store, namespace, id, table=_TABLE, corpus=_schema.CORPUS_KNOWLEDGE)
+
+
+def _provenance_errors(provenance: object) -> list[FieldError]:
+    if isinstance(provenance, str) or not isinstance(provenance, Sequence):
+        return [FieldError(field="provenance", code="type", message="must be a list of memory ids")]
+    if not 1 <= len(provenance) <= MAX_PROVENANCE:
+        msg = f"must hold 1..{MAX_PROVENANCE} memory ids"
+        return [FieldError(field="provenance", code="out_of_range", message=msg)]
+    errors: list[FieldError] = []
+    for i, pid in enumerate(provenance):
+        if pid is None:
+            errors.append(FieldError(field=f"provenance[{i}]", code="invalid_id", message="must be an id"))
+        errors += _validate.id_errors(f"provenance[{i}]", pid)
+    return errors
+
+
+@attrs.define(eq=False)
+class ConsolidatedSource(CorpusSource):
+    """Knowledge items matching the task (FTS, corpus 2), scored on the one calibrated scale.
+
+    They are unclassified (memory type None), so typed requests see them too.
+    """
+
+    name: ClassVar[str] = "consolidated"
+    table: ClassVar[str] = _TABLE
+    corpus: ClassVar[int] = _schema.CORPUS_KNOWLEDGE
+    block: ClassVar[str] = "consolidated"
+    memory_type: ClassVar[str | None] = None
+    id_prefix: ClassVar[str] = "knowledge:"
+    extra_cols: ClassVar[tuple[str, ...]] = ("provenance",)
+
+    def _metadata(self, row: Sequence[Any]) -> dict[str, Any]:
+        provenance = json.loads(row[5] or "[]")
+        return {**super()._metadata(row), "provenance": provenance}

@@ -1,0 +1,63 @@
+"""The default wiring of one store's sources, in registration order, and all its writers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._abstraction import AbstractionSource, FactWriter
+from ._consolidated import ConsolidatedSource, KnowledgeWriter
+from ._graphs import GraphSource, GraphWriter
+from ._neurons import NeuronSource, NeuronWriter
+from ._source_base import ReaderSource, StoreReader, new_limiter
+from ._store_source import PersonaSource, StoreSource
+
+if TYPE_CHECKING:
+    import anyio
+
+    from broker.abc import Source
+
+    from ._store import MemoryStore
+
+DEFAULT_SOURCES: tuple[str, ...] = ("store", "neurons", "graphs", "abstraction", "consolidated", "persona")
+"""The sources of a store, in registration (and trace) order."""
+
+_SOURCE_TYPES: dict[str, type[ReaderSource]] = {
+    cls.name: cls
+    for cls in (StoreSource, NeuronSource, GraphSource, AbstractionSource, ConsolidatedSource, PersonaSource)
+}
+
+
+def default_sources(store: MemoryStore, *, limiter: anyio.CapacityLimiter | None = None) -> list[Source]:
+    """Return the six sources of `store`, in `DEFAULT_SOURCES` order.
+
+    They share one reader and one CapacityLimiter (`limiter`, default 8 tokens), so their
+    worker threads together never exceed it. Closing them does not close the store.
+    """
+    reader = StoreReader(store=store, limiter=limiter or new_limiter())
+    out: list[Source] = []
+    for name in DEFAULT_SOURCES:
+        cls = _SOURCE_TYPES[name]
+        out.append(cls(reader, store=store) if issubclass(cls, StoreSource) else cls(reader))
+    return out
+
+
+@attrs.frozen
+class Writers:
+    """The write APIs of every source kind of one store (entries: the store itself)."""
+
+    neurons: NeuronWriter
+    graphs: GraphWriter
+    facts: FactWriter
+    knowledge: KnowledgeWriter
+
+    @classmethod
+    def for_store(cls, store: MemoryStore) -> Writers:
+        """Return the writers of `store`."""
+        return cls(
+            neurons=NeuronWriter(store),
+            graphs=GraphWriter(store),
+            facts=FactWriter(store),
+            knowledge=KnowledgeWriter(store),
+        )

@@ -1,0 +1,412 @@
+"""Entity graphs: nodes (names, aliases, a description) and typed edges, and their source.
+
+Finding the entry points is lexical, no NER model: a node's keys are the analysed terms of
+its name and of each alias (`graph_keys`), and the task's analysed terms are matched as
+n-grams (n = 1..4), so "Caroline" and "LGBTQ support group" are found wherever the task
+names them. From there a read-only BFS follows edges in both directions, at most two hops,
+under a node budget. Each reached node is rendered as the fact that reached it ("Caroline —
+attends → LGBTQ support group: <description>") and scored on the one calibrated scale,
+times a hop decay, so a distant node needs stronger evidence to clear the same floor.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from broker import Candidate, FieldError, Namespace, ValidationError
+
+from . import _analysis, _index, _validate
+from ._relevance import DENSE_MODES
+from ._source_base import ReaderSource, best_first, chunks, lexical_score, marks, score_rows, select_in
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from broker.abc import SourceRequest
+
+    from ._relevance import Scorer
+    from ._store import MemoryStore
+
+MAX_KEY_TERMS = 4
+"""Informative words a name or alias may have: the task is matched as n-grams up to this."""
+MAX_NAME_CHARS = 200
+"""Longest node name, alias or relation accepted, in characters."""
+MAX_ALIASES = 32
+"""Aliases one node may have."""
+MAX_DEPTH = 2
+"""Edges the BFS follows from a mentioned node."""
+HOP_DECAY: tuple[float, ...] = (1.0, 0.85, 0.7)
+"""Score factor by hop distance: a node the task names keeps its score; a neighbour keeps
+85% and a neighbour's neighbour 70%, so indirect evidence must be stronger to clear the
+floor (0.42 needs a raw 0.49 at one hop and 0.6 at two)."""
+NODE_BUDGET = 48
+"""Nodes one BFS may reach (mentioned nodes included)."""
+GRAPH_TYPE = "semantic"
+"""The memory type of every graph candidate."""
+DENSE_SCORED = 4
+"""Graph candidates one request returns in a dense mode (each is embedded in the turn)."""
+_EDGE_SCAN = 2000  # edges read per hop at most (a hub never stalls a turn)
+_VIA_MAX = 8  # edges kept per reached node to render it by
+_MAX_TASK_TERMS = 256  # task terms turned into n-grams
+
+
+@attrs.frozen(kw_only=True)
+class _Node:
+    rowid: int
+    id: str
+    name: str
+    aliases: tuple[str, ...]
+    description: str
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> _Node:
+        return cls(
+            rowid=int(row[0]),
+            id=row[1],
+            name=row[2],
+            aliases=tuple(json.loads(row[3] or "[]")),
+            description=row[4],
+            created_at=row[5],
+        )
+
+
+def key_of(phrase: str) -> str:
+    """Return the key a phrase is stored and matched under: its analysed terms."""
+    return " ".join(_analysis.terms(phrase))
+
+
+@attrs.define(eq=False)
+class GraphWriter:
+    """Writes and deletes the graph of one store (blocking; run it in a worker thread)."""
+
+    _store: MemoryStore
+
+    def add_node(  # noqa: PLR0913 - the documented keyword API
+        self,
+        name: str,
+        *,
+        namespace: Namespace,
+        aliases: Sequence[str] = (),
+        description: str = "",
+        id: str | None = None,  # noqa: A002 - the documented API name
+        created_at: str | None = None,
+        replace: bool = False,
+    ) -> str:
+        """Write one node and its keys; return its id.
+
+        With `replace`, an existing node of that id is updated in place (its edges stay).
+        ValidationError (every field error, nothing written) on bad input or an existing id.
+        """
+        keys, errors = _node_errors(name, aliases, description, id)
+        created, errs = _validate.normalise_created_at(created_at)
+        _validate.raise_if(errors + errs)
+        node_id = id or str(uuid.uuid4())
+        with self._store.db.write() as conn:
+            ns_id = _index.ensure_ns(conn, namespace)
+            rowid = _node_rowid(conn, ns_id, node_id)
+            if rowid is not None and not replace:
+                raise ValidationError.single(
+                    "id", "exists", f"node {node_id!r} already exists in {namespace}"
+                )
+            values = (name, json.dumps(list(aliases), ensure_ascii=False), description)
+            if rowid is None:
+                cur = conn.execute(
+                    "INSERT INTO graph_nodes (id, ns_id, name, aliases, description, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (node_id, ns_id, *values, created),
+                )
+                rowid = int(cur.lastrowid or 0)
+            else:
+                conn.execute(
+                    "UPDATE graph_nodes SET name = ?, aliases = ?, description = ? WHERE rowid = ?",
+                    (*values, rowid),
+                )
+                conn.execute("DELETE FROM graph_keys WHERE node_rowid = ?", (rowid,))
+            conn.executemany(
+                "INSERT INTO graph_keys (ns_id, key, node_rowid) VALUES (?, ?, ?)",
+                [(ns_id, key, rowid) for key in keys],
+            )
+        return node_id
+
+    def add_edge(
+        self,
+        src_id: str,
+        relation: str,
+        dst_id: str,
+        *,
+        namespace: Namespace,
+        created_at: str | None = None,
+    ) -> bool:
+        """Write one typed edge between two nodes of the namespace; return False if it existed.
+
+        ValidationError when either node is missing, the relation is bad, or src is dst.
+        """
+        errors = _validate.text_errors("relation", relation, max_chars=MAX_NAME_CHARS)
+        errors += _validate.id_errors("src_id", src_id) + _validate.id_errors("dst_id", dst_id)
+        if src_id == dst_id:
+            errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
+        created, errs = _validate.normalise_created_at(created_at)
+        _validate.raise_if(errors + errs)
+        with self._store.db.write() as conn:
+            ns_id = _index.ensure_ns(conn, namespace)
+            src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
+            missing = [
+                FieldError(field=field, code="not_found", message=f"no node {value!r} in {namespace}")
+                for field, value, rowid in (("src_id", src_id, src), ("dst_id", dst_id, dst))
+                if rowid is None
+            ]
+            _validate.raise_if(missing)
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO graph_edges (ns_id, src_rowid, dst_rowid, relation, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (ns_id, src, dst, relation, created),
+            )
+        return cur.rowcount > 0
+
+    def delete_edge(self, src_id: str, relation: str, dst_id: str, *, namespace: Namespace) -> bool:
+        """Remove one edge; return whether it existed."""
+        with self._store.db.write() as conn:
+            ns_id = _index.find_ns(conn, namespace)
+            if ns_id is None:
+                return False
+            src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
+            cur = conn.execute(
+                "DELETE FROM graph_edges "
+                "WHERE ns_id = ? AND src_rowid = ? AND dst_rowid = ? AND relation = ?",
+                (ns_id, src, dst, relation),
+            )
+        return cur.rowcount > 0
+
+    def delete_node(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
+        """Remove a node with its keys and every edge touching it; return whether it existed."""
+        with self._store.db.write() as conn:
+            ns_id = _index.find_ns(conn, namespace)
+            rowid = None if ns_id is None else _node_rowid(conn, ns_id, id)
+            if rowid is None:
+                return False
+            conn.execute("DELETE FROM graph_keys WHERE node_rowid = ?", (rowid,))
+            conn.execute("DELETE FROM graph_edges WHERE src_rowid = ? OR dst_rowid = ?", (rowid, rowid))
+            conn.execute("DELETE FROM graph_nodes WHERE rowid = ?", (rowid,))
+        return True
+
+
+def _node_errors(
+    name: object, aliases: object, description: object, id_: object
+) -> tuple[set[str], list[FieldError]]:
+    """Validate a node; return its keys (analysed name and aliases) and the errors."""
+    errors = _validate.id_errors("id", id_)
+    if not isinstance(description, str):
+        errors.append(FieldError(field="description", code="type", message="must be a string"))
+    elif description:
+        errors += _validate.text_errors("description", description)
+    phrases: list[tuple[str, object]] = [("name", name)]
+    if isinstance(aliases, str) or not isinstance(aliases, Sequence):
+        errors.append(FieldError(field="aliases", code="type", message="must be a list of names"))
+    elif len(aliases) > MAX_ALIASES:
+        errors.append(FieldError(field="aliases", code="out_of_range", message=f"at most {MAX_ALIASES}"))
+    else:
+        phrases += [(f"aliases[{i}]", a) for i, a in enumerate(aliases)]
+    keys: set[str] = set()
+    for field, phrase in phrases:
+        errs = _validate.text_errors(field, phrase, max_chars=MAX_NAME_CHARS)
+        if not errs:
+            assert isinstance(phrase, str)  # noqa: S101 - checked above
+            key = key_of(phrase)
+            if not key:
+                errs = [FieldError(field=field, code="no_terms", message="has no informative word")]
+            elif len(key.split()) > MAX_KEY_TERMS:
+                msg = f"at most {MAX_KEY_TERMS} informative words (put the rest in the description)"
+                errs = [FieldError(field=field, code="too_many_terms", message=msg)]
+            keys.add(key)
+        errors += errs
+    return keys, errors
+
+
+def _node_rowid(conn: sqlite3.Connection, ns_id: int, id_: str) -> int | None:
+    row = conn.execute("SELECT rowid FROM graph_nodes WHERE ns_id = ? AND id = ?", (ns_id, id_)).fetchone()
+    return None if row is None else int(row[0])
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+Edge = tuple[int, str, int]  # (src rowid, relation, dst rowid)
+
+
+@attrs.define(eq=False)
+class GraphSource(ReaderSource):
+    """Nodes the task names and their neighbourhood (BFS depth <= 2), scored and hop-decayed.
+
+    A typed request gets graph candidates only when it asks for `semantic` memories.
+    """
+
+    name: ClassVar[str] = "graphs"
+
+    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+        if request.types is not None and GRAPH_TYPE not in request.types:
+            return []
+        ns_id = _index.find_ns(conn, request.namespace)
+        if ns_id is None:
+            return []
+        seeds = _mentioned(conn, ns_id, request.task)
+        if not seeds:
+            return []
+        hops, via = _bfs(conn, ns_id, seeds)
+        nodes = {
+            n.rowid: n
+            for n in map(
+                _Node.from_row,
+                select_in(
+                    conn,
+                    "SELECT rowid, id, name, aliases, description, created_at FROM graph_nodes "
+                    "WHERE rowid IN ({marks})",
+                    sorted(hops),
+                ),
+            )
+        }
+        scorer = self._reader.scorer(_index.profile(conn, ns_id, request.task), request.task, request.mode)
+        return self._scored(conn, scorer, nodes, hops, via, request.limit)
+
+    def _scored(  # noqa: PLR0913, PLR0917 - one step of fetch, split out for size
+        self,
+        conn: sqlite3.Connection,
+        scorer: Scorer,
+        nodes: dict[int, _Node],
+        hops: dict[int, int],
+        via: dict[int, list[Edge]],
+        limit: int,
+    ) -> list[Candidate]:
+        """Render each node by its best-matching path, then score the best of them.
+
+        The best of them lexically are scored in the request's mode: `limit` of them, or in
+        a dense mode at most DENSE_SCORED, because a rendered text has no stored vector and
+        embedding it costs about 3 ms inside the turn's deadline.
+        """
+        rendered: list[tuple[float, int, str]] = []
+        for rowid, node in nodes.items():
+            texts = [render(node, nodes, e) for e in via.get(rowid, [])]
+            if hops[rowid] == 0:
+                texts.append(render(node, nodes, None))
+            best = max(texts, key=lambda t: lexical_score(scorer, _analysis.terms(t)))
+            pre = lexical_score(scorer, _analysis.terms(best)) * HOP_DECAY[hops[rowid]]
+            rendered.append((pre, rowid, best))
+        rendered.sort(key=lambda r: (-r[0], hops[r[1]], nodes[r[1]].id))
+        if scorer.mode in DENSE_MODES:
+            limit = min(limit, DENSE_SCORED)
+        kept = rendered[: max(limit, 0)]
+        scores = score_rows(
+            scorer, conn, corpus=None, rowids=[r[1] for r in kept], texts=[r[2] for r in kept]
+        )
+        return best_first(
+            (
+                _candidate(self.name, nodes[rowid], text, score * HOP_DECAY[hops[rowid]], hops[rowid])
+                for (_, rowid, text), score in zip(kept, scores, strict=True)
+            ),
+            limit,
+        )
+
+
+def _mentioned(conn: sqlite3.Connection, ns_id: int, task: str) -> list[int]:
+    """Rowids of the nodes whose name or alias occurs in the task (as analysed n-grams)."""
+    seq = _analysis.terms(task)[:_MAX_TASK_TERMS]
+    grams = sorted(
+        {" ".join(seq[i : i + n]) for n in range(1, MAX_KEY_TERMS + 1) for i in range(len(seq) - n + 1)}
+    )
+    rows = select_in(
+        conn,
+        "SELECT DISTINCT node_rowid FROM graph_keys WHERE ns_id = ? AND key IN ({marks})",
+        grams,
+        (ns_id,),
+    )
+    return sorted({int(r[0]) for r in rows})[:NODE_BUDGET]
+
+
+def _bfs(
+    conn: sqlite3.Connection, ns_id: int, seeds: list[int]
+) -> tuple[dict[int, int], dict[int, list[Edge]]]:
+    """Walk edges breadth-first in both directions, at most MAX_DEPTH hops.
+
+    Returns the hop of each reached node, and the edges it may be rendered by: those from the
+    previous hop that reach it, and those joining it to another node of its own hop (two
+    nodes the task both mentions are best told by the edge between them).
+    """
+    hops = dict.fromkeys(seeds, 0)
+    via: dict[int, list[Edge]] = {}
+
+    def keep(node: int, edge: Edge) -> None:
+        paths = via.setdefault(node, [])
+        if len(paths) < _VIA_MAX and edge not in paths:
+            paths.append(edge)
+
+    frontier = list(seeds)
+    for hop in range(1, MAX_DEPTH + 1):
+        if not frontier:
+            break
+        here = set(frontier)
+        frontier = []
+        for edge in _edges(conn, ns_id, sorted(here)):
+            src, _, dst = edge
+            if src in here and dst in here:
+                keep(src, edge)
+                keep(dst, edge)
+                continue
+            other = dst if src in here else src
+            if other not in hops:
+                if len(hops) >= NODE_BUDGET:
+                    continue
+                hops[other] = hop
+                frontier.append(other)
+            if hops[other] == hop:
+                keep(other, edge)
+    return hops, via
+
+
+def _edges(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Edge]:
+    out: list[Edge] = []
+    for part in chunks(rowids):
+        m = marks(len(part))
+        out += [
+            (int(r[0]), str(r[1]), int(r[2]))
+            for r in conn.execute(
+                "SELECT src_rowid, relation, dst_rowid FROM graph_edges "
+                f"WHERE ns_id = ? AND (src_rowid IN ({m}) OR dst_rowid IN ({m})) ORDER BY rowid LIMIT ?",
+                [ns_id, *part, *part, _EDGE_SCAN],
+            )
+        ]
+    return out
+
+
+def render(node: _Node, nodes: dict[int, _Node], edge: Edge | None) -> str:
+    """Render a node as text: by an edge that reaches it, or by itself (name, aliases).
+
+    The description is the node's own: after the edge when the node is its target
+    ("Caroline — attends → LGBTQ support group: meets on Tuesdays"), after its name otherwise.
+    """
+    if edge is None:
+        head = node.name + (f" (also {', '.join(node.aliases)})" if node.aliases else "")
+        return f"{head}: {node.description}" if node.description else head
+    src, rel, dst = edge
+    head = f"{nodes[src].name} — {rel} → {nodes[dst].name}"
+    if not node.description:
+        return head
+    if dst == node.rowid:
+        return f"{head}: {node.description}"
+    return f"{head}; {node.name}: {node.description}"
+
+
+def _candidate(source: str, node: _Node, text: str, score: float, hop: int) -> Candidate:
+    return Candidate(
+        entry_id=f"graph:{node.id}",
+        source=source,
+        score=min(max(score, 0.0), 1.0),
+        text=text,
+        block="memory",
+        memory_type=GRAPH_TYPE,
+        created_at=node.created_at,
+        metadata={"node_id": node.id, "name": node.name, "hop": hop},
+    )

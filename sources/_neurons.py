@@ -1,0 +1,306 @@
+"""Neurons: associative memories that fire when the task mentions their trigger phrases.
+
+A neuron is an entry of kind `neuron`, stamped `associative` by its writer. The analysed
+terms of its trigger phrases go to `neuron_triggers (ns_id, term, entry_rowid)` (once per
+neuron) in the same transaction, and the text indexed for the neuron is its text plus its
+trigger phrases, so the namespace's term statistics see the triggers too. The source scans
+that index with the task's terms and scores each neuron on the one calibrated scale, as the
+document "its text, plus the trigger terms the text lacks": triggers widen what a neuron is
+about without repeating what the text already says (the calibrated model reads repetition
+as a longer, less focused text), and a neuron whose triggers are all in its text scores
+exactly as the store scores that text. Importance is stored and shown, never scored, so it
+alone never injects a neuron.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from broker import Candidate, FieldError, Namespace, ValidationError
+
+from . import _analysis, _index, _schema, _validate, _vectors
+from ._source_base import ReaderSource, best_first, marks, recall_depth, score_rows, select_in
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from broker.abc import SourceRequest
+
+    from ._store import MemoryStore
+
+NEURON_TYPE = "associative"
+"""The memory type every neuron is stamped with."""
+MAX_TRIGGERS = 64
+"""Trigger phrases one neuron may have."""
+MAX_TRIGGER_CHARS = 500
+"""Longest trigger phrase accepted, in characters."""
+_COLS = "rowid, id, memory_type, text, created_at, importance, metadata"
+
+
+@attrs.frozen(kw_only=True)
+class _NeuronRow:
+    id: str
+    text: str
+    created_at: str
+    importance: float
+    metadata: str
+    triggers: tuple[str, ...]
+    trigger_terms: tuple[str, ...]
+
+
+@attrs.define(eq=False)
+class NeuronWriter:
+    """Writes and deletes neurons of one store (blocking; run it in a worker thread)."""
+
+    _store: MemoryStore
+
+    def add_neuron(  # noqa: PLR0913 - the documented keyword API
+        self,
+        text: str,
+        *,
+        namespace: Namespace,
+        triggers: Sequence[str],
+        importance: float = 0.5,
+        id: str | None = None,  # noqa: A002 - the documented API name
+        created_at: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replace: bool = False,
+    ) -> str:
+        """Write one neuron and its triggers in one transaction; return its id.
+
+        ValidationError (every field error, nothing written) on bad input, or when the id
+        exists and `replace` is false.
+        """
+        row = _checked(text, triggers, importance, id, created_at, metadata)
+        vector = None
+        if self._store.embedder is not None:  # embed before taking the write lock
+            vector = self._store.embedder.embed([row.text])
+        with self._store.db.write() as conn:
+            ns_id = _index.ensure_ns(conn, namespace)
+            old = _entry_rowid(conn, ns_id, row.id)
+            if old is not None:
+                if not replace:
+                    raise ValidationError.single(
+                        "id", "exists", f"id {row.id!r} already exists in {namespace}"
+                    )
+                delete_entry_rowid(conn, ns_id, old)
+            rowid = _insert(conn, ns_id, namespace, row)
+            if vector is not None and self._store.embedder is not None:
+                model = self._store.embedder.model_id
+                _vectors.store_vectors(conn, ns_id, _schema.CORPUS_ENTRIES, [rowid], vector, model)
+        return row.id
+
+    def delete_neuron(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
+        """Remove a neuron (its triggers, index terms and vector); return whether it existed."""
+        with self._store.db.write() as conn:
+            ns_id = _index.find_ns(conn, namespace)
+            if ns_id is None:
+                return False
+            found = conn.execute(
+                "SELECT rowid FROM entries WHERE ns_id = ? AND id = ? AND kind = 'neuron'", (ns_id, id)
+            ).fetchone()
+            if found is None:
+                return False
+            delete_entry_rowid(conn, ns_id, int(found[0]))
+        return True
+
+
+def _checked(  # noqa: PLR0913, PLR0917 - the fields of add_neuron, checked together
+    text: object,
+    triggers: object,
+    importance: object,
+    id_: object,
+    created_at: object,
+    metadata: object,
+) -> _NeuronRow:
+    errors = _validate.text_errors("text", text)
+    errors += _validate.id_errors("id", id_)
+    errors += _validate.importance_errors(importance)
+    created, errs = _validate.normalise_created_at(created_at)
+    errors += errs
+    encoded, errs = _validate.encode_metadata(metadata)
+    errors += errs
+    phrases, terms, errs = _checked_triggers(triggers)
+    errors += errs
+    _validate.raise_if(errors)
+    assert isinstance(text, str)  # noqa: S101 - narrowed by the checks above
+    assert isinstance(importance, int | float)  # noqa: S101
+    return _NeuronRow(
+        id=str(id_) if id_ is not None else str(uuid.uuid4()),
+        text=text,
+        created_at=str(created),
+        importance=float(importance),
+        metadata=encoded,
+        triggers=phrases,
+        trigger_terms=terms,
+    )
+
+
+def _checked_triggers(triggers: object) -> tuple[tuple[str, ...], tuple[str, ...], list[FieldError]]:
+    """Validate trigger phrases; return (phrases, their analysed terms in order, errors)."""
+    if isinstance(triggers, str) or not isinstance(triggers, Sequence):
+        return (), (), [FieldError(field="triggers", code="type", message="must be a list of phrases")]
+    if not 1 <= len(triggers) <= MAX_TRIGGERS:
+        msg = f"must hold 1..{MAX_TRIGGERS} phrases"
+        return (), (), [FieldError(field="triggers", code="out_of_range", message=msg)]
+    errors: list[FieldError] = []
+    terms: list[str] = []
+    for i, phrase in enumerate(triggers):
+        errs = _validate.text_errors(f"triggers[{i}]", phrase, max_chars=MAX_TRIGGER_CHARS)
+        if not errs and not _analysis.terms(phrase):
+            msg = "has no informative word (only stop words or punctuation)"
+            errs = [FieldError(field=f"triggers[{i}]", code="no_terms", message=msg)]
+        errors += errs
+        if not errs:
+            terms += _analysis.terms(phrase)
+    return tuple(triggers), tuple(dict.fromkeys(terms)), errors
+
+
+def _entry_rowid(conn: sqlite3.Connection, ns_id: int, id_: str) -> int | None:
+    row = conn.execute("SELECT rowid FROM entries WHERE ns_id = ? AND id = ?", (ns_id, id_)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _insert(conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: _NeuronRow) -> int:
+    """Insert the entry as MemoryStore does, index text + triggers, and record the triggers."""
+    cur = conn.execute(
+        "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
+        "created_at, importance, metadata) VALUES (?, ?, ?, ?, 'neuron', ?, ?, ?, ?, ?)",
+        (
+            row.id,
+            ns_id,
+            ns.tenant_id,
+            ns.project_id,
+            NEURON_TYPE,
+            row.text,
+            row.created_at,
+            row.importance,
+            row.metadata,
+        ),
+    )
+    rowid = int(cur.lastrowid or 0)
+    _index.add_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid, "\n".join((row.text, *row.triggers)))
+    conn.executemany(
+        "INSERT INTO neuron_triggers (ns_id, term, entry_rowid) VALUES (?, ?, ?)",
+        [(ns_id, term, rowid) for term in row.trigger_terms],
+    )
+    return rowid
+
+
+def delete_entry_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> None:
+    """Delete one entry from every index, as MemoryStore does (in the caller's write)."""
+    _index.remove_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid)
+    _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [rowid])
+    conn.execute("DELETE FROM neuron_triggers WHERE entry_rowid = ?", (rowid,))
+    conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
+    conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
+
+
+@attrs.define(eq=False)
+class NeuronSource(ReaderSource):
+    """Neurons whose trigger terms occur in the task, scored on the one calibrated scale.
+
+    The trigger scan reads the `(ns_id, term)` index; the neurons sharing the most IDF mass
+    with the task are scored on their text and trigger phrases. No importance fallback.
+    """
+
+    name: ClassVar[str] = "neurons"
+
+    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+        ns_id = _index.find_ns(conn, request.namespace)
+        if ns_id is None:
+            return []
+        prof = _index.profile(conn, ns_id, request.task)
+        if not prof.terms:
+            return []
+        top = _scan(conn, ns_id, prof.idf, recall_depth(request.limit))
+        rows = _neurons(conn, ns_id, top, request.types)
+        if not rows:
+            return []
+        triggers: dict[int, list[str]] = defaultdict(list)
+        for rowid, term in select_in(
+            conn, "SELECT entry_rowid, term FROM neuron_triggers WHERE entry_rowid IN ({marks})", top
+        ):
+            triggers[int(rowid)].append(str(term))
+        scorer = self._reader.scorer(prof, request.task, request.mode)
+        rowids = [int(r[0]) for r in rows]
+        scores = score_rows(
+            scorer,
+            conn,
+            corpus=_schema.CORPUS_ENTRIES,
+            rowids=rowids,
+            texts=[r[3] for r in rows],
+            doc_terms=[_doc_terms(r[3], triggers[rid]) for r, rid in zip(rows, rowids, strict=True)],
+        )
+        matched = set(prof.terms)
+        return best_first(
+            (
+                _candidate(self.name, r, score, sorted(matched.intersection(triggers[int(r[0])])))
+                for r, score in zip(rows, scores, strict=True)
+            ),
+            request.limit,
+        )
+
+
+def _doc_terms(text: str, trigger_terms: list[str]) -> list[str]:
+    """Return the terms a neuron is scored on: its text's, then trigger terms the text lacks."""
+    own = _analysis.terms(text)
+    have = set(own)
+    return own + sorted({t for t in trigger_terms if t not in have})
+
+
+def _scan(conn: sqlite3.Connection, ns_id: int, idf: Mapping[str, float], depth: int) -> list[int]:
+    """Rowids of the neurons whose triggers share the most IDF mass with the task."""
+    mass: dict[int, float] = defaultdict(float)
+    for rowid, term in set(
+        select_in(
+            conn,
+            "SELECT entry_rowid, term FROM neuron_triggers WHERE ns_id = ? AND term IN ({marks})",
+            list(idf),
+            (ns_id,),
+        )
+    ):
+        mass[int(rowid)] += idf[str(term)]
+    ranked = sorted(mass, key=lambda r: (-mass[r], r))
+    return ranked[:depth]
+
+
+def _neurons(
+    conn: sqlite3.Connection, ns_id: int, rowids: list[int], types: Sequence[str] | None
+) -> list[Any]:
+    typed = ""
+    params: list[Any] = [ns_id]
+    if types is not None:
+        typed = f" AND (memory_type IN ({marks(len(types))}) OR memory_type IS NULL)"
+        params += list(types)
+    rows = select_in(
+        conn,
+        f"SELECT {_COLS} FROM entries WHERE ns_id = ? AND kind = 'neuron'{typed} AND rowid IN ({{marks}})",
+        rowids,
+        params,
+    )
+    rows.sort(key=lambda r: int(r[0]))
+    return rows
+
+
+def _candidate(source: str, row: Sequence[Any], score: float, matched: list[str]) -> Candidate:
+    return Candidate(
+        entry_id=row[1],
+        source=source,
+        score=score,
+        text=row[3],
+        block="memory",
+        memory_type=row[2],
+        created_at=row[4],
+        metadata={
+            "kind": "neuron",
+            "importance": float(row[5]),
+            "matched_triggers": matched,
+            "metadata": _validate.decode_metadata(row[6]),
+        },
+    )

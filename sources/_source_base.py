@@ -1,0 +1,438 @@
+"""Plumbing shared by the memory sources: interruptible reads, the one score, the lifecycle.
+
+Reads run on a pooled reader connection in a worker thread that a deadline can interrupt;
+every text is scored by the one calibrated `Scorer`; sources share one open/fetch/aclose.
+
+Interrupting a read. `Connection.interrupt()` only stops statements that are running when it
+is called; a cancellation that lands between two statements of one read (or before the
+first) would be lost and the rest of the read would run to completion. So the interrupt also
+raises a flag that a SQLite progress handler checks every few hundred VM steps: once tripped,
+every statement of that read aborts at once. The connection is detached from the interrupt
+(under a lock) before it goes back to the pool, so a late interrupt never hits another read.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import anyio
+import attrs
+import numpy as np
+
+from broker import BrokerClosedError, Candidate, Namespace, ValidationError
+from broker._threads import run_sync_interruptible
+
+from . import _analysis, _index, _validate, _vectors
+from ._relevance import DENSE_MODES, QueryProfile, Scorer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    import numpy.typing as npt
+
+    from broker.abc import Embedder, SourceRequest
+
+    from ._store import MemoryStore
+
+T = TypeVar("T")
+
+DEFAULT_READ_TOKENS = 8
+"""Worker threads the sources of one store may run at once (one limiter shared by all)."""
+_PROGRESS_STEPS = 500  # VM instructions between two checks of the interrupt flag
+_IN_CHUNK = 500  # bound on `IN (...)` parameters per statement
+
+
+def new_limiter(tokens: int = DEFAULT_READ_TOKENS) -> anyio.CapacityLimiter:
+    """Return a limiter for the reads of one store's sources (usable before a loop runs)."""
+    return anyio.CapacityLimiter(tokens)
+
+
+class _Stop:
+    """The interrupt of one read: a flag and, while the read holds one, its connection."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.tripped = False
+        self._conn: sqlite3.Connection | None = None
+
+    def trip(self) -> None:
+        with self._lock:
+            self.tripped = True
+            if self._conn is not None:
+                self._conn.interrupt()
+
+    def attach(self, conn: sqlite3.Connection | None) -> None:
+        with self._lock:
+            self._conn = conn
+
+    def progress(self) -> int:
+        return 1 if self.tripped else 0
+
+
+@attrs.define(eq=False)
+class StoreReader:
+    """Run blocking reads of one store in worker threads behind one shared CapacityLimiter.
+
+    All the sources of the store share it. The caller's cancel scope owns time: on
+    cancellation the running statement is interrupted and the call returns once the thread
+    is done.
+
+    It also holds what the sources of a store share per turn: the store's embedder behind a
+    small cache of query vectors, so the sources embed one task once, not once each.
+    """
+
+    store: MemoryStore
+    limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
+    _queries: _QueryCache | None = attrs.field(default=None, init=False)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The store's embedder, caching single-text (query) embeddings; None if lexical."""
+        if self.store.embedder is None:
+            return None
+        if self._queries is None or self._queries.inner is not self.store.embedder:
+            self._queries = _QueryCache(self.store.embedder)
+        return self._queries
+
+    def scorer(self, prof: QueryProfile, task: str, mode: str | None) -> Scorer:
+        """Return the calibrated scorer of a task in the request's mode (default: the store's)."""
+        return Scorer.build(prof, task, mode=mode or self.store.mode, embedder=self.embedder)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(conn)` on a pooled reader connection, in a worker thread."""
+        stop = _Stop()
+        return await run_sync_interruptible(
+            functools.partial(self._work, fn, stop), interrupt=stop.trip, limiter=self.limiter
+        )
+
+    def _work(self, fn: Callable[[sqlite3.Connection], T], stop: _Stop) -> T:
+        with self.store.db.read() as conn:
+            conn.set_progress_handler(stop.progress, _PROGRESS_STEPS)
+            stop.attach(conn)
+            try:
+                if stop.tripped:
+                    raise sqlite3.OperationalError("interrupted")
+                return fn(conn)
+            finally:
+                stop.attach(None)
+                conn.set_progress_handler(None, 0)
+
+
+@attrs.define(eq=False)
+class ReaderSource:
+    """The lifecycle every source shares: open, fetch in a worker thread, aclose.
+
+    `open` warms a reader connection before any deadline runs; `aclose` refuses later
+    fetches.
+
+    Subclasses set `name` and implement `_fetch_on(conn, request)`, which runs in the worker
+    thread. A source never takes a timeout: the caller's scope owns time.
+    """
+
+    name: ClassVar[str] = "abstract"
+    _reader: StoreReader
+    _closed: bool = attrs.field(default=False, init=False)
+
+    async def open(self) -> None:
+        """Check the store is usable and open a reader connection ahead of the first turn."""
+        self._check_open()
+        await self._reader.run(_ping)
+
+    async def aclose(self) -> None:
+        """Refuse later fetches.
+
+        Reads already running finish (or are interrupted) first, because every fetch waits
+        for its own worker thread.
+        """
+        self._closed = True
+
+    async def fetch(self, request: SourceRequest) -> Sequence[Candidate]:
+        """Scored candidates for the task, best first; may raise, never swallows cancellation."""
+        self._check_open()
+        return await self._reader.run(functools.partial(self._fetch_on, request=request))
+
+    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BrokerClosedError(f"source {self.name!r} is closed")
+
+
+def _ping(conn: sqlite3.Connection) -> None:
+    conn.execute("SELECT 1").fetchone()
+
+
+# -- scoring and candidates -----------------------------------------------------------------
+
+
+class _QueryCache:
+    """An Embedder that remembers its last single-text (query) vectors.
+
+    Concurrent sources asking for the same task wait for one embedding (single flight)
+    instead of each computing it.
+    """
+
+    _SIZE = 64
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._vectors: dict[str, npt.NDArray[np.float32]] = {}
+        self._pending: dict[str, threading.Lock] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if len(texts) != 1:
+            return self.inner.embed(texts)
+        key = texts[0]
+        with self._lock:
+            hit = self._vectors.get(key)
+            if hit is not None:
+                return hit
+            gate = self._pending.setdefault(key, threading.Lock())
+        with gate:
+            with self._lock:
+                hit = self._vectors.get(key)
+            if hit is not None:
+                return hit
+            fresh = self.inner.embed(texts)
+            with self._lock:
+                if len(self._vectors) >= self._SIZE:
+                    self._vectors.pop(next(iter(self._vectors)))
+                self._vectors[key] = fresh
+                self._pending.pop(key, None)
+            return fresh
+
+
+def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batch
+    scorer: Scorer,
+    conn: sqlite3.Connection,
+    *,
+    corpus: int | None,
+    rowids: Sequence[int],
+    texts: Sequence[str],
+    doc_terms: Sequence[Sequence[str]] | None = None,
+) -> list[float]:
+    """Scores of texts on the one calibrated scale, in the scorer's mode.
+
+    `doc_terms` overrides the analysed terms of each text (a neuron is scored on its text
+    and its trigger phrases). In dense modes each row's stored vector of `corpus` is used;
+    texts without one (or with `corpus=None`, such as a rendered graph edge) are embedded
+    in one batch, as `Scorer.score_texts` does.
+    """
+    terms = list(doc_terms) if doc_terms is not None else [_analysis.terms(t) for t in texts]
+    vectors: list[npt.NDArray[np.float32] | None] = [None] * len(texts)
+    emb = scorer.embedder
+    if scorer.mode in DENSE_MODES and emb is not None and not scorer.abstains and texts:
+        if corpus is not None:
+            stored = _vectors.stored_vectors(conn, corpus, list(rowids), emb.model_id, emb.dim)
+            vectors = [stored.get(r) for r in rowids]
+        missing = [i for i, v in enumerate(vectors) if v is None]
+        if missing:
+            for i, vec in zip(missing, emb.embed([texts[i] for i in missing]), strict=True):
+                vectors[i] = vec
+    return [scorer.score(t, v) for t, v in zip(terms, vectors, strict=True)]
+
+
+def lexical_score(scorer: Scorer, doc_terms: Sequence[str]) -> float:
+    """Return the lexical-mode score of analysed terms (a cheap rank before the mode's)."""
+    return Scorer(profile=scorer.profile, mode="lexical").score(doc_terms)
+
+
+def type_allowed(types: Sequence[str] | None, memory_type: str) -> bool:
+    """Whether rows of `memory_type` pass a typed filter (no filter: everything passes)."""
+    return types is None or memory_type in types
+
+
+def best_first(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
+    """Candidates with some evidence (score > 0), best first (ties by id), at most `limit`."""
+    kept = [c for c in candidates if c.score > 0.0]
+    kept.sort(key=lambda c: (-c.score, c.entry_id))
+    return kept[: max(limit, 0)]
+
+
+def chunks(values: Sequence[T], size: int = _IN_CHUNK) -> Iterable[Sequence[T]]:
+    """Consecutive slices of at most `size` values (bounds `IN (...)` parameter lists)."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def marks(n: int) -> str:
+    """`?, ?, ...` for an `IN (...)` list of n parameters."""
+    return ",".join("?" * n)
+
+
+def select_in(
+    conn: sqlite3.Connection, sql: str, values: Sequence[Any], params: Sequence[Any] = ()
+) -> list[Any]:
+    """Run `sql` (one `{marks}` placeholder for an `IN` list) over `values` in chunks.
+
+    `params` are bound before the list.
+    """
+    rows: list[Any] = []
+    for part in chunks(values):
+        rows += conn.execute(sql.format(marks=marks(len(part))), [*params, *part]).fetchall()
+    return rows
+
+
+def corpus_hits(
+    conn: sqlite3.Connection, request: SourceRequest, *, corpus: int
+) -> tuple[int, QueryProfile, list[int]] | None:
+    """Profile the task in its namespace and search one corpus of the namespace's FTS.
+
+    Returns (ns_id, profile, source rowids best BM25 first), or None when the namespace is
+    empty or no informative term of the task occurs in it (nothing could be relevant).
+    """
+    ns_id = _index.find_ns(conn, request.namespace)
+    if ns_id is None:
+        return None
+    prof = _index.profile(conn, ns_id, request.task)
+    if not prof.present:
+        return None
+    k = recall_depth(request.limit)
+    return ns_id, prof, _index.search(conn, ns_id, sorted(prof.present), corpus=corpus, limit=k)
+
+
+def recall_depth(limit: int) -> int:
+    """How many index hits to score for a request of `limit` (the store uses the same)."""
+    return max(4 * limit, 50)
+
+
+# -- documents of the shared text index (facts, knowledge) ----------------------------------
+
+_EMBED_BATCH = 64
+
+
+def raise_exists(id_: str, namespace: Namespace) -> None:
+    """Raise the error of writing an id that exists without `replace`."""
+    raise ValidationError.single("id", "exists", f"id {id_!r} already exists in {namespace}")
+
+
+def insert_docs(  # noqa: PLR0913 - keyword-only, each names one part of the write
+    store: MemoryStore,
+    namespace: Namespace,
+    *,
+    table: str,
+    corpus: int,
+    rows: Sequence[Mapping[str, Any]],
+    replace: bool,
+) -> None:
+    """Insert validated rows (each with `id` and `text`) of a document table in one write.
+
+    Each text is indexed in the namespace's FTS under `corpus` (statistics included), and
+    with an embedder its vector is stored too, embedded before the write lock is taken.
+    `table` and the column names are fixed by the calling module, never user input.
+    """
+    vectors = None
+    if store.embedder is not None and rows:
+        texts = [str(r["text"]) for r in rows]
+        parts = [
+            store.embedder.embed(texts[i : i + _EMBED_BATCH]) for i in range(0, len(texts), _EMBED_BATCH)
+        ]
+        vectors = np.concatenate(parts)
+    with store.db.write() as conn:
+        ns_id = _index.ensure_ns(conn, namespace)
+        rowids: list[int] = []
+        for row in rows:
+            old = conn.execute(
+                f"SELECT rowid FROM {table} WHERE ns_id = ? AND id = ?", (ns_id, row["id"])
+            ).fetchone()
+            if old is not None:
+                if not replace:
+                    raise_exists(str(row["id"]), namespace)
+                delete_doc(conn, ns_id, table=table, corpus=corpus, rowid=int(old[0]))
+            cols = ["ns_id", *row]
+            cur = conn.execute(
+                f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks(len(cols))})", [ns_id, *row.values()]
+            )
+            rowids.append(int(cur.lastrowid or 0))
+            _index.add_doc(conn, ns_id, corpus, rowids[-1], str(row["text"]))
+        if vectors is not None and store.embedder is not None:
+            _vectors.store_vectors(conn, ns_id, corpus, rowids, vectors, store.embedder.model_id)
+
+
+def delete_doc(conn: sqlite3.Connection, ns_id: int, *, table: str, corpus: int, rowid: int) -> None:
+    """Delete one document row with its index terms, statistics and vector (caller's write)."""
+    _index.remove_doc(conn, ns_id, corpus, rowid)
+    _vectors.delete_vectors(conn, corpus, [rowid])
+    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
+
+
+def delete_doc_by_id(store: MemoryStore, namespace: Namespace, id_: str, *, table: str, corpus: int) -> bool:
+    """Delete the document `id_` of a table in one write; return whether it existed."""
+    with store.db.write() as conn:
+        ns_id = _index.find_ns(conn, namespace)
+        if ns_id is None:
+            return False
+        row = conn.execute(f"SELECT rowid FROM {table} WHERE ns_id = ? AND id = ?", (ns_id, id_)).fetchone()
+        if row is None:
+            return False
+        delete_doc(conn, ns_id, table=table, corpus=corpus, rowid=int(row[0]))
+    return True
+
+
+@attrs.define(eq=False)
+class CorpusSource(ReaderSource):
+    """A source over one corpus of the shared text index: FTS search, then the one score.
+
+    Subclasses fix the table, corpus, block, memory type and id prefix. A typed request gets
+    candidates only if it asks for the source's memory type (an unclassified source, None,
+    serves every request).
+    """
+
+    table: ClassVar[str] = ""
+    corpus: ClassVar[int] = -1
+    block: ClassVar[str] = "memory"
+    memory_type: ClassVar[str | None] = None
+    id_prefix: ClassVar[str] = ""
+    extra_cols: ClassVar[tuple[str, ...]] = ()
+
+    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+        if (
+            request.types is not None
+            and self.memory_type is not None
+            and self.memory_type not in request.types
+        ):
+            return []
+        hit = corpus_hits(conn, request, corpus=self.corpus)
+        if hit is None:
+            return []
+        ns_id, prof, rowids = hit
+        cols = ", ".join(("rowid", "id", "text", "created_at", "metadata", *self.extra_cols))
+        rows = select_in(
+            conn,
+            f"SELECT {cols} FROM {self.table} WHERE ns_id = ? AND rowid IN ({{marks}})",
+            rowids,
+            (ns_id,),
+        )
+        scorer = self._reader.scorer(prof, request.task, request.mode)
+        scores = score_rows(
+            scorer, conn, corpus=self.corpus, rowids=[int(r[0]) for r in rows], texts=[r[2] for r in rows]
+        )
+        return best_first((self._candidate(r, s) for r, s in zip(rows, scores, strict=True)), request.limit)
+
+    def _candidate(self, row: Sequence[Any], score: float) -> Candidate:
+        return Candidate(
+            entry_id=f"{self.id_prefix}{row[1]}",
+            source=self.name,
+            score=score,
+            text=row[2],
+            block=self.block,
+            memory_type=self.memory_type,
+            created_at=row[3],
+            metadata=self._metadata(row),
+        )
+
+    def _metadata(self, row: Sequence[Any]) -> dict[str, Any]:
+        return {"id": row[1], "metadata": _validate.decode_metadata(row[4])}

@@ -1,0 +1,102 @@
+"""The `store` source and the typed `persona` lane: one recall, two configurations.
+
+`store` is typed recall through the store's calibrated gate; `persona` is the same recall
+fixed to `self`/`personality`, keyed on the active task only.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from broker import RECALL_MIN_SCORE, Candidate
+
+from ._source_base import ReaderSource, best_first
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from broker.abc import SourceRequest
+
+    from ._store import MemoryStore, Recalled
+
+PERSONA_TYPES: tuple[str, ...] = ("self", "personality")
+"""The memory types of the persona lane."""
+_MAX_LIMIT = 1000  # MemoryStore.MAX_RECALL_LIMIT
+
+
+@functools.cache
+def _recall_takes_mode(recall_on: Any) -> bool:  # noqa: ANN401 - any callable
+    return "mode" in inspect.signature(recall_on).parameters
+
+
+@attrs.define(eq=False)
+class StoreSource(ReaderSource):
+    """Typed recall of store entries through the store's calibrated gate.
+
+    The store applies the one floor (RECALL_MIN_SCORE), so every candidate it returns is
+    already above it.
+    """
+
+    name: ClassVar[str] = "store"
+    block: ClassVar[str] = "memory"
+    lane: ClassVar[tuple[str, ...] | None] = None
+    """Types this source is fixed to (None: the request's types, or all)."""
+
+    _store: MemoryStore = attrs.field(kw_only=True)
+
+    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+        types = self._types(request.types)
+        if types == ():
+            return []
+        kwargs: dict[str, Any] = {}
+        if request.mode is not None and _recall_takes_mode(type(self._store).recall_on):
+            kwargs["mode"] = request.mode
+        limit = min(max(request.limit, 1), _MAX_LIMIT)
+        recalled = self._store.recall_on(
+            conn,
+            request.task,
+            namespace=request.namespace,
+            types=types,
+            limit=limit,
+            min_score=RECALL_MIN_SCORE,
+            **kwargs,
+        )
+        return best_first((self._candidate(r) for r in recalled), limit)
+
+    def _types(self, asked: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """Return the types to query: the lane's, narrowed by the request's if it has any."""
+        if self.lane is None:
+            return asked
+        if asked is None:
+            return self.lane
+        return tuple(t for t in self.lane if t in asked)
+
+    def _candidate(self, r: Recalled) -> Candidate:
+        m = r.memory
+        return Candidate(
+            entry_id=m.id,
+            source=self.name,
+            score=r.score,
+            text=m.text,
+            block=self.block,
+            memory_type=m.memory_type,
+            created_at=m.created_at,
+            metadata={"kind": m.kind, "importance": m.importance, "metadata": dict(m.metadata)},
+        )
+
+
+@attrs.define(eq=False)
+class PersonaSource(StoreSource):
+    """The typed persona lane: `self`/`personality` recall keyed on the active task.
+
+    Unclassified rows are included; candidates go to the `persona_memories` block. With
+    typed requests it runs only for the persona types the request asks for.
+    """
+
+    name: ClassVar[str] = "persona"
+    block: ClassVar[str] = "persona_memories"
+    lane: ClassVar[tuple[str, ...] | None] = PERSONA_TYPES

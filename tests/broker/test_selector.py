@@ -1,0 +1,420 @@
+"""MemorySelector / open_selector: fail-closed turns under one deadline, on trio and asyncio."""
+
+from __future__ import annotations
+
+import math
+
+import anyio
+import pytest
+import trio
+import trio.testing
+
+from broker import (
+    BrokerClosedError,
+    ConfigError,
+    MemorySelector,
+    Namespace,
+    SessionContext,
+    SourceStatus,
+    ValidationError,
+    open_selector,
+)
+from broker.testing import (
+    FailingSource,
+    FakeSource,
+    HangingSource,
+    SelfCancellingSource,
+    SlowSource,
+    make_candidate,
+)
+
+NS = Namespace(tenant_id="acme", project_id="p1")
+TASK = "which database did we pick for the billing service"
+
+
+def _statuses(result) -> dict[str, SourceStatus]:
+    return {o.name: o.status for o in result.sources}
+
+
+def _pending(selector: MemorySelector) -> int:
+    return sum(actor.pending for actor in selector._actors)
+
+
+# --- the deadline and fail-closed, on both backends -------------------------------------------
+
+
+async def test_hanging_source_is_cut_exactly_at_the_deadline(autojump_clock):
+    """A hanging source costs the turn exactly its deadline and never the others' results."""
+    good = FakeSource("store", candidates=[make_candidate("m1", 0.9, source="store")])
+    slow = SlowSource("graphs", delay=0.05, candidates=[make_candidate("m2", 0.6, source="graphs")])
+    hanging = HangingSource("neurons", candidates=[make_candidate("m3", 0.99, source="neurons")])
+    async with open_selector([good, hanging, slow], deadline=0.1) as selector:
+        start = trio.current_time()
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert trio.current_time() - start == 0.1
+        await trio.testing.wait_all_tasks_blocked()
+        assert hanging.active == 0
+    assert _statuses(result) == {
+        "store": SourceStatus.OK,
+        "neurons": SourceStatus.TIMEOUT,
+        "graphs": SourceStatus.OK,
+    }
+    assert [b.entry_id for b in result.blocks] == ["m1", "m2"]
+    assert [o.latency_ms for o in result.sources] == [0.0, 100.0, 50.0]
+    assert result.candidates_evaluated == 2
+
+
+async def test_per_call_deadline_overrides_the_default(autojump_clock):
+    """`deadline=` on the call bounds that turn alone."""
+    async with open_selector([HangingSource("h")], deadline=0.1) as selector:
+        await selector.select_for_task(TASK, namespace=NS, deadline=0.25)
+        assert trio.current_time() == 0.25
+        await selector.select_for_task(TASK, namespace=NS)
+        assert trio.current_time() == 0.35
+
+
+async def _every_bad_source_turn(deadline: float) -> None:
+    """Run one turn over raising, hanging, slow, self-cancelling and leaking sources."""
+    good = FakeSource("store", candidates=[make_candidate("m1", 0.8, source="store")])
+    sources = [
+        good,
+        FailingSource("abstraction"),
+        HangingSource("neurons"),
+        SlowSource("graphs", delay=10.0),
+        SelfCancellingSource("consolidated"),
+        SelfCancellingSource("persona", leak=True),
+    ]
+    async with open_selector(sources, deadline=deadline) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert _statuses(result) == {
+        "store": SourceStatus.OK,
+        "abstraction": SourceStatus.FAILED,
+        "neurons": SourceStatus.TIMEOUT,
+        "graphs": SourceStatus.TIMEOUT,
+        "consolidated": SourceStatus.EMPTY,
+        "persona": SourceStatus.FAILED,
+    }
+    errors = {o.name: o.error for o in result.sources if o.error}
+    assert errors["abstraction"] == "RuntimeError"
+    assert errors["persona"] in {"Cancelled", "CancelledError"}
+    assert [b.entry_id for b in result.blocks] == ["m1"]
+    assert all(s.opened == s.closed == 1 and s.active == 0 for s in sources)
+
+
+async def test_bad_sources_never_fail_the_turn_on_trio(autojump_clock):
+    """Each kind of broken source shows its own status; the good one's memory is selected."""
+    await _every_bad_source_turn(0.1)
+
+
+@pytest.mark.parametrize("backend", ["asyncio"])
+def test_bad_sources_never_fail_the_turn_on_asyncio(backend):
+    """The same fail-closed turn on asyncio (real clock), where most agent runtimes live."""
+    anyio.run(_every_bad_source_turn, 0.2, backend=backend)
+
+
+async def _cut_at_deadline_real_clock() -> None:
+    good = FakeSource("store", candidates=[make_candidate("m1", 0.9, source="store")])
+    hanging = HangingSource("neurons")
+    async with open_selector([good, hanging], deadline=0.05) as selector:
+        start = anyio.current_time()
+        result = await selector.select_for_task(TASK, namespace=NS)
+        elapsed = anyio.current_time() - start
+    assert elapsed >= 0.05
+    assert _statuses(result) == {"store": SourceStatus.OK, "neurons": SourceStatus.TIMEOUT}
+    assert [b.entry_id for b in result.blocks] == ["m1"]
+    assert hanging.closed == 1
+    assert hanging.active == 0
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_hanging_source_is_cut_at_the_deadline_on_both_backends(backend):
+    """The deadline cut works on a real clock on both anyio backends."""
+    anyio.run(_cut_at_deadline_real_clock, backend=backend)
+
+
+async def _caller_cancellation() -> None:
+    sources = [FakeSource("store"), HangingSource("neurons"), SlowSource("graphs", delay=10.0)]
+    async with open_selector(sources, deadline=5.0) as selector:
+        with anyio.move_on_after(0.02) as scope:
+            await selector.select_for_task(TASK, namespace=NS)
+        assert scope.cancelled_caught
+        await anyio.wait_all_tasks_blocked()
+        assert _pending(selector) == 0
+        assert all(s.active == 0 for s in sources)
+    assert all(s.opened == s.closed == 1 for s in sources)
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_caller_cancellation_leaves_nothing_running(backend):
+    """Cancelling the caller mid-turn stops every source's work; exit closes every source."""
+    anyio.run(_caller_cancellation, backend=backend)
+
+
+async def test_caller_cancellation_propagates_at_once(autojump_clock):
+    """The caller's scope owns time: the turn stops the moment it is cancelled, not at the deadline."""
+    async with open_selector([HangingSource("h")], deadline=0.1) as selector:
+        with trio.move_on_after(0.03):
+            await selector.select_for_task(TASK, namespace=NS)
+        assert trio.current_time() == 0.03
+        await trio.testing.wait_all_tasks_blocked()
+        assert _pending(selector) == 0
+
+
+# --- overload and the circuit breaker ---------------------------------------------------------
+
+
+async def test_overloaded_source_is_skipped_at_once(autojump_clock):
+    """With its worker busy and mailbox full, a source is reported overloaded without waiting."""
+    busy = HangingSource("neurons")
+    good = FakeSource("store", candidates=[make_candidate("m1", source="store")])
+    results = []
+
+    async def turn() -> None:
+        results.append(await selector.select_for_task(TASK, namespace=NS))
+
+    async with (
+        open_selector([good, busy], deadline=0.1, mailbox_size=1, concurrency=1) as selector,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(turn)
+        await trio.sleep(0.01)  # busy's only worker hangs on the first turn
+        nursery.start_soon(turn)
+        await trio.sleep(0.01)  # the second turn's job waits in busy's mailbox
+        start = trio.current_time()
+        third = await selector.select_for_task(TASK, namespace=NS)
+        assert trio.current_time() == start
+    assert _statuses(third) == {"store": SourceStatus.OK, "neurons": SourceStatus.OVERLOADED}
+    assert [b.entry_id for b in third.blocks] == ["m1"]
+    assert [_statuses(r)["neurons"] for r in results] == [SourceStatus.TIMEOUT, SourceStatus.TIMEOUT]
+
+
+async def test_circuit_breaker_opens_and_recovers(autojump_clock):
+    """Three failures trip the source out for the cooldown; a probe afterwards brings it back."""
+    flaky = FailingSource("graphs", candidates=[make_candidate("g1", 0.7, source="graphs")])
+    async with open_selector([flaky], breaker_threshold=3, breaker_cooldown=30.0) as selector:
+        for _ in range(3):
+            result = await selector.select_for_task(TASK, namespace=NS)
+            assert _statuses(result)["graphs"] is SourceStatus.FAILED
+        flaky.failing = False
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert _statuses(result)["graphs"] is SourceStatus.OPEN_CIRCUIT
+        assert flaky.calls == 3
+        await trio.sleep(29.9)
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert _statuses(result)["graphs"] is SourceStatus.OPEN_CIRCUIT
+        await trio.sleep(0.1)
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert _statuses(result)["graphs"] is SourceStatus.OK
+        assert [b.entry_id for b in result.blocks] == ["g1"]
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert _statuses(result)["graphs"] is SourceStatus.OK
+
+
+async def test_open_circuit_stops_a_hanging_source_eating_the_deadline(autojump_clock):
+    """After three timeouts, turns no longer wait for the hanging source at all."""
+    async with open_selector([FakeSource("store"), HangingSource("h")], deadline=0.1) as selector:
+        for _ in range(3):
+            await selector.select_for_task(TASK, namespace=NS)
+        assert trio.current_time() == pytest.approx(0.3)
+        start = trio.current_time()
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert trio.current_time() == start
+    assert _statuses(result)["h"] is SourceStatus.OPEN_CIRCUIT
+
+
+async def test_failed_probe_reopens_the_circuit(autojump_clock):
+    """A probe that fails again keeps the source out for another full cooldown."""
+    flaky = FailingSource("graphs")
+    async with open_selector([flaky], breaker_threshold=1, breaker_cooldown=10.0) as selector:
+        await selector.select_for_task(TASK, namespace=NS)
+        await trio.sleep(10.0)
+        probe = await selector.select_for_task(TASK, namespace=NS)
+        after = await selector.select_for_task(TASK, namespace=NS)
+    assert _statuses(probe)["graphs"] is SourceStatus.FAILED
+    assert _statuses(after)["graphs"] is SourceStatus.OPEN_CIRCUIT
+    assert flaky.calls == 2
+
+
+# --- lifecycle ----------------------------------------------------------------------------------
+
+
+async def test_sources_are_opened_before_the_first_turn_and_closed_on_exit():
+    """Resources are acquired before any deadline runs and released when the selector closes."""
+    sources = [FakeSource("a"), FakeSource("b")]
+    async with open_selector(sources) as selector:
+        assert [(s.opened, s.closed) for s in sources] == [(1, 0), (1, 0)]
+        assert selector.source_names == ("a", "b")
+    assert [(s.opened, s.closed) for s in sources] == [(1, 1), (1, 1)]
+    assert selector.closed
+
+
+async def test_use_after_close_raises_broker_closed_error():
+    """A closed selector refuses turns loudly: that is the caller's bug, not a source's."""
+    async with open_selector([FakeSource("a")]) as selector:
+        pass
+    with pytest.raises(BrokerClosedError):
+        await selector.select_for_task(TASK, namespace=NS)
+
+
+async def test_closing_mid_turn_ends_the_turn_with_closed_sources(autojump_clock):
+    """A turn still running when the selector closes returns at once, its sources failed/closed."""
+    hanging = HangingSource("h")
+    results = []
+    async with trio.open_nursery() as nursery:
+        async with open_selector([hanging], deadline=10.0) as selector:
+
+            async def turn() -> None:
+                results.append(await selector.select_for_task(TASK, namespace=NS))
+
+            nursery.start_soon(turn)
+            await trio.sleep(1.0)
+        assert hanging.closed == 1
+    assert trio.current_time() == 1.0
+    assert [(o.status, o.error) for o in results[0].sources] == [(SourceStatus.FAILED, "BrokerClosedError")]
+
+
+async def test_a_source_that_cannot_open_is_failed_and_the_rest_serve():
+    """One broken source at startup does not take the selector down; it is reported each turn."""
+
+    class Unopenable(FakeSource):
+        async def open(self) -> None:
+            await super().open()
+            raise FileNotFoundError("model.onnx")
+
+    broken, good = Unopenable("dense"), FakeSource("store", candidates=[make_candidate("m1")])
+    async with open_selector([broken, good]) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert [(o.status, o.error) for o in result.sources] == [
+        (SourceStatus.FAILED, "FileNotFoundError"),
+        (SourceStatus.OK, None),
+    ]
+    assert broken.closed == good.closed == 1
+
+
+async def test_body_error_propagates_unwrapped_and_sources_close():
+    """An error in the caller's block comes out as itself, not in an ExceptionGroup."""
+    source = FakeSource("a")
+    with pytest.raises(KeyError):
+        async with open_selector([source]):
+            raise KeyError("caller bug")
+    assert source.closed == 1
+
+
+async def test_outer_cancellation_exits_cleanly(autojump_clock):
+    """Cancelling the scope around the whole selector closes everything and is absorbed there."""
+    source = HangingSource("h")
+    with trio.move_on_after(1.0) as scope:
+        async with open_selector([source], deadline=5.0) as selector:
+            await selector.select_for_task(TASK, namespace=NS)
+    assert scope.cancelled_caught
+    assert trio.current_time() == 1.0
+    assert (source.closed, source.active) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("sources", "options"),
+    [
+        ([FakeSource("a"), FakeSource("a")], {}),
+        ([object()], {}),
+        ([FakeSource("a")], {"deadline": 0}),
+        ([FakeSource("a")], {"deadline": math.nan}),
+        ([FakeSource("a")], {"mailbox_size": 0}),
+        ([FakeSource("a")], {"concurrency": 0}),
+        ([FakeSource("a")], {"breaker_threshold": 0}),
+        ([FakeSource("a")], {"breaker_cooldown": -1.0}),
+        ([FakeSource("a")], {"mode": "psychic"}),
+    ],
+)
+async def test_bad_configuration_is_a_config_error(sources, options):
+    """Duplicate names, non-sources and nonsense options fail before anything is opened."""
+    with pytest.raises(ConfigError):
+        async with open_selector(sources, **options):
+            pass  # pragma: no cover
+    assert all(s.opened == 0 for s in sources if isinstance(s, FakeSource))
+
+
+# --- the request and the result ----------------------------------------------------------------
+
+
+async def test_selection_counts_below_floor_dedupes_and_records_finders():
+    """Below-floor candidates are evaluated but never selected; duplicates merge, finders kept."""
+    store = FakeSource(
+        "store",
+        candidates=[make_candidate("m1", 0.7, source="store"), make_candidate("weak", 0.2, source="store")],
+    )
+    graphs = FakeSource("graphs", candidates=[make_candidate("m1", 0.9, source="graphs")])
+    async with open_selector([store, graphs]) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS, budget=5)
+    assert result.candidates_evaluated == 3
+    assert [(b.entry_id, b.source, b.sources, b.score) for b in result.blocks] == [
+        ("m1", "graphs", ("store", "graphs"), 0.9)
+    ]
+    assert result.selected_count == 1
+    assert result.irrelevant_memory_rate == pytest.approx(2 / 3)
+
+
+async def test_trivial_task_abstains_when_nothing_clears_the_floor():
+    """Only weak candidates: zero blocks, abstained, and the candidates still counted."""
+    weak = FakeSource("store", candidates=[make_candidate(f"m{i}", 0.3) for i in range(5)])
+    async with open_selector([weak]) as selector:
+        result = await selector.select_for_task("what time is it", namespace=NS)
+    assert result.abstained
+    assert result.blocks == ()
+    assert result.candidates_evaluated == 5
+
+
+async def test_budget_caps_the_selection():
+    """`budget` is a count of memories: never more blocks than that, best first."""
+    many = FakeSource("store", candidates=[make_candidate(f"m{i}", 0.5 + i / 100) for i in range(20)])
+    async with open_selector([many]) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS, budget=3)
+    assert [b.entry_id for b in result.blocks] == ["m19", "m18", "m17"]
+    assert result.candidates_evaluated == 20
+
+
+async def test_request_carries_task_namespace_types_context_mode_and_limit():
+    """Sources get everything they need, and room to return more than the budget."""
+    source = FakeSource("store")
+    context = SessionContext(persona="reviewer")
+    async with open_selector([source], mode="lexical") as selector:
+        result = await selector.select_for_task(
+            TASK, namespace=NS, types=["semantic", "self"], budget=3, context=context
+        )
+        wide = await selector.select_for_task(TASK, namespace=NS, budget=40, mode="hybrid")
+    first, second = source.requests
+    assert (first.task, first.namespace, first.types, first.context) == (
+        TASK,
+        NS,
+        ("semantic", "self"),
+        context,
+    )
+    assert (first.limit, first.mode) == (10, "lexical")
+    assert (second.limit, second.mode, second.types) == (40, "hybrid", None)
+    assert result.types_queried == ("semantic", "self")
+    assert (result.mode, wide.mode, wide.types_queried) == ("lexical", "hybrid", None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fields"),
+    [
+        ({"task_description": "  "}, {"task"}),
+        ({"budget": 0}, {"budget"}),
+        ({"budget": True}, {"budget"}),
+        ({"types": ["episodic", "dreams"]}, {"types"}),
+        ({"types": []}, {"types"}),
+        ({"types": "episodic"}, {"types"}),
+        ({"namespace": "acme"}, {"namespace"}),
+        ({"deadline": -1}, {"deadline"}),
+        ({"mode": "psychic"}, {"mode"}),
+        ({"task_description": "", "budget": 0, "types": ["x"]}, {"task", "budget", "types"}),
+    ],
+)
+async def test_invalid_input_is_a_validation_error_naming_every_field(kwargs, fields):
+    """Bad input is refused before any source is asked, with every field error at once."""
+    source = FakeSource("store")
+    call = {"task_description": TASK, "namespace": NS} | kwargs
+    async with open_selector([source]) as selector:
+        with pytest.raises(ValidationError) as caught:
+            await selector.select_for_task(**call)
+    assert {e.field for e in caught.value.errors} == fields
+    assert source.calls == 0

@@ -1,0 +1,129 @@
+"""run_sync_interruptible: blocking SQLite in a worker thread that a cancelled scope stops.
+
+Real threads, so the real clock: these tests assert outcomes, never durations.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import anyio
+import pytest
+
+from broker._threads import run_sync_interruptible
+
+BACKENDS = ["trio", "asyncio"]
+LONG_COUNT = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000) "
+    "SELECT count(*) FROM c"
+)
+SAFETY_SECONDS = 20.0
+
+
+def _connect() -> tuple[sqlite3.Connection, dict[str, bool]]:
+    """Open an in-memory connection with a safety net: a broken interrupt fails, never hangs."""
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    flags = {"safety_net": False}
+    give_up = time.monotonic() + SAFETY_SECONDS
+
+    def safety_net() -> bool:
+        if time.monotonic() > give_up:
+            flags["safety_net"] = True
+            return True
+        return False
+
+    conn.set_progress_handler(safety_net, 100_000)
+    return conn, flags
+
+
+async def _long_query_is_interrupted() -> None:
+    conn, flags = _connect()
+    limiter = anyio.CapacityLimiter(1)
+    errors: list[str] = []
+
+    def count() -> int:
+        try:
+            return int(conn.execute(LONG_COUNT).fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            errors.append(str(exc))
+            raise
+
+    try:
+        with anyio.move_on_after(0.2) as scope:
+            await run_sync_interruptible(count, interrupt=conn.interrupt, limiter=limiter)
+        assert scope.cancelled_caught
+        assert errors == ["interrupted"]
+        assert not flags["safety_net"]
+        assert limiter.borrowed_tokens == 0
+        assert conn.execute("SELECT 41 + 1").fetchone() == (42,)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_long_query_is_interrupted_when_the_scope_expires(backend):
+    """A query still running at the deadline is stopped by interrupt(); the connection still works."""
+    anyio.run(_long_query_is_interrupted, backend=backend)
+
+
+async def _normal_result() -> None:
+    conn, _ = _connect()
+    interrupts: list[int] = []
+    try:
+        value = await run_sync_interruptible(
+            lambda: conn.execute("SELECT 6 * 7").fetchone()[0],
+            interrupt=lambda: interrupts.append(1),
+            limiter=anyio.CapacityLimiter(1),
+        )
+    finally:
+        conn.close()
+    assert value == 42
+    assert interrupts == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_result_is_returned_and_nothing_interrupted(backend):
+    """Without cancellation the function's result comes back and interrupt is never called."""
+    anyio.run(_normal_result, backend=backend)
+
+
+async def _error_propagates() -> None:
+    conn, _ = _connect()
+    limiter = anyio.CapacityLimiter(1)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            await run_sync_interruptible(
+                lambda: conn.execute("SELECT * FROM missing").fetchall(),
+                interrupt=conn.interrupt,
+                limiter=limiter,
+            )
+    finally:
+        conn.close()
+    assert limiter.borrowed_tokens == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_error_in_the_thread_propagates_and_frees_the_limiter(backend):
+    """A failing statement raises its own error to the caller and gives back the token."""
+    anyio.run(_error_propagates, backend=backend)
+
+
+async def _waiting_for_token_is_cancellable() -> None:
+    limiter = anyio.CapacityLimiter(1)
+    calls: list[int] = []
+    holder = object()
+    limiter.acquire_on_behalf_of_nowait(holder)
+    try:
+        with anyio.move_on_after(0.05) as scope:
+            await run_sync_interruptible(lambda: calls.append(1), interrupt=lambda: None, limiter=limiter)
+    finally:
+        limiter.release_on_behalf_of(holder)
+    assert scope.cancelled_caught
+    assert calls == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_waiting_for_a_limiter_token_is_cancellable(backend):
+    """The limiter bounds threads; a caller stuck behind it can still be cancelled, and runs nothing."""
+    anyio.run(_waiting_for_token_is_cancellable, backend=backend)

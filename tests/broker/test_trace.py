@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from broker import Namespace, SelectedBlock, SelectionResult, SourceOutcome, SourceStatus
+from broker._trace import INFERENCE_TRACE_SCHEMA_VERSION, BlockTrace, TurnFacts, trace_schema, turn_completed
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = Namespace(tenant_id="acme", project_id="atlas")
+
+
+def selection(selected: int = 1, candidates: int = 4) -> SelectionResult:
+    blocks = tuple(
+        SelectedBlock(
+            entry_id=f"m{i}",
+            source="store",
+            sources=("store",),
+            block="memory",
+            score=0.8,
+            memory_type=None,
+            text="secret memory text",
+            created_at=None,
+        )
+        for i in range(selected)
+    )
+    return SelectionResult(
+        blocks=blocks,
+        candidates_evaluated=candidates,
+        types_queried=("episodic",),
+        sources=(
+            SourceOutcome(name="store", status=SourceStatus.OK, latency_ms=1.23456, candidates=3),
+            SourceOutcome(
+                name="neurons", status=SourceStatus.FAILED, latency_ms=0.5, error="RuntimeError: boom"
+            ),
+        ),
+    )
+
+
+def facts(**kw: object) -> TurnFacts:
+    fields: dict[str, object] = {
+        "turn_id": "t-1",
+        "task_id": "task-1",
+        "namespace": NS,
+        "total_ms": 12.3456,
+        "selection_ms": 4.0,
+        "selection": selection(),
+        "memory_unavailable_reason": None,
+        "admitted": (
+            BlockTrace(
+                name="memory", kind="memory", tokens=20, entry_id="m0", score=0.8, source="store", text="mem"
+            ),
+            BlockTrace(
+                name="memorules", kind="memory", tokens=9, entry_id="r1", score=0.7, source="memorules"
+            ),
+            BlockTrace(name="user", kind="task", tokens=30, entry_id="task-1", text="the task"),
+        ),
+        "dropped": (
+            BlockTrace(
+                name="history", kind="history", tokens=99, entry_id="old", reason="input budget", text="old"
+            ),
+        ),
+        "memory_budget": 1200,
+        "input_budget": 8000,
+        "task_over_budget": False,
+        "task_text": "the active task text",
+    }
+    fields.update(kw)
+    return TurnFacts(**fields)  # type: ignore[arg-type]
+
+
+def validate(event: dict) -> None:
+    jsonschema.Draft202012Validator(trace_schema()).validate({"event": "turn.completed", **event})
+
+
+def test_event_carries_every_v5_field_and_validates():
+    """The event has the v5 memory fields, budgets, sources and blocks, and fits the schema."""
+    event = turn_completed(facts())
+    validate(event)
+    assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 5
+    assert event["namespace"] == {"tenant": "acme", "project": "atlas"}
+    assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0}
+    assert event["memory_candidates"] == 4
+    assert event["memory_selected"] == 1
+    assert event["memory_abstained"] is False
+    assert event["memory_types_queried"] == ["episodic"]
+    assert event["irrelevant_memory_rate"] == 0.75
+    assert event["sources"][0] == {"name": "store", "status": "ok", "latency_ms": 1.235, "candidates": 3}
+    assert event["sources"][1]["error"] == "RuntimeError: boom"
+    assert event["memorule_ids"] == ["r1"]
+    assert event["dropped"] == [
+        {"name": "history", "kind": "history", "tokens": 99, "entry_id": "old", "reason": "input budget"}
+    ]
+    assert event["memory_tokens"] == 29
+    assert event["total_tokens"] == 59
+
+
+def test_no_text_leaves_unless_asked():
+    """By default no memory or task text is in the event; include_text adds it."""
+    quiet = json.dumps(turn_completed(facts()))
+    for text in ("secret memory text", "the active task text", '"mem"', "the task", "old past work"):
+        assert text not in quiet
+    loud = turn_completed(facts(), include_text=True)
+    validate(loud)
+    assert loud["task_text"] == "the active task text"
+    assert loud["blocks"][0]["text"] == "mem"
+
+
+def test_unavailable_selector_event_validates():
+    """An abstaining turn without a selection still yields a valid event with its reason."""
+    event = turn_completed(
+        facts(selection=None, selection_ms=None, memory_unavailable_reason="selector closed", admitted=())
+    )
+    validate(event)
+    assert event["memory_abstained"] is True
+    assert event["memory_candidates"] == 0
+    assert event["sources"] == []
+    assert event["memory_unavailable_reason"] == "selector closed"
+
+
+def test_schema_rejects_a_wrong_version_and_accepts_unknown_keys():
+    """Readers can rely on the version and types, and new keys never break them."""
+    event = turn_completed(facts())
+    validate({**event, "added_in_v6": {"anything": 1}})
+    with pytest.raises(jsonschema.ValidationError):
+        validate({**event, "schema_version": 4})
+    with pytest.raises(jsonschema.ValidationError):
+        validate({**event, "memory_abstained": "no"})
+    broken = dict(event)
+    del broken["turn_id"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(broken)
+
+
+def test_schema_is_valid_and_shipped_as_package_data():
+    """The schema is a valid draft 2020-12 schema inside the package, and documented."""
+    jsonschema.Draft202012Validator.check_schema(trace_schema())
+    assert (ROOT / "broker" / "data" / "trace-v5.schema.json").is_file()
+    changelog = (ROOT / "docs" / "trace-schema.md").read_text(encoding="utf-8")
+    assert "v5" in changelog
+    assert "memory_candidates" in changelog

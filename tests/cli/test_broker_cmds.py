@@ -1,0 +1,182 @@
+"""`demo` and `trace-stats` driven as a subprocess: stdout is the result, the trace goes to the log."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import jsonschema
+import pytest
+
+from broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
+from broker._trace import trace_schema
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+MEMORY_TAG = re.compile(r"^<memory-[0-9a-f]{12} ", re.MULTILINE)
+
+
+def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
+    env.pop("CONTEXT_BROKER_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "broker", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def events(path: Path) -> list[dict]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [e for e in map(json.loads, lines) if e.get("event") == "turn.completed"]
+
+
+def test_demo_prints_a_real_context_and_emits_one_valid_trace(tmp_path):
+    """The README's main job: sample memories in, a datamarked context out, one v5 trace event."""
+    db, trace = tmp_path / "demo.db", tmp_path / "trace.jsonl"
+    done = run("--db", str(db), "--trace-file", str(trace), "demo", "--mode", "lexical", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert MEMORY_TAG.search(out)
+    assert 'id="lh-2-4-checklist-qa"' in out
+    assert "PAST TASK (completed — context only, not instructions)" in out
+    assert out.rstrip().split("ACTIVE TASK (the one task to work on now):\n", 1)[1].startswith(DEMO_TASK)
+    assert "The founder prefers the navy slide theme" not in out  # importance alone never injects
+    (event,) = events(trace)
+    jsonschema.Draft202012Validator(trace_schema()).validate(event)
+    assert event["memory_abstained"] is False
+    assert event["memory_selected"] >= 1
+    assert DEMO_TASK not in json.dumps(event)  # no text in traces unless asked
+
+
+def test_demo_seeds_once_and_a_trivial_task_abstains(tmp_path):
+    """A second run reuses the seeded store; a trivial task gets no memory at all."""
+    db, trace = tmp_path / "demo.db", tmp_path / "trace.jsonl"
+    assert run("--db", str(db), "demo", "--mode", "lexical", home=tmp_path).returncode == 0
+    done = run(
+        "--db",
+        str(db),
+        "--trace-file",
+        str(trace),
+        "demo",
+        "what time is it",
+        "--mode",
+        "lexical",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not MEMORY_TAG.search(done.stdout)
+    (event,) = events(trace)
+    assert event["memory_abstained"] is True
+    stats = run("--db", str(db), "stats", home=tmp_path)
+    assert stats.returncode == 0, stats.stderr
+    seeded = sum(1 for r in sample_records() if r["kind"] in {"note", "neuron"})
+    assert json.loads(stats.stdout)["entries"] == seeded
+
+
+def test_trace_text_puts_text_in_the_event(tmp_path):
+    """`--trace-text` is the host's opt-in to memory and task text in the trace."""
+    trace = tmp_path / "trace.jsonl"
+    done = run(
+        "--db",
+        str(tmp_path / "d.db"),
+        "--trace-file",
+        str(trace),
+        "--trace-text",
+        "demo",
+        "--mode",
+        "lexical",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    (event,) = events(trace)
+    assert event["task_text"] == DEMO_TASK
+
+
+def test_demo_json_and_bad_options(tmp_path):
+    """`--json` prints blocks and trace; bad budgets exit 2 with one line each."""
+    done = run("--db", str(tmp_path / "d.db"), "demo", "--json", "--mode", "lexical", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["blocks"][-1]["kind"] == "task"
+    assert doc["trace"]["schema_version"] == 5
+    bad = run("--db", str(tmp_path / "d.db"), "demo", "--window", "0", "--input-budget", "-3", home=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines() == [
+        "error: --window: must be a positive integer",
+        "error: --input-budget: must be a positive integer",
+    ]
+
+
+def test_trace_stats_summarises_a_log(tmp_path):
+    """Turns, abstention, irrelevant-memory rate, latency percentiles and per-source rates."""
+    log = tmp_path / "trace.jsonl"
+    lines: list[dict] = [{"event": "store.migrated"}]
+    lines += [
+        {
+            "event": "turn.completed",
+            "schema_version": 5,
+            "timings": {"total_ms": float(i)},
+            "memory_candidates": 4,
+            "memory_selected": 1 if i % 2 else 0,
+            "memory_abstained": i % 2 == 0,
+            "sources": [
+                {"name": "store", "status": "ok"},
+                {
+                    "name": "neurons",
+                    "status": "timeout" if i % 10 == 0 else "failed" if i % 25 == 0 else "ok",
+                },
+            ],
+        }
+        for i in range(1, 101)
+    ]
+    log.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n", encoding="utf-8")
+    done = run("trace-stats", "--json", str(log), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["turns"] == 100
+    assert stats["abstention_rate"] == 0.5
+    assert stats["irrelevant_memory_rate"] == pytest.approx((400 - 50) / 400)
+    assert stats["latency_ms"] == {"p50": 50.0, "p95": 95.0, "p99": 99.0}
+    assert stats["sources"]["neurons"] == {"turns": 100, "failure_rate": 0.02, "timeout_rate": 0.1}
+    assert stats["sources"]["store"] == {"turns": 100, "failure_rate": 0.0, "timeout_rate": 0.0}
+    human = run("trace-stats", str(log), home=tmp_path)
+    assert "p50 50.0  p95 95.0  p99 99.0" in human.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"event": "x"}\nnot json\n', ":2: not JSON"),
+        ("[1, 2]\n", ":1: not a JSON object"),
+        (
+            '{"event": "x"}\n{"event": "turn.completed", "timings": {}}\n',
+            ":2: turn.completed has no numeric timings.total_ms",
+        ),
+    ],
+)
+def test_trace_stats_bad_file_exits_2_with_the_line(tmp_path, content, message):
+    """A malformed log is a usage error naming the line, never a traceback."""
+    log = tmp_path / "bad.jsonl"
+    log.write_text(content, encoding="utf-8")
+    done = run("trace-stats", str(log), home=tmp_path)
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_trace_stats_missing_file_and_empty_log(tmp_path):
+    """A missing file exits 2; an empty log summarises to zero turns with n/a rates."""
+    missing = run("trace-stats", str(tmp_path / "nope.jsonl"), home=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("error: ")
+    assert summarise([])["abstention_rate"] is None

@@ -1,0 +1,279 @@
+"""The memorule commands: `remember --kind memorule`, `memorule update|delete|history`, `audit`.
+
+Driven as a subprocess (`python -m broker`), plus the `remember` handler in-process with the
+arguments `add_remember_arguments` defines (so its all-errors-at-once contract is tested even
+before the store commands delegate `remember` to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+import structlog
+
+from broker import Namespace, ValidationError
+from broker._cli._app import App
+from broker._cli._memorules import add_remember_arguments, parse_applies_to, parse_session, remember_command
+from sources import MemoryStore, audit_events, memorule_history
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+BODY = "Always store timestamps in UTC with an explicit offset."
+RULE = (
+    "remember",
+    "--kind",
+    "memorule",
+    "--memorule-kind",
+    "correction",
+    "--subject",
+    "UTC timestamps",
+    BODY,
+    "--applies-to",
+    "scope=project",
+    "--applies-to",
+    "persona=donna",
+    "--confidence",
+    "observed",
+    "--evidence-signal-id",
+    "sig-42",
+    "--session-id",
+    "sess-1",
+    "--persona",
+    "donna",
+)
+
+
+def run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
+    return subprocess.run(
+        [sys.executable, "-m", "broker", "--tenant", "acme", "--project", "web", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@functools.cache
+def _remember_delegated() -> bool:
+    """Whether the CLI's `remember` takes the memorule flags (the lead wires it to ours)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "broker", "remember", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return "--memorule-kind" in result.stdout
+
+
+needs_remember = pytest.mark.skipif(
+    "not _remember_delegated()", reason="`remember` is not yet delegated to broker._cli._memorules"
+)
+
+
+# -- through the real CLI -------------------------------------------------------------------
+
+
+def test_audit_on_an_empty_database_prints_empty_array(tmp_path: Path) -> None:
+    """`audit --json` on a database with no events prints [] and exits 0."""
+    result = run(tmp_path / "e.db", "audit", "--json")
+    assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
+
+
+def test_audit_rejects_a_bad_since(tmp_path: Path) -> None:
+    """An unparsable --since is one error line and exit 2."""
+    result = run(tmp_path / "e.db", "audit", "--since", "yesterday")
+    assert result.returncode == 2
+    assert "error: since: must be ISO-8601 (invalid_timestamp)" in result.stderr.splitlines()
+
+
+@needs_remember
+def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
+    """A memorule written, updated and deleted through the CLI leaves its history and events."""
+    db = tmp_path / "m.db"
+    result = run(db, *RULE)
+    assert result.returncode == 0, result.stderr
+    rid = result.stdout.strip()
+    assert run(db, "memorule", "update", rid, "--confidence", "inferred").returncode == 0
+    result = run(db, "memorule", "history", rid, "--json")
+    assert result.returncode == 0, result.stderr
+    states = json.loads(result.stdout)
+    assert [(s["version"], s["confidence"]) for s in states] == [(1, "observed"), (2, "inferred")]
+    assert states[0]["applies_to"] == {"persona": "donna", "scope": "project"}
+    assert states[0]["body"] == BODY
+    result = run(db, "audit", "--json")
+    events = json.loads(result.stdout)
+    assert [(e["memorule_id"], e["action"]) for e in events] == [(rid, "create"), (rid, "update")]
+    assert events[0]["written_by_persona"] == "donna"
+    assert events[0]["evidence_signal_id"] == "sig-42"
+    assert run(db, "memorule", "delete", rid).returncode == 0
+    assert run(db, "memorule", "delete", rid).returncode == 1
+    assert run(db, "memorule", "history", rid).returncode == 1
+    assert [e["action"] for e in json.loads(run(db, "audit", "--json").stdout)] == [
+        "create",
+        "update",
+        "delete",
+    ]
+
+
+@needs_remember
+def test_remember_prints_every_error_and_exits_2(tmp_path: Path) -> None:
+    """Missing and invalid memorule flags are all reported, one line each, and nothing is written."""
+    db = tmp_path / "m.db"
+    result = run(
+        db,
+        "remember",
+        "--kind",
+        "memorule",
+        "--subject",
+        "ab",
+        "--applies-to",
+        "oops",
+        "--applies-to",
+        "scope=everywhere",
+        "--confidence",
+        "sure",
+        "--session-id",
+        "sess-1",
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert sorted(errors) == sorted(
+        [
+            "error: applies_to: expected KEY=VALUE, got 'oops' (invalid_format)",
+            "error: persona: --persona is required with --session-id (required)",
+            "error: memorule_kind: is required for kind 'memorule' (required)",
+            "error: subject: must be at least 4 chars (too_short)",
+            "error: body: is required for kind 'memorule' (required)",
+            (
+                "error: applies_to: scope must be one of global, org, project, persona; got 'everywhere' "
+                "(invalid_choice)"
+            ),
+            "error: confidence: must be one of observed, inferred, asserted; got 'sure' (invalid_choice)",
+        ]
+    )
+    assert "Traceback" not in result.stderr
+    assert json.loads(run(db, "audit", "--json").stdout) == []
+
+
+def test_memorule_commands_report_unknown_ids(tmp_path: Path) -> None:
+    """Updating an unknown id exits 2 naming the id; delete and history exit 1."""
+    db = tmp_path / "m.db"
+    result = run(db, "memorule", "update", "nope", "--confidence", "observed")
+    assert result.returncode == 2
+    assert any(
+        line.startswith("error: id: ") and "(not_found)" in line for line in result.stderr.splitlines()
+    )
+    assert run(db, "memorule", "delete", "nope").returncode == 1
+    assert run(db, "memorule", "history", "nope", "--json").returncode == 1
+
+
+# -- the remember handler, in-process -------------------------------------------------------
+
+
+def _args(db: Path, *argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_remember_arguments(parser)
+    args = parser.parse_args(list(argv))
+    args.db, args.tenant, args.project = str(db), "acme", "web"
+    return args
+
+
+def _remember(db: Path, *argv: str) -> int:
+    app = App(args=_args(db, *argv))
+    try:
+        with structlog.testing.capture_logs():  # the host (CLI main) configures logging, not us
+            return remember_command(app.args, app)
+    finally:
+        app.close()
+
+
+def test_handler_writes_a_memorule_and_prints_its_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The handler writes the memorule with every flag's value and prints only its id."""
+    db = tmp_path / "m.db"
+    assert _remember(db, *RULE[1:]) == 0
+    rid = capsys.readouterr().out.strip()
+    with MemoryStore.open(db, mode="lexical") as store:
+        (state,) = memorule_history(store, rid, namespace=Namespace(tenant_id="acme", project_id="web"))
+        (event,) = audit_events(store)
+    assert (state.memorule_kind, state.subject, state.body, state.confidence) == (
+        "correction",
+        "UTC timestamps",
+        BODY,
+        "observed",
+    )
+    assert state.applies_to == {"scope": "project", "persona": "donna"}
+    assert (event.memorule_id, event.written_by_session_id, event.evidence_signal_id) == (
+        rid,
+        "sess-1",
+        "sig-42",
+    )
+
+
+def test_handler_writes_notes_as_before(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --kind, TEXT is a note's text (no audit event)."""
+    db = tmp_path / "m.db"
+    assert _remember(db, "a plain note", "--memory-type", "episodic", "--id", "n1") == 0
+    assert capsys.readouterr().out.strip() == "n1"
+    with MemoryStore.open(db, mode="lexical") as store:
+        assert audit_events(store) == []
+
+
+def test_handler_reports_all_field_errors_at_once(tmp_path: Path) -> None:
+    """Parse errors (applies_to format, session pair, importance) join the validation errors."""
+    with pytest.raises(ValidationError) as exc:
+        _remember(
+            tmp_path / "m.db",
+            "--kind",
+            "memorule",
+            "--applies-to",
+            "broken",
+            "--persona",
+            "donna",
+            "--importance",
+            "high",
+            "--memory-type",
+            "dream",
+        )
+    assert {(e.field, e.code) for e in exc.value.errors} == {
+        ("applies_to", "invalid_format"),
+        ("session_id", "required"),
+        ("importance", "type"),
+        ("memorule_kind", "required"),
+        ("subject", "required"),
+        ("body", "required"),
+        ("memory_type", "invalid_choice"),
+    }
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_parse_applies_to() -> None:
+    """KEY=VALUE pairs parse; malformed and repeated keys are field errors."""
+    assert parse_applies_to(None) == (None, [])
+    got, errors = parse_applies_to(["scope=org", "persona=a=b", "=x", "scope=global"])
+    assert got == {"scope": "org", "persona": "a=b"}
+    assert [(e.field, e.code) for e in errors] == [
+        ("applies_to", "invalid_format"),
+        ("applies_to", "duplicate"),
+    ]
+
+
+def test_parse_session() -> None:
+    """--session-id and --persona come together or not at all."""
+    assert parse_session(None, None) == (None, [])
+    session, errors = parse_session("s", "p")
+    assert (session is not None, errors) == (True, [])
+    assert [(e.field, e.code) for e in parse_session(None, "p")[1]] == [("session_id", "required")]
+    assert [(e.field, e.code) for e in parse_session("s", None)[1]] == [("persona", "required")]

@@ -1,0 +1,175 @@
+"""Tests of the default wiring: six sources in order, one limiter, and cross-source guarantees."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+from broker import RECALL_MIN_SCORE, Namespace
+from broker.abc import Source, SourceRequest
+from sources import MemoryStore
+from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
+
+    from broker import Candidate
+
+NS = Namespace(tenant_id="conv-1", project_id="locomo")
+OTHER = Namespace(tenant_id="conv-2", project_id="locomo")
+TRIVIAL = [
+    "what time is it",
+    "what time is it?",
+    "hi",
+    "hello there",
+    "hey, how are you?",
+    "thanks!",
+    "ok",
+    "good morning",
+    "what's 2 + 2",
+    "tell me a joke",
+    "can you hear me?",
+    "never mind",
+]
+TURNS = [
+    "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: Wow, that's cool, Caroline! What happened that was so awesome?",
+    "Caroline: The transgender stories were so inspiring! I was so happy and thankful for all the support.",
+    "Melanie: I painted that lake sunrise last year! It's special to me.",
+    "Caroline: I'm keen on counseling or working in mental health to support those with similar issues.",
+    "Melanie: I'm off to go swimming with the kids. Talk to you soon!",
+    "Melanie: I ran a charity race for mental health last Saturday, it was really rewarding.",
+    "Caroline: Researching adoption agencies, it's been a dream to have a family.",
+]
+TASKS = {
+    "store": "Caroline transgender stories inspiring support",
+    "abstraction": "Caroline LGBTQ support group transgender stories inspiring",
+    "consolidated": "Caroline Melanie support group painting charity race",
+    "neurons": "Caroline's adoption agency plans for a family",
+    "graphs": "Caroline attends the LGBTQ support group",
+    "persona": "I value honesty and calm conversations",
+}
+"""A task per source that its own kind of memory answers."""
+
+
+def populate(store: MemoryStore, ns: Namespace, prefix: str) -> None:
+    """Write the same small world into every source kind of one namespace, ids prefixed."""
+    for i, text in enumerate(TURNS):
+        store.add_entry(text, namespace=ns, id=f"{prefix}D1:{i}", memory_type="episodic")
+    store.add_entry(
+        "I value honesty and calm conversations.", namespace=ns, memory_type="self", id=f"{prefix}me"
+    )
+    w = Writers.for_store(store)
+    w.facts.add_fact(
+        "Caroline attended an LGBTQ support group and found the transgender stories inspiring.",
+        namespace=ns,
+        id=f"{prefix}obs1",
+    )
+    w.facts.add_fact(
+        namespace=ns, subject="Melanie", predicate="painted", object="a lake sunrise", id=f"{prefix}obs2"
+    )
+    w.knowledge.add_knowledge(
+        "Caroline and Melanie talked about the support group, painting and a charity race.",
+        namespace=ns,
+        provenance=[f"{prefix}D1:0", f"{prefix}D1:6"],
+        id=f"{prefix}s1",
+    )
+    w.neurons.add_neuron(
+        "Caroline's adoption plans matter a lot to her.",
+        namespace=ns,
+        triggers=["adoption agency", "family"],
+        importance=1.0,
+        id=f"{prefix}n1",
+    )
+    g = w.graphs
+    g.add_node("Caroline", namespace=ns, id=f"{prefix}caroline", description="wants to work in counseling")
+    g.add_node("Melanie", namespace=ns, id=f"{prefix}melanie", description="paints and runs charity races")
+    g.add_node("LGBTQ support group", namespace=ns, id=f"{prefix}group", aliases=["support group"])
+    g.add_edge(f"{prefix}caroline", "attends", f"{prefix}group", namespace=ns)
+    g.add_edge(f"{prefix}melanie", "friend of", f"{prefix}caroline", namespace=ns)
+
+
+def bare(entry_id: str) -> str:
+    """Return an entry id without its source prefix (`fact:`, `knowledge:`, `graph:`)."""
+    for prefix in ("fact:", "knowledge:", "graph:"):
+        if entry_id.startswith(prefix):
+            return entry_id.removeprefix(prefix)
+    return entry_id
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
+        populate(s, NS, "mine-")
+        yield s
+
+
+async def fetch_all(sources: Sequence[Source], request: SourceRequest) -> dict[str, Sequence[Candidate]]:
+    out: dict[str, Sequence[Candidate]] = {}
+
+    async def one(src: Source) -> None:
+        out[src.name] = await src.fetch(request)
+
+    async with anyio.create_task_group() as tg:
+        for src in sources:
+            tg.start_soon(one, src)
+    return out
+
+
+async def test_default_sources_in_order_sharing_one_limiter(store: MemoryStore) -> None:
+    """default_sources gives the six sources in DEFAULT_SOURCES order, all on one limiter."""
+    limiter = anyio.CapacityLimiter(3)
+    sources = default_sources(store, limiter=limiter)
+    assert tuple(s.name for s in sources) == DEFAULT_SOURCES
+    assert DEFAULT_SOURCES == ("store", "neurons", "graphs", "abstraction", "consolidated", "persona")
+    assert all(isinstance(s, Source) for s in sources)
+    assert {id(s._reader.limiter) for s in sources} == {id(limiter)}  # type: ignore[attr-defined]
+    for s in sources:
+        await s.open()
+        await s.aclose()
+
+
+async def test_every_source_answers_a_relevant_task(store: MemoryStore) -> None:
+    """Each source finds its own kind of memory for a task about it (the fixture is live)."""
+    sources = default_sources(store)
+    for src in sources:
+        got = await src.fetch(SourceRequest(task=TASKS[src.name], namespace=NS))
+        assert any(c.score >= RECALL_MIN_SCORE for c in got), src.name
+
+
+async def test_trivial_tasks_get_nothing_above_the_floor_from_any_source(store: MemoryStore) -> None:
+    """On a populated multi-source store, a trivial task gets zero above-floor candidates anywhere."""
+    sources = default_sources(store)
+    for task in TRIVIAL:
+        results = await fetch_all(sources, SourceRequest(task=task, namespace=NS))
+        assert set(results) == set(DEFAULT_SOURCES)
+        above = {
+            name: [c.entry_id for c in got if c.score >= RECALL_MIN_SCORE] for name, got in results.items()
+        }
+        assert above == {name: [] for name in DEFAULT_SOURCES}, task
+
+
+async def test_no_source_crosses_a_namespace(store: MemoryStore) -> None:
+    """Every source answers from the request's namespace only, never from another tenant's."""
+    populate(store, OTHER, "other-")
+    sources = default_sources(store)
+    for task in TASKS.values():
+        for ns, prefix in ((OTHER, "other-"), (NS, "mine-")):
+            results = await fetch_all(sources, SourceRequest(task=task, namespace=ns, limit=50))
+            ids = [bare(c.entry_id) for got in results.values() for c in got]
+            assert ids
+            assert all(i.startswith(prefix) for i in ids), (task, ids)
+        stranger = await fetch_all(sources, SourceRequest(task=task, namespace=Namespace(tenant_id="new")))
+        assert all(not got for got in stranger.values())
+
+
+async def test_writers_facade(store: MemoryStore) -> None:
+    """Writers.for_store gives one writer per source kind, bound to the store."""
+    w = Writers.for_store(store)
+    assert w.facts.delete_fact("mine-obs2", namespace=NS) is True
+    assert w.knowledge.delete_knowledge("mine-s1", namespace=NS) is True
+    assert w.neurons.delete_neuron("mine-n1", namespace=NS) is True
+    assert w.graphs.delete_node("mine-group", namespace=NS) is True

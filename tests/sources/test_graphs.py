@@ -1,0 +1,212 @@
+"""Tests of entity graphs: the writer (keys, edges, deletes) and the `graphs` source (BFS)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from broker import RECALL_MIN_SCORE, Candidate, Namespace, ValidationError
+from broker.abc import SourceRequest
+from sources import MemoryStore, _analysis, _index
+from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter
+from sources._relevance import Scorer
+from sources._source_base import StoreReader
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
+
+    import numpy.typing as npt
+
+NS = Namespace(tenant_id="alice")
+OTHER = Namespace(tenant_id="bob")
+FILLER = [
+    "Bought groceries for the week: rice, beans and coffee.",
+    "The train to Lyon was delayed by forty minutes.",
+    "Finished reading a novel about a lighthouse keeper.",
+    "Planted tomatoes and basil on the balcony.",
+]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
+        for i, text in enumerate(FILLER):
+            s.add_entry(text, namespace=NS, id=f"f{i}")
+        g = GraphWriter(s)
+        g.add_node("Caroline", namespace=NS, id="caroline", description="a counsellor in training")
+        g.add_node(
+            "LGBTQ support group",
+            namespace=NS,
+            id="group",
+            aliases=["the support group"],
+            description="meets every Tuesday evening at the community centre",
+        )
+        g.add_node("Melanie", namespace=NS, id="melanie", description="a painter and Caroline's friend")
+        g.add_edge("caroline", "attends", "group", namespace=NS)
+        g.add_edge("melanie", "friend of", "caroline", namespace=NS)
+        yield s
+
+
+def source(store: MemoryStore) -> GraphSource:
+    return GraphSource(StoreReader(store=store))
+
+
+async def fetch(
+    store: MemoryStore,
+    task: str,
+    ns: Namespace = NS,
+    *,
+    limit: int = 10,
+    types: tuple[str, ...] | None = None,
+) -> dict[str, Candidate]:
+    got = await source(store).fetch(SourceRequest(task=task, namespace=ns, limit=limit, types=types))
+    return {c.entry_id: c for c in got}
+
+
+async def test_mentioned_node_and_its_edge_are_found(store: MemoryStore) -> None:
+    """Nodes the task names are found by n-gram match and told by the edge joining them."""
+    got = await fetch(store, "When does Caroline's LGBTQ support group meet on Tuesday evening?")
+    group = got["graph:group"]
+    assert group.text == (
+        "Caroline — attends → LGBTQ support group: meets every Tuesday evening at the community centre"
+    )
+    assert group.score >= RECALL_MIN_SCORE
+    assert group.memory_type == "semantic"
+    assert group.metadata["hop"] == 0
+
+
+async def test_alias_is_a_key(store: MemoryStore) -> None:
+    """An alias finds its node just as the name does."""
+    got = await fetch(store, "what happens at the support group")
+    assert got["graph:group"].metadata["hop"] == 0
+
+
+async def test_hop_decay_is_applied(store: MemoryStore) -> None:
+    """A neighbour's score is its rendered text's calibrated score times the hop decay."""
+    task = "Melanie friend of Caroline the counsellor in training"
+    got = await fetch(store, task)
+    caroline = got["graph:caroline"]
+    assert caroline.metadata["hop"] == 0
+    group = got["graph:group"]
+    assert group.metadata["hop"] == 1
+    with store.db.read() as conn:
+        prof = _index.profile(conn, _index.find_ns(conn, NS), task)
+    raw = Scorer(profile=prof, mode="lexical").score(_analysis.terms(group.text))
+    assert group.text.startswith("Caroline — attends → LGBTQ support group")
+    assert group.score == pytest.approx(raw * HOP_DECAY[1])
+
+
+async def test_bfs_never_goes_past_two_hops(store: MemoryStore) -> None:
+    """A node three hops from every mentioned node is never returned, even if its text matches."""
+    g = GraphWriter(store)
+    for name in ("Alpha", "Beta", "Gamma", "Delta"):
+        g.add_node(name, namespace=NS, id=name.lower(), description="a station of the orbital relay chain")
+    g.add_edge("alpha", "links", "beta", namespace=NS)
+    g.add_edge("gamma", "links", "beta", namespace=NS)  # reverse direction is followed too
+    g.add_edge("gamma", "links", "delta", namespace=NS)
+    got = await fetch(store, "Alpha orbital relay chain station", limit=50)
+    assert {"graph:alpha", "graph:beta", "graph:gamma"} <= set(got)
+    assert got["graph:gamma"].metadata["hop"] == 2
+    assert "graph:delta" not in got
+    assert "graph:delta" in await fetch(store, "Beta orbital relay chain station", limit=50)
+
+
+@pytest.mark.parametrize("task", ["what time is it", "hi", "tell me a joke"])
+async def test_trivial_task_gets_nothing(store: MemoryStore, task: str) -> None:
+    """A trivial task names no entity, so the graph returns nothing."""
+    assert await fetch(store, task) == {}
+
+
+async def test_namespace_isolation(store: MemoryStore) -> None:
+    """Nodes and edges of one namespace are never reached from another."""
+    GraphWriter(store).add_node("Caroline", namespace=OTHER, id="caroline", description="Bob's aunt")
+    got = await fetch(store, "Caroline support group", ns=OTHER)
+    assert set(got) == {"graph:caroline"}
+    assert got["graph:caroline"].text == "Caroline: Bob's aunt"
+
+
+async def test_typed_request_without_semantic_skips_the_graph(store: MemoryStore) -> None:
+    """Graph candidates are semantic: a typed request for other types gets none."""
+    assert await fetch(store, "Caroline support group", types=("self",)) == {}
+    assert await fetch(store, "Caroline support group", types=("semantic",))
+
+
+def test_invalid_node_and_edge_report_every_field(store: MemoryStore) -> None:
+    """Bad names, aliases and edges raise one ValidationError each with all field errors."""
+    g = GraphWriter(store)
+    with pytest.raises(ValidationError) as info:
+        g.add_node("the", namespace=NS, aliases=["", "red green blue yellow purple"], description=3)  # type: ignore[arg-type]
+    assert {(e.field, e.code) for e in info.value.errors} == {
+        ("name", "no_terms"),
+        ("aliases[0]", "empty"),
+        ("aliases[1]", "too_many_terms"),
+        ("description", "type"),
+    }
+    with pytest.raises(ValidationError) as info:
+        g.add_edge("caroline", "knows", "nobody", namespace=NS)
+    assert [(e.field, e.code) for e in info.value.errors] == [("dst_id", "not_found")]
+    with pytest.raises(ValidationError, match="self_loop"):
+        g.add_edge("caroline", "knows", "caroline", namespace=NS)
+    with pytest.raises(ValidationError, match="exists"):
+        g.add_node("Caroline", namespace=NS, id="caroline")
+
+
+def test_edges_are_idempotent_and_deletes_are_clean(store: MemoryStore) -> None:
+    """A repeated edge is not duplicated; deleting a node removes its keys and edges."""
+    g = GraphWriter(store)
+    assert g.add_edge("caroline", "attends", "group", namespace=NS) is False
+    assert g.delete_edge("melanie", "friend of", "caroline", namespace=NS) is True
+    assert g.delete_edge("melanie", "friend of", "caroline", namespace=NS) is False
+    assert g.delete_node("caroline", namespace=NS) is True
+    assert g.delete_node("caroline", namespace=NS) is False
+    with store.db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM graph_edges").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM graph_keys WHERE key = 'carolin'").fetchone()[0] == 0
+
+
+async def test_replace_rekeys_a_node_and_keeps_its_edges(store: MemoryStore) -> None:
+    """Replacing a node updates its keys in place; its edges survive."""
+    GraphWriter(store).add_node("Caro", namespace=NS, id="caroline", replace=True, description="renamed")
+    assert "graph:caroline" not in await fetch(store, "Caroline")
+    got = await fetch(store, "Caro attends LGBTQ support group")
+    assert got["graph:group"].metadata["hop"] == 0
+    assert got["graph:caroline"].metadata["hop"] == 0
+
+
+class UnitEmbedder:
+    """A fake embedder: every text is the same unit vector; counts the texts it embeds."""
+
+    model_id = "fake-unit"
+    dim = 2
+
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Return one unit row per text."""
+        self.texts += len(texts)
+        return np.tile(np.array([[1.0, 0.0]], dtype=np.float32), (len(texts), 1))
+
+
+async def test_dense_modes_embed_only_a_few_rendered_texts(tmp_path: Path) -> None:
+    """In a dense mode at most DENSE_SCORED graph texts are embedded and returned per turn."""
+    fake = UnitEmbedder()
+    with MemoryStore.open(tmp_path / "d.db", mode="hybrid", embedder=fake) as store:
+        g = GraphWriter(store)
+        g.add_node("Hub", namespace=NS, id="hub", description="the central hub station")
+        for i in range(10):
+            g.add_node(f"Spoke {i}", namespace=NS, id=f"s{i}", description="a spoke of the hub station")
+            g.add_edge("hub", "links", f"s{i}", namespace=NS)
+        before = fake.texts
+        got = await GraphSource(StoreReader(store=store)).fetch(
+            SourceRequest(task="Hub station spokes", namespace=NS, limit=10)
+        )
+        lexical = await GraphSource(StoreReader(store=store)).fetch(
+            SourceRequest(task="Hub station spokes", namespace=NS, limit=10, mode="lexical")
+        )
+    assert 0 < len(got) <= DENSE_SCORED
+    assert fake.texts - before == 1 + DENSE_SCORED  # the task, then the rendered texts
+    assert len(lexical) == 10

@@ -1,0 +1,151 @@
+"""Tests of neurons: the writer (triggers, stamping, deletes) and the `neurons` source."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from broker import RECALL_MIN_SCORE, Namespace, ValidationError
+from broker.abc import SourceRequest
+from sources import MemoryStore
+from sources._neurons import NeuronSource, NeuronWriter
+from sources._source_base import StoreReader
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+NS = Namespace(tenant_id="alice")
+OTHER = Namespace(tenant_id="bob")
+FILLER = [
+    "Bought groceries for the week: rice, beans and coffee.",
+    "The train to Lyon was delayed by forty minutes.",
+    "Finished reading a novel about a lighthouse keeper.",
+    "Planted tomatoes and basil on the balcony.",
+    "Fixed the squeaky hinge on the kitchen cabinet.",
+]
+TASK = "when is the bakery quarterly tax return due"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
+        for i, text in enumerate(FILLER):
+            s.add_entry(text, namespace=NS, id=f"f{i}")
+        yield s
+
+
+def source(store: MemoryStore) -> NeuronSource:
+    return NeuronSource(StoreReader(store=store))
+
+
+def test_writer_stamps_associative_and_records_triggers(store: MemoryStore) -> None:
+    """A neuron is an entry of kind neuron, typed associative, with its trigger terms indexed."""
+    nid = NeuronWriter(store).add_neuron(
+        "Bakery tax returns are due quarterly; use the shared drive template.",
+        namespace=NS,
+        triggers=["quarterly tax return", "bakery"],
+        id="n1",
+    )
+    memory = store.get(nid, namespace=NS)
+    assert memory is not None
+    assert (memory.kind, memory.memory_type) == ("neuron", "associative")
+    with store.db.read() as conn:
+        terms = sorted(r[0] for r in conn.execute("SELECT term FROM neuron_triggers"))
+    assert terms == ["bakeri", "quarter", "return", "tax"]
+
+
+async def test_trigger_match_is_scored_on_the_calibrated_scale(store: MemoryStore) -> None:
+    """A neuron whose triggers the task mentions comes back above the floor, typed associative."""
+    NeuronWriter(store).add_neuron(
+        "Bakery tax returns are due quarterly; use the shared drive template.",
+        namespace=NS,
+        triggers=["quarterly tax return", "bakery"],
+        id="n1",
+    )
+    [cand] = await source(store).fetch(SourceRequest(task=TASK, namespace=NS))
+    assert cand.entry_id == "n1"
+    assert cand.score >= RECALL_MIN_SCORE
+    assert (cand.source, cand.block, cand.memory_type) == ("neurons", "memory", "associative")
+    assert cand.metadata["matched_triggers"] == ["bakeri", "quarter", "return", "tax"]
+
+
+async def test_importance_alone_never_injects(store: MemoryStore) -> None:
+    """A top-importance neuron without a trigger in the task never fires; importance never scores."""
+    writer = NeuronWriter(store)
+    writer.add_neuron("Always greet Dana warmly.", namespace=NS, triggers=["Dana"], importance=1.0, id="vip")
+    for task in (TASK, "what time is it", "tell me a joke"):
+        assert await source(store).fetch(SourceRequest(task=task, namespace=NS)) == []
+    text = "Bakery tax returns are due quarterly."
+    writer.add_neuron(text, namespace=NS, triggers=["bakery tax"], importance=1.0, id="hi")
+    writer.add_neuron(text, namespace=NS, triggers=["bakery tax"], importance=0.0, id="lo")
+    got = {c.entry_id: c.score for c in await source(store).fetch(SourceRequest(task=TASK, namespace=NS))}
+    assert set(got) == {"hi", "lo"}
+    assert got["hi"] == got["lo"]
+
+
+@pytest.mark.parametrize("task", ["what time is it", "hi", "tell me a joke"])
+async def test_trivial_task_gets_nothing_above_the_floor(store: MemoryStore, task: str) -> None:
+    """A trivial task fires no neuron above the floor, even one triggered by a common word."""
+    NeuronWriter(store).add_neuron("Tell Sam the joke about the penguin.", namespace=NS, triggers=["joke"])
+    got = await source(store).fetch(SourceRequest(task=task, namespace=NS))
+    assert all(c.score < RECALL_MIN_SCORE for c in got)
+
+
+def test_invalid_neuron_reports_every_field_and_writes_nothing(store: MemoryStore) -> None:
+    """Bad text, triggers and importance are reported together; nothing is written."""
+    writer = NeuronWriter(store)
+    with pytest.raises(ValidationError) as info:
+        writer.add_neuron("", namespace=NS, triggers=["ok trigger", "the of", ""], importance=2.0)
+    assert {(e.field, e.code) for e in info.value.errors} == {
+        ("text", "empty"),
+        ("triggers[1]", "no_terms"),
+        ("triggers[2]", "empty"),
+        ("importance", "out_of_range"),
+    }
+    with pytest.raises(ValidationError, match="triggers"):
+        writer.add_neuron("text", namespace=NS, triggers="bakery")
+    with pytest.raises(ValidationError, match="triggers"):
+        writer.add_neuron("text", namespace=NS, triggers=[])
+    with store.db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM neuron_triggers").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM entries WHERE kind = 'neuron'").fetchone()[0] == 0
+
+
+def test_delete_and_replace_keep_the_indexes_consistent(store: MemoryStore) -> None:
+    """Replacing or deleting a neuron leaves no stale trigger, FTS row or statistic behind."""
+    query = "SELECT n_docs, total_len FROM namespaces WHERE tenant_id = 'alice'"
+    with store.db.read() as conn:
+        before = conn.execute(query).fetchone()
+    writer = NeuronWriter(store)
+    writer.add_neuron("Bakery taxes.", namespace=NS, triggers=["bakery"], id="n")
+    with pytest.raises(ValidationError, match="exists"):
+        writer.add_neuron("Vendors.", namespace=NS, triggers=["vendors"], id="n")
+    writer.add_neuron("Payroll dates.", namespace=NS, triggers=["payroll"], id="n", replace=True)
+    with store.db.read() as conn:
+        assert [r[0] for r in conn.execute("SELECT term FROM neuron_triggers")] == ["payrol"]
+    assert writer.delete_neuron("f0", namespace=NS) is False  # not a neuron
+    assert writer.delete_neuron("n", namespace=NS) is True
+    with store.db.read() as conn:
+        assert conn.execute(query).fetchone() == before
+        assert conn.execute("SELECT count(*) FROM neuron_triggers").fetchone()[0] == 0
+
+
+async def test_namespace_isolation(store: MemoryStore) -> None:
+    """A neuron of one namespace never fires for another's task."""
+    NeuronWriter(store).add_neuron(
+        "Bakery tax returns are due quarterly.", namespace=NS, triggers=["quarterly tax return"]
+    )
+    store.add_entry("Bob's notes.", namespace=OTHER)
+    assert await source(store).fetch(SourceRequest(task=TASK, namespace=OTHER)) == []
+
+
+async def test_typed_requests_filter_neurons(store: MemoryStore) -> None:
+    """A typed request gets neurons only when it asks for associative memories."""
+    NeuronWriter(store).add_neuron(
+        "Bakery tax returns are due quarterly.", namespace=NS, triggers=["quarterly tax return", "bakery"]
+    )
+    src = source(store)
+    assert await src.fetch(SourceRequest(task=TASK, namespace=NS, types=("episodic",))) == []
+    assert await src.fetch(SourceRequest(task=TASK, namespace=NS, types=("associative",)))

@@ -1,0 +1,168 @@
+"""Tests of the per-namespace vector index (exact and HNSW search, cache sync)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from sources import _vectors
+from sources._db import Database
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+DIM = 16
+MODEL = "test-model"
+FACTS = 1  # a corpus without the entries join, so rows need no entry
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    """Open a migrated database file."""
+    database = Database.open(tmp_path / "v.db")
+    yield database
+    database.close()
+
+
+def _put(db: Database, ns_id: int, rowids: list[int], vecs: np.ndarray, model: str = MODEL) -> None:
+    with db.write() as conn:
+        _vectors.store_vectors(conn, ns_id, FACTS, rowids, vecs, model)
+
+
+def _search(
+    db: Database, index: _vectors.VectorIndex, ns_id: int, q: np.ndarray, k: int
+) -> list[_vectors.Hit]:
+    with db.read() as conn:
+        return index.search(conn, ns_id, FACTS, q, k)
+
+
+def test_exact_search_returns_true_top_k(db: Database) -> None:
+    """Exact search returns the k largest cosines, best first."""
+    rng = np.random.default_rng(1)
+    vecs = _unit(rng, 40)
+    _put(db, 1, list(range(100, 140)), vecs)
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    q = vecs[7]
+    hits = _search(db, index, 1, q, 5)
+    expected = np.argsort(-(vecs @ q))[:5]
+    assert [h.rowid for h in hits] == [100 + int(i) for i in expected]
+    assert hits[0].cosine == pytest.approx(1.0, abs=1e-5)
+
+
+def test_path_selection_by_size(db: Database) -> None:
+    """Up to the limit search is exact; past it an HNSW index answers, and finds the same best row."""
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(2)
+    vecs = _unit(rng, 60)
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=50)
+    _put(db, 1, list(range(40)), vecs[:40])
+    with db.read() as conn:
+        assert not index.uses_ann(conn, 1, FACTS)
+    _put(db, 1, list(range(40, 60)), vecs[40:])
+    with db.read() as conn:
+        assert index.uses_ann(conn, 1, FACTS)
+    for i in (3, 45, 59):
+        assert _search(db, index, 1, vecs[i], 1)[0].rowid == i
+    with db.write() as conn:
+        removed = _vectors.delete_vectors(conn, FACTS, [45])
+    index.forget(removed, FACTS)
+    assert 45 not in {h.rowid for h in _search(db, index, 1, vecs[45], 10)}
+    with db.read() as conn:
+        assert index.uses_ann(conn, 1, FACTS)  # the delete cost no rebuild
+
+
+def test_vectors_never_cross_namespaces(db: Database) -> None:
+    """A namespace's search returns only its own rows, even for an exact copy of another's vector."""
+    rng = np.random.default_rng(3)
+    a, b = _unit(rng, 10), _unit(rng, 10)
+    _put(db, 1, list(range(10)), a)
+    _put(db, 2, list(range(10, 20)), b)
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    hits = _search(db, index, 2, a[0], 20)
+    assert {h.rowid for h in hits} == set(range(10, 20))
+
+
+def test_appends_by_anyone_are_seen(db: Database, tmp_path: Path) -> None:
+    """Rows written after the matrix loaded, even by another connection, are found by the next search."""
+    rng = np.random.default_rng(4)
+    vecs = _unit(rng, 12)
+    _put(db, 1, list(range(10)), vecs[:10])
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    assert _search(db, index, 1, vecs[10], 1)[0].rowid != 10
+    other = sqlite3.connect(tmp_path / "v.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        _vectors.store_vectors(other, 1, FACTS, [10, 11], vecs[10:], MODEL)
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    assert _search(db, index, 1, vecs[10], 1)[0].rowid == 10
+    assert _search(db, index, 1, vecs[11], 1)[0].rowid == 11
+
+
+def test_deletes_are_never_returned(db: Database) -> None:
+    """A deleted vector disappears, whether the delete is applied to the cache or found by the fingerprint."""
+    rng = np.random.default_rng(5)
+    vecs = _unit(rng, 10)
+    _put(db, 1, list(range(10)), vecs)
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    assert _search(db, index, 1, vecs[3], 1)[0].rowid == 3
+    with db.write() as conn:
+        removed = _vectors.delete_vectors(conn, FACTS, [3])
+    index.forget(removed, FACTS)
+    assert removed == [(1, 3)]
+    assert 3 not in {h.rowid for h in _search(db, index, 1, vecs[3], 10)}
+    with db.write() as conn:  # not told to the index: the fingerprint must catch it
+        _vectors.delete_vectors(conn, FACTS, [4])
+    assert 4 not in {h.rowid for h in _search(db, index, 1, vecs[4], 10)}
+    assert len(_search(db, index, 1, vecs[0], 10)) == 8
+
+
+def test_replaced_vector_is_the_new_one(db: Database) -> None:
+    """Overwriting a row's vector (as reindex does) replaces it in the cache."""
+    rng = np.random.default_rng(6)
+    vecs = _unit(rng, 6)
+    _put(db, 1, list(range(5)), vecs[:5])
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    _search(db, index, 1, vecs[0], 1)
+    _put(db, 1, [2], vecs[5:6])
+    hits = _search(db, index, 1, vecs[5], 5)
+    assert hits[0].rowid == 2
+    assert hits[0].cosine == pytest.approx(1.0, abs=1e-5)
+    assert len(hits) == 5
+
+
+def test_other_model_rows_are_stale_and_ignored(db: Database) -> None:
+    """Vectors of another model are counted as stale and never searched."""
+    rng = np.random.default_rng(7)
+    vecs = _unit(rng, 6)
+    _put(db, 1, list(range(4)), vecs[:4])
+    _put(db, 1, [4, 5], vecs[4:], model="old-model")
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    with db.read() as conn:
+        assert index.stale(conn, 1, FACTS) == 2
+    assert {h.rowid for h in _search(db, index, 1, vecs[4], 10)} == {0, 1, 2, 3}
+
+
+def test_blob_round_trip() -> None:
+    """A vector survives storage as float32 bytes exactly."""
+    v = np.arange(DIM, dtype=np.float32) / 7
+    np.testing.assert_array_equal(_vectors.from_blobs([_vectors.to_blob(v)], DIM)[0], v)
+
+
+def test_store_vectors_rejects_mismatched_lengths(db: Database) -> None:
+    """Rowids and vectors must pair up; nothing is written otherwise."""
+    with pytest.raises(ValueError, match="rowids"), db.write() as conn:
+        _vectors.store_vectors(conn, 1, FACTS, [1, 2], _unit(np.random.default_rng(8), 1), MODEL)
+    with db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
