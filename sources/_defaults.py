@@ -9,6 +9,7 @@ import attrs
 from ._abstraction import AbstractionSource, FactWriter
 from ._consolidated import ConsolidatedSource, KnowledgeWriter
 from ._graphs import GraphSource, GraphWriter
+from ._memorules import MemorulesSource
 from ._neurons import NeuronSource, NeuronWriter
 from ._source_base import ReaderSource, StoreReader, new_limiter
 from ._store_source import PersonaSource, StoreSource
@@ -20,17 +21,33 @@ if TYPE_CHECKING:
 
     from ._store import MemoryStore
 
-DEFAULT_SOURCES: tuple[str, ...] = ("store", "neurons", "graphs", "abstraction", "consolidated", "persona")
+DEFAULT_SOURCES: tuple[str, ...] = (
+    "store",
+    "neurons",
+    "graphs",
+    "abstraction",
+    "consolidated",
+    "persona",
+    "memorules",
+)
 """The sources of a store, in registration (and trace) order."""
 
 _SOURCE_TYPES: dict[str, type[ReaderSource]] = {
     cls.name: cls
-    for cls in (StoreSource, NeuronSource, GraphSource, AbstractionSource, ConsolidatedSource, PersonaSource)
+    for cls in (
+        StoreSource,
+        NeuronSource,
+        GraphSource,
+        AbstractionSource,
+        ConsolidatedSource,
+        PersonaSource,
+        MemorulesSource,
+    )
 }
 
 
 def default_sources(store: MemoryStore, *, limiter: anyio.CapacityLimiter | None = None) -> list[Source]:
-    """Return the six sources of `store`, in `DEFAULT_SOURCES` order.
+    """Return the sources of `store`, in `DEFAULT_SOURCES` order.
 
     They share one reader and one CapacityLimiter (`limiter`, default 8 tokens), so their
     worker threads together never exceed it. Closing them does not close the store.

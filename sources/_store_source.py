@@ -6,9 +6,7 @@ fixed to `self`/`personality`, keyed on the active task only.
 
 from __future__ import annotations
 
-import functools
-import inspect
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 
@@ -26,11 +24,6 @@ if TYPE_CHECKING:
 PERSONA_TYPES: tuple[str, ...] = ("self", "personality")
 """The memory types of the persona lane."""
 _MAX_LIMIT = 1000  # MemoryStore.MAX_RECALL_LIMIT
-
-
-@functools.cache
-def _recall_takes_mode(recall_on: Any) -> bool:  # noqa: ANN401 - any callable
-    return "mode" in inspect.signature(recall_on).parameters
 
 
 @attrs.define(eq=False)
@@ -52,9 +45,6 @@ class StoreSource(ReaderSource):
         types = self._types(request.types)
         if types == ():
             return []
-        kwargs: dict[str, Any] = {}
-        if request.mode is not None and _recall_takes_mode(type(self._store).recall_on):
-            kwargs["mode"] = request.mode
         limit = min(max(request.limit, 1), _MAX_LIMIT)
         recalled = self._store.recall_on(
             conn,
@@ -63,9 +53,11 @@ class StoreSource(ReaderSource):
             types=types,
             limit=limit,
             min_score=RECALL_MIN_SCORE,
-            **kwargs,
+            mode=request.mode,
         )
-        return best_first((self._candidate(r) for r in recalled), limit)
+        # Memorules surface only through the memorules source, which applies their
+        # `applies_to` visibility to the session context.
+        return best_first((self._candidate(r) for r in recalled if r.memory.kind != "memorule"), limit)
 
     def _types(self, asked: tuple[str, ...] | None) -> tuple[str, ...] | None:
         """Return the types to query: the lane's, narrowed by the request's if it has any."""

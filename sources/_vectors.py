@@ -180,8 +180,12 @@ def _select_rows(
 
 
 def _new_ann(dim: int) -> Any:  # noqa: ANN401 - usearch is optional and untyped
-    from usearch.index import Index  # noqa: PLC0415 - optional, only above EXACT_LIMIT
-
+    """Return an empty HNSW index, or None (search stays exact) when usearch is not installed."""
+    try:
+        from usearch.index import Index  # noqa: PLC0415 - optional, only above EXACT_LIMIT
+    except ImportError:
+        logger.warning("store.vectors.no_ann", hint="install usearch for HNSW search of large namespaces")
+        return None
     return Index(ndim=dim, metric="ip", dtype="f32", expansion_search=ANN_EXPANSION)
 
 
@@ -205,6 +209,7 @@ class _Matrix:
     codes: dict[str | None, int] = attrs.field(factory=lambda: {None: 0})
     position: dict[int, int] = attrs.field(factory=dict)
     ann: Any = None
+    no_ann: bool = False  # usearch missing: stay exact, warn once
 
     def append(self, rows: list[tuple[int, int, str, bytes, str | None]], model_id: str) -> None:
         """Add stored rows of the current model (others only counted as stale)."""
@@ -226,10 +231,12 @@ class _Matrix:
             self.tags[start + i] = self.codes.setdefault(r[4], len(self.codes))
         self.n += len(mine)
         self.live += len(mine)
-        if self.ann is None and self.live > self.exact_limit:
+        if self.ann is None and self.live > self.exact_limit and not self.no_ann:
             self.ann = _new_ann(self.dim)
-            keys = np.flatnonzero(self.alive[: self.n])
-            self.ann.add(keys, self.buf[keys])
+            self.no_ann = self.ann is None
+            if self.ann is not None:
+                keys = np.flatnonzero(self.alive[: self.n])
+                self.ann.add(keys, self.buf[keys])
         elif self.ann is not None:
             self.ann.add(np.arange(start, self.n, dtype=np.int64), block)
 
@@ -403,10 +410,11 @@ class VectorIndex:
         seen = self._seen.get((ns_id, corpus, id(conn)))
         if matrix is not None and seen is not None and seen[0] is conn and seen[1] == version:
             return matrix
+        matrix = self._check(conn, ns_id, corpus)
         if len(self._seen) > 4096:
             self._seen.clear()
-        self._seen[(ns_id, corpus, id(conn))] = (conn, version)
-        return self._check(conn, ns_id, corpus)
+        self._seen[(ns_id, corpus, id(conn))] = (conn, version)  # only once the check succeeded
+        return matrix
 
     def _check(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> _Matrix:
         key = (ns_id, corpus)

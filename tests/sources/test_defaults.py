@@ -10,6 +10,7 @@ import pytest
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import Source, SourceRequest
 from sources import MemoryStore
+from sources import WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ TASKS = {
     "neurons": "Caroline's adoption agency plans for a family",
     "graphs": "Caroline attends the LGBTQ support group",
     "persona": "I value honesty and calm conversations",
+    "memorules": "write the release notes changelog entry",
 }
 """A task per source that its own kind of memory answers."""
 
@@ -61,6 +63,17 @@ def populate(store: MemoryStore, ns: Namespace, prefix: str) -> None:
         store.add_entry(text, namespace=ns, id=f"{prefix}D1:{i}", memory_type="episodic")
     store.add_entry(
         "I value honesty and calm conversations.", namespace=ns, memory_type="self", id=f"{prefix}me"
+    )
+    remember(
+        store,
+        kind="memorule",
+        namespace=ns,
+        id=f"{prefix}rule",
+        memorule_kind="convention",
+        subject="Release notes changelog",
+        body="Every release notes changelog entry links the pull request it describes.",
+        applies_to={"scope": "project"},
+        session=WriterSession(session_id="s1", persona="dev"),
     )
     w = Writers.for_store(store)
     w.facts.add_fact(
@@ -120,11 +133,19 @@ async def fetch_all(sources: Sequence[Source], request: SourceRequest) -> dict[s
 
 
 async def test_default_sources_in_order_sharing_one_limiter(store: MemoryStore) -> None:
-    """default_sources gives the six sources in DEFAULT_SOURCES order, all on one limiter."""
+    """default_sources gives every source in DEFAULT_SOURCES order, all on one limiter."""
     limiter = anyio.CapacityLimiter(3)
     sources = default_sources(store, limiter=limiter)
     assert tuple(s.name for s in sources) == DEFAULT_SOURCES
-    assert DEFAULT_SOURCES == ("store", "neurons", "graphs", "abstraction", "consolidated", "persona")
+    assert DEFAULT_SOURCES == (
+        "store",
+        "neurons",
+        "graphs",
+        "abstraction",
+        "consolidated",
+        "persona",
+        "memorules",
+    )
     assert all(isinstance(s, Source) for s in sources)
     assert {id(s._reader.limiter) for s in sources} == {id(limiter)}  # type: ignore[attr-defined]
     for s in sources:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 import attrs
@@ -256,3 +257,33 @@ def test_default_mode_is_hybrid_and_overridable(tmp_path: Path, embedder: MiniLM
         assert [
             r.memory.id for r in s.recall("did they get a dog?", namespace=A, min_score=0.0, mode="dense")
         ] == ["n0"]
+
+
+def test_dense_recall_sees_writes_made_while_reading(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+    """Readers in threads never fail while a writer adds memories, and afterwards see every one."""
+    texts = [
+        f"the {w} festival in town number {i}" for i, w in enumerate(("jazz", "kite", "film", "wine") * 5)
+    ]
+    errors: list[BaseException] = []
+    with MemoryStore.open(tmp_path / "c.db", embedder=embedder) as s:
+        s.add_entry("an unrelated first memory about taxes", namespace=A)
+
+        def read() -> None:
+            try:
+                for _ in range(20):
+                    s.recall("a festival", namespace=A, mode="dense", min_score=0.0, limit=50)
+            except BaseException as exc:  # collected and asserted below
+                errors.append(exc)
+
+        readers = [threading.Thread(target=read) for _ in range(3)]
+        for t in readers:
+            t.start()
+        for i, text in enumerate(texts):
+            s.add_entry(text, namespace=A, id=f"f{i}")
+        for t in readers:
+            t.join()
+        got = {
+            r.memory.id for r in s.recall("a festival", namespace=A, mode="dense", min_score=0.0, limit=50)
+        }
+    assert errors == []
+    assert got >= {f"f{i}" for i in range(len(texts))}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -166,3 +167,15 @@ def test_store_vectors_rejects_mismatched_lengths(db: Database) -> None:
         _vectors.store_vectors(conn, 1, FACTS, [1, 2], _unit(np.random.default_rng(8), 1), MODEL)
     with db.read() as conn:
         assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+
+
+def test_without_usearch_large_namespaces_stay_exact(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the limit with usearch absent, search stays exact and correct instead of failing."""
+    monkeypatch.setitem(sys.modules, "usearch.index", None)  # makes the import raise ImportError
+    rng = np.random.default_rng(9)
+    vecs = _unit(rng, 30)
+    _put(db, 1, list(range(30)), vecs)
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=10)
+    with db.read() as conn:
+        assert not index.uses_ann(conn, 1, FACTS)
+    assert _search(db, index, 1, vecs[17], 1)[0].rowid == 17

@@ -1,0 +1,258 @@
+"""A synthetic corpus for the latency benchmarks: Zipf-distributed words over the six sources.
+
+Words are the alphabetic, non-stop-word entries of the embedding model's WordPiece vocabulary
+(real English words, one word piece each). Word frequencies follow a Zipf-Mandelbrot law
+p(r) ~ 1 / (r + q)^s over a shuffled ranking: the stop-word head of natural text is what the
+analyser drops, so the content words a query sees start at a modest frequency (q).
+
+Memories are 10-40 words, spread over the sources by `SHARES` (store entries, persona
+entries, facts, knowledge, neurons with trigger phrases, graph nodes with edges). Tasks are
+3-8 content words drawn from held-aside memories (never written), mixed with trivial tasks.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from importlib.resources import files
+from typing import TYPE_CHECKING, Final
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from broker import Namespace, ValidationError
+from sources import MemoryStore, NewEntry, NewFact, Writers
+from sources import _schema, _vectors
+from sources._analysis import STOP_WORDS
+from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
+from sources._source_base import insert_docs
+
+from . import _locomo
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+NS = Namespace(tenant_id="bench", project_id="synthetic")
+ZIPF_S: Final = 1.0
+ZIPF_Q: Final = 50.0
+SHARES: Final = {
+    "store": 0.71,
+    "persona": 0.04,
+    "facts": 0.15,
+    "knowledge": 0.06,
+    "neurons": 0.02,
+    "graphs": 0.02,
+}
+"""Share of the N memories each source holds."""
+TRIVIAL_SHARE: Final = 0.2
+"""Share of turns that are trivial tasks (must select nothing)."""
+BATCH: Final = 20_000
+_FALLBACK_TRIVIAL: Final = ("hi", "thanks!", "ok", "hello there", "what time is it?", "good morning")
+_ENTRY_TYPES: Final = ("episodic", "semantic", "procedural")
+_PERSONA_TYPES: Final = ("self", "personality")
+
+
+def vocabulary() -> list[str]:
+    """Real English content words: the model vocabulary's whole alphabetic words, stop words removed."""
+    text = (files("sources") / "data" / "minilm-vocab.txt").read_text(encoding="utf-8")
+    words = [w for w in text.split() if w.isascii() and w.isalpha() and 3 <= len(w) <= 12]
+    return sorted({w for w in words if w not in STOP_WORDS})
+
+
+@attrs.define(eq=False)
+class Generator:
+    """Draws memories and tasks from one seeded Zipf-Mandelbrot vocabulary."""
+
+    seed: int = 0
+    _rng: random.Random = attrs.field(init=False)
+    _words: list[str] = attrs.field(init=False)
+    _cum: list[float] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        words = vocabulary()
+        self._rng.shuffle(words)
+        self._words = words
+        weights = (np.arange(1, len(words) + 1) + ZIPF_Q) ** -ZIPF_S
+        self._cum = list(np.cumsum(weights / weights.sum()))
+
+    def words(self, n: int) -> list[str]:
+        return self._rng.choices(self._words, cum_weights=self._cum, k=n)
+
+    def memory(self) -> str:
+        return " ".join(self.words(self._rng.randint(10, 40)))
+
+    def below(self, n: int) -> int:
+        return self._rng.randrange(n)
+
+    def name(self) -> str:
+        return " ".join(self._rng.choices(self._words, k=2))
+
+    def task(self, held: str) -> str:
+        """3-8 distinct content words of a held-aside memory."""
+        distinct = list(dict.fromkeys(held.split()))
+        k = min(len(distinct), self._rng.randint(3, 8))
+        return " ".join(self._rng.sample(distinct, k))
+
+    def tasks(self, n: int, trivial: Sequence[str]) -> list[tuple[str, bool]]:
+        """`n` tasks (text, is_trivial): held-aside content tasks mixed with trivial ones."""
+        out = []
+        for _ in range(n):
+            if self._rng.random() < TRIVIAL_SHARE:
+                out.append((self._rng.choice(list(trivial)), True))
+            else:
+                out.append((self.task(self.memory()), False))
+        return out
+
+
+def trivial_tasks() -> list[str]:
+    """The shared trivial tasks when the dev data is present, else a few built-in ones."""
+    return _locomo.trivial_tasks() if _locomo.TRIVIAL.exists() else list(_FALLBACK_TRIVIAL)
+
+
+@attrs.frozen(kw_only=True)
+class Built:
+    """What `build` wrote and how long it took."""
+
+    n: int
+    counts: dict[str, int]
+    seconds: float
+    vector_seconds: float
+
+
+def split(n: int) -> dict[str, int]:
+    """How many of `n` memories each source holds."""
+    counts = {k: int(n * v) for k, v in SHARES.items()}
+    counts["store"] += n - sum(counts.values())
+    return counts
+
+
+def build(
+    path: Path, n: int, gen: Generator, *, pool: npt.NDArray[np.float32] | None = None, model_id: str = ""
+) -> Built:
+    """Write `n` memories over the six sources into a fresh store at `path` (no embedder).
+
+    With `pool` (real embeddings of some corpus texts), every entry, fact and knowledge row
+    gets a vector: a pool vector plus noise, renormalised (see `recycled_vectors`).
+    """
+    counts = split(n)
+    started = time.perf_counter()
+    store = MemoryStore.open(path, mode="lexical")
+    try:
+        writers = Writers.for_store(store)
+        _entries(store, gen, counts["store"], _ENTRY_TYPES, "m")
+        _entries(store, gen, counts["persona"], _PERSONA_TYPES, "p")
+        _facts(writers, gen, counts["facts"])
+        _knowledge(store, gen, counts["knowledge"])
+        _neurons(writers, gen, counts["neurons"])
+        _graph(writers, gen, counts["graphs"])
+        built = time.perf_counter() - started
+        vstart = time.perf_counter()
+        if pool is not None:
+            _vectors_for_all(store, pool, model_id, gen.seed)
+        vseconds = time.perf_counter() - vstart
+    finally:
+        store.close()
+    return Built(n=n, counts=counts, seconds=built, vector_seconds=vseconds)
+
+
+def _entries(store: MemoryStore, gen: Generator, n: int, types: tuple[str, ...], prefix: str) -> None:
+    for start in range(0, n, BATCH):
+        batch = [
+            NewEntry(id=f"{prefix}{i}", text=gen.memory(), kind="note", memory_type=types[i % len(types)])
+            for i in range(start, min(n, start + BATCH))
+        ]
+        store.add_entries(batch, namespace=NS)
+
+
+def _facts(writers: Writers, gen: Generator, n: int) -> None:
+    for start in range(0, n, BATCH):
+        batch = [NewFact(id=f"f{i}", text=gen.memory()) for i in range(start, min(n, start + BATCH))]
+        writers.facts.add_facts(batch, namespace=NS)
+
+
+def _knowledge(store: MemoryStore, gen: Generator, n: int) -> None:
+    # KnowledgeWriter writes one item per transaction; at a million memories that alone would
+    # take minutes, so the benchmark batches the same validated rows through insert_docs.
+    for start in range(0, n, BATCH):
+        rows = [
+            {
+                "id": f"k{i}",
+                "text": gen.memory(),
+                "provenance": f'["m{i}"]',
+                "created_at": "2026-01-01T00:00:00+00:00",
+                "metadata": "{}",
+            }
+            for i in range(start, min(n, start + BATCH))
+        ]
+        insert_docs(
+            store, NS, table=KNOWLEDGE_TABLE, corpus=_schema.CORPUS_KNOWLEDGE, rows=rows, replace=False
+        )
+
+
+def _neurons(writers: Writers, gen: Generator, n: int) -> None:
+    for i in range(n):
+        text = gen.memory()
+        while True:  # a few vocabulary words analyse to nothing; such a trigger is refused
+            try:
+                triggers = [" ".join(gen.words(2)), " ".join(gen.words(2))]
+                writers.neurons.add_neuron(text, namespace=NS, triggers=triggers, id=f"n{i}")
+                break
+            except ValidationError:
+                continue
+
+
+def _graph(writers: Writers, gen: Generator, n: int) -> None:
+    for i in range(n):
+        writers.graphs.add_node(gen.name(), namespace=NS, id=f"g{i}", description=gen.memory())
+    for i in range(1, n):
+        for j in {i - 1, gen.below(i)}:
+            writers.graphs.add_edge(f"g{i}", "related_to", f"g{j}", namespace=NS)
+
+
+def recycled_vectors(pool: npt.NDArray[np.float32], n: int, seed: int) -> npt.NDArray[np.float32]:
+    """`n` unit vectors near real embeddings: a random pool vector plus Gaussian noise.
+
+    Embedding every synthetic memory would take longer than the whole benchmark on 2 cores;
+    exact cosine search costs the same whatever the values, so the stored vectors are real
+    embeddings recycled. Each query is embedded for real.
+    """
+    rng = np.random.default_rng(seed)
+    picked = pool[rng.integers(0, len(pool), n)]
+    noisy = picked + rng.standard_normal(picked.shape).astype(np.float32) * 0.02
+    unit: npt.NDArray[np.float32] = (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+    return unit
+
+
+def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id: str, seed: int) -> None:
+    tables = {
+        _schema.CORPUS_ENTRIES: "entries",
+        _schema.CORPUS_FACTS: "facts",
+        _schema.CORPUS_KNOWLEDGE: KNOWLEDGE_TABLE,
+    }
+    with store.db.read() as conn:
+        ns_id = int(
+            conn.execute(
+                "SELECT ns_id FROM namespaces WHERE tenant_id = ? AND project_id = ?",
+                (NS.tenant_id, NS.project_id),
+            ).fetchone()[0]
+        )
+        rowids = {
+            corpus: [int(r[0]) for r in conn.execute(f"SELECT rowid FROM {t} WHERE ns_id = ?", (ns_id,))]
+            for corpus, t in tables.items()
+        }
+    for corpus, ids in rowids.items():
+        for start in range(0, len(ids), BATCH):
+            part = ids[start : start + BATCH]
+            vecs = recycled_vectors(pool, len(part), seed + corpus * 1_000_003 + start)
+            with store.db.write() as conn:
+                _vectors.store_vectors(conn, ns_id, corpus, part, vecs, model_id)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds `fn()` took."""
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
