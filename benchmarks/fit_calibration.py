@@ -2,8 +2,18 @@
 
 Positives: (question, gold evidence turn); negatives: the other candidate turns each
 question retrieves in its own conversation, and the turns retrieved for another
-conversation's questions. Candidates are what each mode's recall scores: lexical top-50
-(lexical), cosine top-50 (dense), the union of both (hybrid). Leave-one-conversation-out
+conversation's questions, and every candidate of an off-topic query
+(benchmarks/offtopic_queries.txt: small talk and general knowledge of our own writing, not
+the held-out trivial tasks) in every conversation. Candidates are what each mode's recall scores: lexical top-50
+(lexical), cosine top-50 (dense), the union of both (hybrid). Because every source scores on
+this one scale, the facts (`observation`) and summaries (`session_summary`) the abstraction
+and consolidated sources hold are candidates too (their lexical top-50): a fact is a positive
+when its turn ids include gold evidence, a summary when its provenance does
+(`--turns-only` fits on turns alone). Lexical mode is fitted on turns alone, as the
+foundation issue defines it: fitted on facts and summaries too, bare word overlap earns
+enough trust that conversational fillers ("good morning", "see you later") cleared the
+floor against a dialogue turn sharing their words; in dense and hybrid modes the cosine
+tells those apart, and fitting on every corpus there raised the selector's evidence recall. Leave-one-conversation-out
 validation reports the expected calibration error (10 bins) per mode; the final fit on all
 five conversations is what `--write` puts in sources/_calibration_constants.py.
 
@@ -13,6 +23,7 @@ five conversations is what `--write` puts in sources/_calibration_constants.py.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -23,25 +34,33 @@ import numpy as np
 from sources import MemoryStore, _analysis, _index
 from sources import _calibration_constants as current
 from sources._relevance import MODES, QueryProfile, dense_features, hybrid_features, lexical_features
-from sources._store import MemoryStore as _Store
+from sources._schema import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 from . import _locomo, _logit
+from .load_dev_sources import load_sources
 
 CANDIDATES = 50
+OFFTOPIC = tuple(
+    line.strip()
+    for line in (Path(__file__).parent / "offtopic_queries.txt").read_text(encoding="utf-8").splitlines()
+    if line.strip() and not line.startswith("#")
+)
 CONSTANTS = _locomo.ROOT / "sources" / "_calibration_constants.py"
 FEATURE_DOC = {
-    "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit",
+    "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity",
     "dense": "cosine, cosine * presence, presence, log1p(informative query terms)",
-    "hybrid": "the six lexical features, cosine, cosine * presence",
+    "hybrid": "the eight lexical features, cosine, cosine * presence",
 }
 
 
 @attrs.frozen(kw_only=True)
-class Tenant:
-    """One conversation as the store holds it: ids, analysed terms and unit vectors of its turns."""
+class Corpus:
+    """One corpus of one tenant as the store holds it: rowids, the evidence turn ids each
+    document stands for, analysed terms and unit vectors."""
 
-    conv: _locomo.Conversation
-    ids: tuple[str, ...]
+    corpus: int
+    index: dict[int, int]  # source rowid -> position
+    evidence: tuple[frozenset[str], ...]
     terms: tuple[list[str], ...]
     vectors: np.ndarray
 
@@ -51,54 +70,90 @@ class Tenant:
         return {int(i): float(cos[i]) for i in top}
 
 
-def tenants(store: MemoryStore, convs: list[_locomo.Conversation]) -> dict[str, Tenant]:
-    """Return every conversation's turns with their vectors (what dense recall sees)."""
+@attrs.frozen(kw_only=True)
+class Tenant:
+    """One conversation in every text corpus the selector scores."""
+
+    conv: _locomo.Conversation
+    ns_id: int
+    corpora: tuple[Corpus, ...]
+
+
+_CORPUS_SQL = {
+    CORPUS_ENTRIES: "SELECT rowid, text, json_array(id) FROM entries WHERE ns_id = ? ORDER BY rowid",
+    CORPUS_FACTS: "SELECT rowid, text, json_extract(metadata, '$.dia_ids') FROM facts WHERE ns_id = ? ORDER BY rowid",
+    CORPUS_KNOWLEDGE: "SELECT rowid, text, provenance FROM knowledge WHERE ns_id = ? ORDER BY rowid",
+}
+
+
+def tenants(
+    store: MemoryStore, convs: list[_locomo.Conversation], corpora: tuple[int, ...]
+) -> dict[str, Tenant]:
+    """Every conversation's documents with their vectors (what dense scoring sees)."""
     if store.embedder is None:
         raise SystemExit("the store has no embedder")
     out = {}
     for c in convs:
-        ids = tuple(t[0] for t in c.turns)
-        texts = [t[2] for t in c.turns]
-        out[c.sample_id] = Tenant(
-            conv=c,
-            ids=ids,
-            terms=tuple(_analysis.terms(t) for t in texts),
-            vectors=store.embedder.embed(texts),
-        )
+        with store.db.read() as conn:
+            ns_id = _index.find_ns(conn, c.namespace)
+            if ns_id is None:
+                raise SystemExit(f"{c.sample_id}: not loaded")
+            rows = {k: conn.execute(_CORPUS_SQL[k], (ns_id,)).fetchall() for k in corpora}
+        built = []
+        for k in corpora:
+            texts = [r[1] for r in rows[k]]
+            built.append(
+                Corpus(
+                    corpus=k,
+                    index={int(r[0]): i for i, r in enumerate(rows[k])},
+                    evidence=tuple(frozenset(json.loads(r[2] or "[]")) for r in rows[k]),
+                    terms=tuple(_analysis.terms(t) for t in texts),
+                    vectors=store.embedder.embed(texts),
+                )
+            )
+        out[c.sample_id] = Tenant(conv=c, ns_id=ns_id, corpora=tuple(built))
     return out
 
 
-def _lexical_top(store: MemoryStore, question: str, tenant: Tenant) -> tuple[QueryProfile, list[int]]:
+def _lexical_top(
+    store: MemoryStore, question: str, tenant: Tenant, corpus: Corpus
+) -> tuple[QueryProfile, list[int]]:
     with store.db.read() as conn:
-        ns_id = _index.find_ns(conn, tenant.conv.namespace)
-        prof = _index.profile(conn, ns_id, question)
-        if ns_id is None or not prof.present:
+        prof = _index.profile(conn, tenant.ns_id, question)
+        if not prof.present:
             return prof, []
-        rows = _Store._lexical_rows(conn, ns_id, prof, None, CANDIDATES)
-    pos = {dia: i for i, dia in enumerate(tenant.ids)}
-    return prof, [pos[r[1]] for r in rows]
+        rowids = _index.search(
+            conn, tenant.ns_id, sorted(prof.present), corpus=corpus.corpus, limit=CANDIDATES
+        )
+    return prof, [corpus.index[r] for r in rowids]
 
 
-Rows = list[tuple[str, list[float]]]
+Rows = list[tuple[frozenset[str], list[float]]]
 
 
 def candidates(store: MemoryStore, mode: str, question: str, qvec: np.ndarray, tenant: Tenant) -> Rows:
-    """(turn id, feature vector) of every candidate `mode`'s recall scores for a question."""
-    prof, lex = _lexical_top(store, question, tenant)
-    if not prof.terms:
-        return []
-    if mode == "lexical":
-        return [(tenant.ids[i], list(lexical_features(prof, tenant.terms[i]).vector())) for i in lex]
-    dense = tenant.dense_top(qvec, CANDIDATES)
-    if mode == "dense":
-        return [(tenant.ids[i], list(dense_features(prof, c))) for i, c in dense.items()]
-    pool = dict(dense)
-    for i in lex:
-        pool.setdefault(i, float(tenant.vectors[i] @ qvec))
-    return [
-        (tenant.ids[i], list(hybrid_features(prof, lexical_features(prof, tenant.terms[i]), c)))
-        for i, c in pool.items()
-    ]
+    """(evidence ids, feature vector) of every candidate `mode` scores for a question: the
+    store's (lexical, dense or both) and the lexical candidates of facts and summaries, as
+    the abstraction and consolidated sources find them."""
+    out: Rows = []
+    for corpus in tenant.corpora:
+        prof, lex = _lexical_top(store, question, tenant, corpus)
+        if not prof.terms:
+            return []
+        if mode == "lexical":
+            out += [(corpus.evidence[i], list(lexical_features(prof, corpus.terms[i]).vector())) for i in lex]
+            continue
+        pool = {i: float(corpus.vectors[i] @ qvec) for i in lex}
+        if corpus.corpus == CORPUS_ENTRIES:
+            pool.update(corpus.dense_top(qvec, CANDIDATES))
+        if mode == "dense":
+            out += [(corpus.evidence[i], list(dense_features(prof, c))) for i, c in pool.items()]
+        else:
+            out += [
+                (corpus.evidence[i], list(hybrid_features(prof, lexical_features(prof, corpus.terms[i]), c)))
+                for i, c in pool.items()
+            ]
+    return out
 
 
 def dataset(
@@ -110,10 +165,14 @@ def dataset(
     for owner, foreign in _locomo.foreign_pairs(convs):
         xs, ys = out[owner.sample_id]
         for q in owner.questions():
-            for dia, vec in candidates(store, mode, q.text, qvecs[q.text], ten[owner.sample_id]):
+            for evidence, vec in candidates(store, mode, q.text, qvecs[q.text], ten[owner.sample_id]):
                 xs.append(vec)
-                ys.append(1.0 if dia in q.evidence else 0.0)
-            for _dia, vec in candidates(store, mode, q.text, qvecs[q.text], ten[foreign.sample_id]):
+                ys.append(1.0 if evidence & q.evidence else 0.0)
+            for _evidence, vec in candidates(store, mode, q.text, qvecs[q.text], ten[foreign.sample_id]):
+                xs.append(vec)
+                ys.append(0.0)
+        for text in OFFTOPIC:
+            for _evidence, vec in candidates(store, mode, text, qvecs[text], ten[owner.sample_id]):
                 xs.append(vec)
                 ys.append(0.0)
     return {k: (np.array(x, dtype=np.float64), np.array(y, dtype=np.float64)) for k, (x, y) in out.items()}
@@ -138,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mode", choices=(*MODES, "all"), default="all")
     parser.add_argument("--write", action="store_true", help="write the fitted constants into the package")
+    parser.add_argument(
+        "--turns-only", action="store_true", help="fit every mode on conversation turns alone"
+    )
     args = parser.parse_args(argv)
     _locomo.require_data()
     convs = _locomo.load()
@@ -149,12 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory() as tmp:
         store = _locomo.build_store(Path(tmp) / "dev.db", convs)
-        ten = tenants(store, convs)
+        load_sources(store, convs)
+        every = tenants(store, convs, (CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE))
+        turns = {k: attrs.evolve(t, corpora=t.corpora[:1]) for k, t in every.items()}
         if store.embedder is None:
             raise SystemExit("the store has no embedder")
-        texts = sorted({q.text for c in convs for q in c.questions()})
+        texts = sorted({q.text for c in convs for q in c.questions()} | set(OFFTOPIC))
         qvecs = dict(zip(texts, store.embedder.embed(texts), strict=True))
         for mode in modes:
+            ten = turns if args.turns_only or mode == "lexical" else every
             data = dataset(store, mode, ten, qvecs)
             ece, n, pos = loco(data)
             print(f"{mode}: {n} candidates, {pos} positives, LOCO ECE (10 bins) = {ece:.4f}")

@@ -38,6 +38,7 @@ from ._store import Memory as Memory
 from ._store import MemoryStore as MemoryStore
 from ._store import NewEntry as NewEntry
 from ._store import Recalled as Recalled
+from ._store import entry_errors as entry_errors
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
 from ._tasks import SqliteTaskRepository as SqliteTaskRepository
@@ -81,6 +82,7 @@ __all__ = [
     "delete_memorule",
     "embed_and_store_vectors",
     "ensure_memory_type_column",
+    "entry_errors",
     "memorule_errors",
     "memorule_history",
     "remember",

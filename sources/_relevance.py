@@ -61,6 +61,7 @@ class QueryProfile:
     idf: Mapping[str, float]
     present: frozenset[str]
     avgdl: float
+    n_docs: int = 0
 
     @classmethod
     def build(
@@ -73,12 +74,18 @@ class QueryProfile:
             idf={t: idf(n_docs, df.get(t, 0)) for t in uniq},
             present=frozenset(t for t in uniq if df.get(t, 0) > 0),
             avgdl=(total_len / n_docs) if n_docs else 1.0,
+            n_docs=n_docs,
         )
 
     @property
     def mass(self) -> float:
         """Total IDF mass of the query's informative terms."""
         return sum(self.idf.values())
+
+    @property
+    def max_idf(self) -> float:
+        """The IDF a term seen nowhere in the namespace would have: the scale of specificity."""
+        return idf(self.n_docs, 0)
 
     @property
     def presence(self) -> float:
@@ -97,6 +104,8 @@ class LexicalFeatures:
     unmatched: int
     presence: float
     rarest_hit: float
+    specificity: float = 0.0
+    peak_specificity: float = 0.0
 
     def vector(self) -> tuple[float, ...]:
         """Return the feature vector in the order of the fitted weights."""
@@ -107,6 +116,8 @@ class LexicalFeatures:
             math.log1p(self.unmatched),
             self.presence,
             self.rarest_hit,
+            self.specificity,
+            self.peak_specificity,
         )
 
 
@@ -133,6 +144,10 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
     bm25 = sum(profile.idf[t] * tf[t] * (K1 + 1.0) / (tf[t] + norm) for t in matched)
     present = [t for t in profile.terms if t in profile.present]
     rarest = max(present, key=lambda t: profile.idf[t]) if present else None
+    # Specificity: matched IDF on the namespace's own scale (1 = a term no other memory
+    # has), so evidence means the same in a small store and a large one.
+    scale = max(profile.max_idf, 1e-9)
+    specific = [profile.idf[t] / scale for t in matched]
     return LexicalFeatures(
         coverage=covered / mass,
         bm25_norm=bm25 / (mass * (K1 + 1.0)),
@@ -140,6 +155,8 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
         unmatched=len(profile.terms) - len(matched),
         presence=profile.presence,
         rarest_hit=1.0 if rarest is not None and tf[rarest] else 0.0,
+        specificity=sum(specific),
+        peak_specificity=max(specific, default=0.0),
     )
 
 

@@ -120,6 +120,11 @@ class _Row:
     metadata: str
 
 
+def entry_errors(entry: NewEntry) -> list[FieldError]:
+    """Every problem with one memory to write (none: it would be accepted, id clashes aside)."""
+    return _checked(entry)[1]
+
+
 def _checked(entry: NewEntry, prefix: str = "") -> tuple[_Row | None, list[FieldError]]:
     errors = _validate.text_errors(f"{prefix}text", entry.text)
     errors += _validate.choice_errors(f"{prefix}kind", entry.kind, _validate.KINDS, optional=False)

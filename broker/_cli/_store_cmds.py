@@ -9,12 +9,30 @@ from pathlib import Path
 from typing import Any
 
 from broker import MEMORY_TYPES, FieldError, ValidationError
-from sources import NewEntry
+from sources import NewEntry, Writers, entry_errors
 
 from ._app import App, UsageError
 from ._memorules import add_remember_arguments, remember_command
 
 _INGEST_KEYS = frozenset({"id", "text", "kind", "memory_type", "created_at", "importance", "metadata"})
+# Other record types load the other sources: {"record": "fact", ...}. Keys each accepts,
+# and those it requires.
+_RECORDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "fact": (
+        frozenset({"text", "subject", "predicate", "object", "id", "created_at", "metadata"}),
+        frozenset(),
+    ),
+    "knowledge": (
+        frozenset({"text", "provenance", "id", "created_at", "metadata"}),
+        frozenset({"text", "provenance"}),
+    ),
+    "neuron": (
+        frozenset({"text", "triggers", "importance", "id", "created_at", "metadata"}),
+        frozenset({"text", "triggers"}),
+    ),
+    "node": (frozenset({"name", "aliases", "description", "id", "created_at"}), frozenset({"name"})),
+    "edge": (frozenset({"src", "relation", "dst", "created_at"}), frozenset({"src", "relation", "dst"})),
+}
 _PROGRESS_EVERY = 1000
 
 
@@ -99,19 +117,43 @@ def stats(args: argparse.Namespace, app: App) -> int:
 
 
 def ingest(args: argparse.Namespace, app: App) -> int:
-    """Validate every line, then write them all in one transaction."""
-    entries = read_jsonl_entries(Path(args.file))
+    """Validate every line, then write: memories in one transaction, then the other records."""
+    entries, records = read_jsonl(Path(args.file))
     store = app.store()
     progress = _progress if len(entries) >= _PROGRESS_EVERY else None
     try:
-        ids = store.add_entries(entries, namespace=app.namespace, replace=args.replace, progress=progress)  # type: ignore[call-arg,unused-ignore]
-    except TypeError:
-        ids = store.add_entries(entries, namespace=app.namespace, replace=args.replace)
+        ids = store.add_entries(entries, namespace=app.namespace, replace=args.replace, progress=progress)
     except ValidationError as exc:
         raise UsageError(*(f"error: {_line_of(e)}: {e.message} ({e.code})" for e in exc.errors)) from exc
-    sys.stderr.write(f"ingested {len(ids)} memories into {app.namespace}\n")
-    app.out(str(len(ids)))
+    written = _write_records(app, records, replace=args.replace)
+    sys.stderr.write(f"ingested {len(ids)} memories and {written} other records into {app.namespace}\n")
+    app.out(str(len(ids) + written))
     return 0
+
+
+def _write_records(app: App, records: list[tuple[int, str, dict[str, Any]]], *, replace: bool) -> int:
+    """Write fact, knowledge, neuron, node and edge records (nodes before edges)."""
+    writers = Writers.for_store(app.store())
+    order = {"fact": 0, "knowledge": 1, "neuron": 2, "node": 3, "edge": 4}
+    ns = app.namespace
+    for number, kind, obj in sorted(records, key=lambda r: (order[r[1]], r[0])):
+        try:
+            if kind == "fact":
+                writers.facts.add_fact(namespace=ns, replace=replace, **obj)
+            elif kind == "knowledge":
+                writers.knowledge.add_knowledge(namespace=ns, replace=replace, **obj)
+            elif kind == "neuron":
+                writers.neurons.add_neuron(namespace=ns, replace=replace, **obj)
+            elif kind == "node":
+                writers.graphs.add_node(namespace=ns, replace=replace, **obj)
+            else:
+                src, relation, dst = obj.pop("src"), obj.pop("relation"), obj.pop("dst")
+                writers.graphs.add_edge(src, relation, dst, namespace=ns, **obj)
+        except ValidationError as exc:
+            raise UsageError(
+                *(f"error: line {number}: {e.field}: {e.message} ({e.code})" for e in exc.errors)
+            ) from exc
+    return len(records)
 
 
 def _progress(done: int, total: int) -> None:
@@ -127,33 +169,55 @@ def _line_of(e: FieldError) -> str:
     return e.field
 
 
-def read_jsonl_entries(path: Path) -> list[NewEntry]:
+def read_jsonl(path: Path) -> tuple[list[NewEntry], list[tuple[int, str, dict[str, Any]]]]:
     """Parse and validate a memories file; every bad line is reported with its number."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"error: {path}: {exc}") from exc
     entries: list[NewEntry] = []
+    records: list[tuple[int, str, dict[str, Any]]] = []
     errors: list[str] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        entry, problems = _parse_line(line)
-        errors += [f"error: line {number}: {p}" for p in problems]
+        entry, record, problems = _parse_line(line)
         if entry is not None:
+            problems += [f"{e.field}: {e.message} ({e.code})" for e in entry_errors(entry)]
             entries.append(entry)
+        if record is not None:
+            records.append((number, *record))
+        errors += [f"error: line {number}: {p}" for p in problems]
     if errors:
         raise UsageError(*errors, f"error: {path}: nothing was written")
-    return entries
+    return entries, records
 
 
-def _parse_line(line: str) -> tuple[NewEntry | None, list[str]]:
+def _parse_line(line: str) -> tuple[NewEntry | None, tuple[str, dict[str, Any]] | None, list[str]]:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON ({exc.msg})"]
+        return None, None, [f"invalid JSON ({exc.msg})"]
     if not isinstance(obj, dict):
-        return None, ["must be a JSON object"]
+        return None, None, ["must be a JSON object"]
+    kind = obj.pop("record", "memory")
+    if kind != "memory":
+        record, problems = _parse_record(kind, obj)
+        return None, record, problems
+    entry, problems = _parse_memory(obj)
+    return entry, None, problems
+
+
+def _parse_record(kind: object, obj: dict[str, Any]) -> tuple[tuple[str, dict[str, Any]] | None, list[str]]:
+    if not isinstance(kind, str) or kind not in _RECORDS:
+        return None, [f"record: must be one of memory, {', '.join(_RECORDS)}"]
+    allowed, required = _RECORDS[kind]
+    problems = [f"{k}: unknown field for a {kind} record" for k in obj if k not in allowed]
+    problems += [f"{k}: required for a {kind} record" for k in sorted(required) if k not in obj]
+    return (None if problems else (kind, obj)), problems
+
+
+def _parse_memory(obj: dict[str, Any]) -> tuple[NewEntry | None, list[str]]:
     problems = [f"{k}: unknown field" for k in obj if k not in _INGEST_KEYS]
     if "text" not in obj:
         problems.append("text: required")

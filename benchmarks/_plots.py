@@ -1,0 +1,114 @@
+"""PNG plots of one run (matplotlib, a benchmark-only dependency, drawn off-screen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _pyplot() -> Any:  # noqa: ANN401 - matplotlib is optional and loosely typed
+    import matplotlib as mpl  # noqa: PLC0415
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
+def latency_vs_n(latency: dict[str, Any], out: Path) -> Path:
+    """select_for_task and assemble p50/p99 against N, per mode, log-log."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sizes = sorted(latency["sizes"].values(), key=lambda s: s["n"])
+    for mode, colour in (("lexical", "tab:blue"), ("hybrid", "tab:orange")):
+        for api, style in (("select_for_task", "-"), ("assemble", ":")):
+            pts = [(s["n"], s["modes"][mode][api]["latency_ms"]) for s in sizes if mode in s["modes"]]
+            if not pts:
+                continue
+            xs = [n for n, _ in pts]
+            ax.plot(
+                xs, [p["p99"] for _, p in pts], style, color=colour, marker="o", label=f"{mode} {api} p99"
+            )
+            ax.plot(
+                xs,
+                [p["p50"] for _, p in pts],
+                style,
+                color=colour,
+                marker=".",
+                alpha=0.5,
+                label=f"{mode} {api} p50",
+            )
+        floor = [(s["n"], s["modes"][mode]["floor_ms"]["p99"]) for s in sizes if mode in s["modes"]]
+        if floor:
+            ax.plot(
+                *zip(*floor, strict=True), "--", color=colour, alpha=0.4, label=f"{mode} bare queries p99"
+            )
+    ax.axhline(latency["deadline_ms"], color="grey", lw=0.8, label="deadline")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("memories (N)")
+    ax.set_ylabel("ms per turn")
+    ax.set_title("Per-turn latency vs corpus size")
+    ax.legend(fontsize=6, ncol=2)
+    path = out / "latency_vs_n.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def throughput(latency: dict[str, Any], out: Path) -> Path:
+    """Turns/s (all, and with every source complete) against concurrency."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, size in sorted(latency["sizes"].items(), key=lambda kv: kv[1]["n"]):
+        for mode, data in size["modes"].items():
+            rows = data["throughput"]
+            xs = [r["concurrency"] for r in rows]
+            line = ax.plot(xs, [r["turns_per_s"] for r in rows], marker="o", label=f"{key} {mode} all turns")
+            ax.plot(
+                xs,
+                [r["complete_turns_per_s"] for r in rows],
+                "--",
+                marker="x",
+                color=line[0].get_color(),
+                label=f"{key} {mode} every source complete",
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent turns")
+    ax.set_ylabel("turns / s")
+    ax.set_title("Throughput (select_for_task)")
+    ax.legend(fontsize=6)
+    path = out / "throughput.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def quality(result: dict[str, Any], out: Path) -> Path:
+    """Grouped bars of the quality figures per system."""
+    plt = _pyplot()
+    metrics = (
+        "evidence_recall",
+        "false_abstention",
+        "trivial_abstention",
+        "foreign_abstention",
+        "irrelevant_memory_rate",
+    )
+    systems = list(result["systems"])
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / max(len(systems), 1)
+    for i, name in enumerate(systems):
+        vals = [result["systems"][name][m] for m in metrics]
+        ax.bar([j + i * width for j in range(len(metrics))], vals, width, label=name)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(metrics))])
+    ax.set_xticklabels([m.replace("_", "\n") for m in metrics], fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Relevance on LoCoMo dev (budget {result['budget']})")
+    ax.legend(fontsize=7)
+    path = out / "quality.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,253 @@
+"""Relevance quality on the LoCoMo dev conversations: the broker in each mode against the
+baselines a user would pick instead (plain BM25 top-k, plain dense top-k with no floor).
+
+The broker runs the real selector over every default source (loaded by
+`load_dev_sources.load_sources`, turns included), budget 40. The baselines index the same
+texts per tenant (turns, observation facts, session summaries; each maps to its dia_ids as
+`load_dev_sources.evidence_ids` does) and always inject their top 40 (BM25: matching ones).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import attrs
+import numpy as np
+
+from broker import MemorySelector, TokenCounter, open_selector
+from sources import MemoryStore, _vectors, default_sources
+
+from . import _locomo
+from .load_dev_sources import evidence_ids, load_sources
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from sources._embedder import MiniLMEmbedder
+
+BUDGET: Final = 40
+QUALITY_DEADLINE: Final = 2.0
+"""Seconds per turn here: quality, not latency, is measured (latency is in latency.json)."""
+
+Retrieved = list[tuple[set[str], str]]  # per injected memory: (dia_ids it stands for, text)
+
+
+@attrs.frozen(kw_only=True)
+class Doc:
+    evidence: frozenset[str]
+    text: str
+
+
+def docs(store: MemoryStore, conv: _locomo.Conversation) -> tuple[list[Doc], list[tuple[int, int]]]:
+    """The tenant's texts as baseline documents, with (corpus, rowid) of each for its vector."""
+    out: list[Doc] = []
+    keys: list[tuple[int, int]] = []
+    with store.db.read() as conn:
+        ns = conn.execute(
+            "SELECT ns_id FROM namespaces WHERE tenant_id = ? AND project_id = ?",
+            (conv.namespace.tenant_id, conv.namespace.project_id),
+        ).fetchone()[0]
+        for rowid, id_, text in conn.execute("SELECT rowid, id, text FROM entries WHERE ns_id = ?", (ns,)):
+            out.append(Doc(evidence=frozenset({id_}), text=text))
+            keys.append((0, rowid))
+        for rowid, text, meta in conn.execute(
+            "SELECT rowid, text, metadata FROM facts WHERE ns_id = ?", (ns,)
+        ):
+            out.append(Doc(evidence=frozenset(json.loads(meta or "{}").get("dia_ids", [])), text=text))
+            keys.append((1, rowid))
+        for rowid, text, prov in conn.execute(
+            "SELECT rowid, text, provenance FROM knowledge WHERE ns_id = ?", (ns,)
+        ):
+            out.append(Doc(evidence=frozenset(json.loads(prov)), text=text))
+            keys.append((2, rowid))
+    return out, keys
+
+
+def bm25_retriever(store: MemoryStore, convs: Sequence[_locomo.Conversation]) -> Callable[..., Any]:
+    import bm25s  # noqa: PLC0415 - optional benchmark dependency
+
+    index: dict[str, tuple[Any, list[Doc]]] = {}
+    for c in convs:
+        ds, _ = docs(store, c)
+        model = bm25s.BM25()
+        model.index(
+            bm25s.tokenize([d.text for d in ds], stopwords="en", show_progress=False), show_progress=False
+        )
+        index[c.sample_id] = (model, ds)
+
+    async def retrieve(task: str, conv: _locomo.Conversation) -> Retrieved:
+        model, ds = index[conv.sample_id]
+        tokens = bm25s.tokenize([task], stopwords="en", show_progress=False)
+        if not tokens.vocab:
+            return []
+        hits, scores = model.retrieve(tokens, k=min(BUDGET, len(ds)), show_progress=False)
+        return [
+            (set(ds[int(i)].evidence), ds[int(i)].text)
+            for i, s in zip(hits[0], scores[0], strict=True)
+            if s > 0
+        ]
+
+    return retrieve
+
+
+def dense_retriever(
+    store: MemoryStore, convs: Sequence[_locomo.Conversation], embedder: MiniLMEmbedder
+) -> Callable[..., Any]:
+    index: dict[str, tuple[np.ndarray, list[Doc]]] = {}
+    for c in convs:
+        ds, keys = docs(store, c)
+        with store.db.read() as conn:
+            vecs = []
+            for corpus, rowid in keys:
+                blob = conn.execute(
+                    "SELECT vec FROM vectors WHERE corpus = ? AND src_rowid = ? AND model_id = ?",
+                    (corpus, rowid, embedder.model_id),
+                ).fetchone()[0]
+                vecs.append(blob)
+        index[c.sample_id] = (_vectors.from_blobs(vecs, embedder.dim), ds)
+    cache: dict[str, np.ndarray] = {}
+
+    async def retrieve(task: str, conv: _locomo.Conversation) -> Retrieved:
+        matrix, ds = index[conv.sample_id]
+        if task not in cache:
+            cache[task] = embedder.embed([task])[0]
+        top = np.argsort(-(matrix @ cache[task]))[:BUDGET]
+        return [(set(ds[int(i)].evidence), ds[int(i)].text) for i in top]
+
+    return retrieve
+
+
+@attrs.define
+class Tally:
+    """Counts over one kind of turn."""
+
+    turns: int = 0
+    abstained: int = 0
+    hits: int = 0
+    evidence: int = 0
+    evidence_found: int = 0
+    injected: int = 0
+    irrelevant: int = 0
+    tokens: int = 0
+
+    def add(self, got: Retrieved, gold: frozenset[str], counter: TokenCounter) -> None:
+        self.turns += 1
+        self.abstained += not got
+        found = set().union(*(e for e, _ in got)) if got else set()
+        self.hits += bool(found & gold)
+        self.evidence += len(gold)
+        self.evidence_found += len(found & gold)
+        self.injected += len(got)
+        self.irrelevant += sum(not (e & gold) for e, _ in got)
+        self.tokens += sum(counter.count(t) for _, t in got)
+
+    def figures(self) -> dict[str, float]:
+        n = max(self.turns, 1)
+        return {
+            "turns": self.turns,
+            "abstention": round(self.abstained / n, 4),
+            "hit_rate": round(self.hits / n, 4),
+            "evidence_recall": round(self.evidence_found / max(self.evidence, 1), 4),
+            "irrelevant_memory_rate": round(self.irrelevant / max(self.injected, 1), 4),
+            "mean_injected": round(self.injected / n, 2),
+            "tokens_per_turn": round(self.tokens / n, 1),
+        }
+
+
+async def evaluate(
+    retrieve: Callable[[str, _locomo.Conversation], Awaitable[Retrieved]],
+    convs: Sequence[_locomo.Conversation],
+    *,
+    max_questions: int | None,
+) -> dict[str, Any]:
+    """Every kind of turn through one retriever; the figures per kind and the headline ones."""
+    counter = TokenCounter()
+    kinds = {k: Tally() for k in ("answerable", "adversarial", "trivial", "foreign")}
+    started = time.perf_counter()
+    for owner, foreign in _locomo.foreign_pairs(list(convs)):
+        for q in owner.questions()[:max_questions]:
+            kinds["answerable"].add(await retrieve(q.text, owner), q.evidence, counter)
+            kinds["foreign"].add(await retrieve(q.text, foreign), frozenset(), counter)
+        for q in owner.questions((5,))[:max_questions]:
+            kinds["adversarial"].add(await retrieve(q.text, owner), q.evidence, counter)
+        for task in _locomo.trivial_tasks():
+            kinds["trivial"].add(await retrieve(task, owner), frozenset(), counter)
+    elapsed = time.perf_counter() - started
+    fig = {k: t.figures() for k, t in kinds.items()}
+    pooled = Tally()
+    for k in ("answerable", "trivial", "foreign"):
+        for f in attrs.fields(Tally):
+            setattr(pooled, f.name, getattr(pooled, f.name) + getattr(kinds[k], f.name))
+    return {
+        "evidence_recall": fig["answerable"]["evidence_recall"],
+        "hit_rate": fig["answerable"]["hit_rate"],
+        "false_abstention": fig["answerable"]["abstention"],
+        "trivial_abstention": fig["trivial"]["abstention"],
+        "foreign_abstention": fig["foreign"]["abstention"],
+        "irrelevant_memory_rate": pooled.figures()["irrelevant_memory_rate"],
+        "irrelevant_memory_rate_answerable": fig["answerable"]["irrelevant_memory_rate"],
+        "tokens_per_turn": pooled.figures()["tokens_per_turn"],
+        "tokens_per_answerable_turn": fig["answerable"]["tokens_per_turn"],
+        "category_5": fig["adversarial"],
+        "by_kind": fig,
+        "seconds": round(elapsed, 1),
+    }
+
+
+async def run(
+    *,
+    modes: Sequence[str],
+    embedder: MiniLMEmbedder | None,
+    max_questions: int | None,
+    conversations: int | None,
+    baselines: Sequence[str],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Build the dev store (real embeddings when `embedder`), then evaluate every system."""
+    convs = _locomo.load()[:conversations]
+    out: dict[str, Any] = {
+        "budget": BUDGET,
+        "conversations": [c.sample_id for c in convs],
+        "max_questions_per_conversation": max_questions,
+        "systems": {},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        store = MemoryStore.open(
+            Path(tmp) / "dev.db", embedder=embedder, mode="hybrid" if embedder else "lexical"
+        )
+        try:
+            out["counts"] = await anyio.to_thread.run_sync(lambda: load_sources(store, convs, turns=True))
+            out["load_seconds"] = round(time.perf_counter() - started, 1)
+            log(f"quality: dev store loaded in {out['load_seconds']} s")
+            for mode in modes:
+                async with open_selector(default_sources(store), deadline=QUALITY_DEADLINE, mode=mode) as sel:
+
+                    async def broker(
+                        task: str, conv: _locomo.Conversation, sel: MemorySelector = sel
+                    ) -> Retrieved:
+                        res = await sel.select_for_task(task, namespace=conv.namespace, budget=BUDGET)
+                        return [(evidence_ids(b), b.text) for b in res.blocks]
+
+                    out["systems"][f"broker-{mode}"] = await evaluate(
+                        broker, convs, max_questions=max_questions
+                    )
+                log(f"quality: broker-{mode} done")
+            if "bm25" in baselines:
+                out["systems"]["bm25-top40"] = await evaluate(
+                    bm25_retriever(store, convs), convs, max_questions=max_questions
+                )
+                log("quality: bm25 done")
+            if "dense" in baselines and embedder is not None:
+                out["systems"]["dense-top40"] = await evaluate(
+                    dense_retriever(store, convs, embedder), convs, max_questions=max_questions
+                )
+                log("quality: dense done")
+        finally:
+            store.close()
+    return out

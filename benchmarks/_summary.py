@@ -1,0 +1,275 @@
+"""SUMMARY.md of one run: the headline figures against the targets, then the details."""
+
+# ruff: noqa: E501 - Markdown rows and labels read better unbroken
+
+from __future__ import annotations
+
+from typing import Any
+
+SLACK_MS = 10.0
+TARGETS = {"lexical": 10.0, "hybrid": 25.0, "million": 60.0, "overhead": 1.5, "turns_per_s": 250.0}
+
+_QUALITY_NOTE = (
+    "Evidence recall: share of gold evidence turns covered by what is injected (a fact or summary "
+    "covers the turns it cites). Irrelevant: an injected memory covering none of the question's "
+    "evidence (every memory injected on trivial and foreign turns counts); LoCoMo marks one or two "
+    "turns per question, so this is an upper bound. The baselines inject their top 40 (BM25: those "
+    "matching a term) and otherwise never abstain."
+)
+
+
+def _get(d: Any, *keys: str) -> Any:  # noqa: ANN401 - walks loosely typed JSON
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _mark(value: float | None, target: float, *, at_most: bool) -> str:
+    if value is None:
+        return "not run"
+    met = value <= target if at_most else value >= target
+    return "met" if met else "**not met**"
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    return "-" if v is None else f"{v:g} {unit}"
+
+
+def _sizes(lat: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return sorted(lat.get("sizes", {}).items(), key=lambda kv: kv[1]["n"])
+
+
+def targets(lat: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(what, measured, target, verdict) rows."""
+    sizes = _sizes(lat)
+    hybrid = [k for k, s in sizes if "hybrid" in s["modes"]]
+    big = hybrid[-1] if hybrid else None
+    million = sizes[-1][0] if sizes and sizes[-1][0] != big else None
+    deadline = float(lat.get("deadline_ms", 100.0))
+    rows: list[tuple[str, str, str, str]] = []
+    for label, key, mode, target in (
+        ("selection p99, lexical", big, "lexical", TARGETS["lexical"]),
+        ("selection p99, hybrid (task embedding included)", big, "hybrid", TARGETS["hybrid"]),
+        ("selection p99, lexical", million, "lexical", TARGETS["million"]),
+    ):
+        v = _get(lat, "sizes", str(key), "modes", mode, "select_for_task", "latency_ms", "p99")
+        rows.append(
+            (f"{label} at N={key or '-'}", _fmt(v, "ms"), f"<= {target:g} ms", _mark(v, target, at_most=True))
+        )
+    for mode in ("lexical", "hybrid"):
+        ratio = _get(lat, "sizes", str(big), "modes", mode, "overhead_ratio") or {}
+        v = ratio.get("p50")
+        label = f"broker overhead over the bare queries, {mode} at N={big} (p50 ratio; p99 ratio {ratio.get('p99')})"
+        rows.append(
+            (label, _fmt(v, "x"), f"<= {TARGETS['overhead']:g}x", _mark(v, TARGETS["overhead"], at_most=True))
+        )
+    levels = _get(lat, "sizes", str(big), "modes", "lexical", "throughput") or []
+    best = max(levels, key=lambda t: t["complete_turns_per_s"], default=None)
+    v = None if best is None else best["complete_turns_per_s"]
+    label = (
+        f"sustained turns/s with every source complete, lexical at N={big} (best level: "
+        f"{best['concurrency'] if best else '-'} concurrent; all turns {best['turns_per_s'] if best else '-'}/s)"
+    )
+    rows.append(
+        (
+            label,
+            _fmt(v, "/s"),
+            f">= {TARGETS['turns_per_s']:g}/s",
+            _mark(v, TARGETS["turns_per_s"], at_most=False),
+        )
+    )
+    for mode in ("lexical", "hybrid"):
+        levels = _get(lat, "sizes", str(big), "modes", mode, "throughput") or []
+        over = next((t for t in levels if t["concurrency"] == max(t["concurrency"] for t in levels)), None)
+        v = None if over is None else over["latency_ms"]["p99"]
+        label = (
+            f"overload ({over['concurrency'] if over else '-'} concurrent), {mode} at N={big}: p99 turn latency "
+            f"(turns with every source complete: {over['share_every_source_completed'] if over else '-'})"
+        )
+        limit = deadline + SLACK_MS
+        rows.append((label, _fmt(v, "ms"), f"<= {limit:g} ms", _mark(v, limit, at_most=True)))
+    return rows
+
+
+def render(
+    machine: dict[str, Any], lat: dict[str, Any] | None, quality: dict[str, Any] | None, notes: list[str]
+) -> str:
+    """The whole SUMMARY.md."""
+    out = [
+        "# Benchmark summary",
+        "",
+        (
+            f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine.get('memory_gb')} GB; "
+            f"Python {machine['python']}, SQLite {machine['sqlite']}; {machine['platform']}; "
+            f"commit {machine.get('git_commit')}; {machine['date_utc']}; load average at start / end "
+            f"{machine.get('loadavg_at_start')} / {machine.get('loadavg_at_end')}. Library versions: machine.json."
+        ),
+        "",
+        "Reproduce from the repository root: `python -m benchmarks` (full) or `python -m benchmarks --quick`.",
+        "Absolute times vary between machines; the figures compared are measured side by side in one run.",
+        "",
+    ]
+    if notes:
+        out += ["## Notes", "", *[f"- {n}" for n in notes], ""]
+    if lat is not None:
+        out += ["## Targets", "", "| figure | measured | target | verdict |", "|---|---|---|---|"]
+        out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in targets(lat)]
+        out += ["", *_latency_tables(lat), *_throughput_table(lat), *_sources_table(lat), *_writes_table(lat)]
+    if quality is not None:
+        out += _quality_table(quality)
+    out += ["", "Plots: `latency_vs_n.png`, `throughput.png`, `quality.png`.", ""]
+    return "\n".join(out)
+
+
+def _latency_tables(lat: dict[str, Any]) -> list[str]:
+    out = [
+        f"## Latency per turn (deadline {lat['deadline_ms']:g} ms, budget {lat['budget']}, one turn at a time)",
+        "",
+        (
+            "| N | mode | select p50 / p95 / p99 ms | assemble p50 / p95 / p99 ms | bare queries p50 / p99 ms "
+            "| overhead p50 / p99 | turns with every source complete | mean selected |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, size in _sizes(lat):
+        for mode, m in size["modes"].items():
+            s, a, f = m["select_for_task"]["latency_ms"], m["assemble"]["latency_ms"], m["floor_ms"]
+            ratio, sel = m["overhead_ratio"], m["select_for_task"]
+            out.append(
+                f"| {key} | {mode} | {s['p50']} / {s['p95']} / {s['p99']} | {a['p50']} / {a['p95']} / {a['p99']} "
+                f"| {f['p50']} / {f['p99']} | {ratio['p50']}x / {ratio['p99']}x "
+                f"| {sel['share_every_source_completed']} | {sel['mean_selected']} |"
+            )
+    out += [
+        "",
+        (
+            "Bare queries: per task, the FTS5 queries the sources issue (store entries untyped and "
+            "persona-typed, facts, knowledge) run back to back on one connection; in hybrid also embedding "
+            "the task and the two exact vector searches of the entries. Overhead = select_for_task / bare."
+        ),
+        "",
+    ]
+    return out
+
+
+def _throughput_table(lat: dict[str, Any]) -> list[str]:
+    out = [
+        "## Throughput and overload (select_for_task)",
+        "",
+        (
+            "| N | mode | concurrent | turns/s | turns/s, every source complete | p50 / p99 ms "
+            "| some source missed deadline | every source completed | source statuses |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, size in _sizes(lat):
+        for mode, m in size["modes"].items():
+            for t in m["throughput"]:
+                statuses = ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items()))
+                out.append(
+                    f"| {key} | {mode} | {t['concurrency']} | {t['turns_per_s']} | {t['complete_turns_per_s']} "
+                    f"| {t['latency_ms']['p50']} / {t['latency_ms']['p99']} "
+                    f"| {t['share_some_source_missed_deadline']} | {t['share_every_source_completed']} "
+                    f"| {statuses} |"
+                )
+    return [*out, ""]
+
+
+def _sources_table(lat: dict[str, Any]) -> list[str]:
+    out = [
+        "## Per-source latency (select_for_task, one turn at a time; p50 / p99 ms)",
+        "",
+    ]
+    rows = []
+    names: list[str] = []
+    for key, size in _sizes(lat):
+        for mode, m in size["modes"].items():
+            per = m["select_for_task"].get("per_source_ms", {})
+            names = names or list(per)
+            rows.append(f"| {key} | {mode} | " + " | ".join(_p(per.get(n)) for n in names) + " |")
+    if not names:
+        return []
+    out += ["| N | mode | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names), *rows, ""]
+    return out
+
+
+def _p(v: dict[str, float] | None) -> str:
+    return "-" if not v else f"{v['p50']} / {v['p99']}"
+
+
+def _writes_table(lat: dict[str, Any]) -> list[str]:
+    out = [
+        "## Writes, size, memory",
+        "",
+        (
+            "| N | build (memories/s, batched, no embedding) | single write, no embedding p50 / p99 ms "
+            "| single write with embedding p50 / p99 ms | database | peak RSS so far |"
+        ),
+        "|---|---|---|---|---|---|",
+    ]
+    for key, size in _sizes(lat):
+        w, e = size["single_write_lexical_ms"], size.get("single_write_with_embedding_ms")
+        emb = f"{e['p50']} / {e['p99']}" if e else "-"
+        out.append(
+            f"| {key} | {size['build_per_s']} | {w['p50']} / {w['p99']} | {emb} "
+            f"| {size['db_bytes'] / 2**20:.0f} MiB | {size['peak_rss_mb']} MiB |"
+        )
+    ing = lat["ingest"]["batched_with_embeddings"]
+    out += [
+        "",
+        (
+            f"Ingest with real embeddings (one add_entries call): {ing['per_s']} memories/s "
+            f"({ing['memories']} memories in {ing['seconds']} s). Peak RSS of the run: {lat['peak_rss_mb']} MiB."
+        ),
+    ]
+    dense = lat.get("bare_dense")
+    if dense:
+        d = dense["latency_ms"]
+        out += [
+            "",
+            (
+                f"Bare exact dense search (the store's exact search), top-{dense['k']} over {dense['n']} "
+                f"synthetic unit vectors, {dense['note']}: p50 {d['p50']} ms, p95 {d['p95']} ms, p99 {d['p99']} ms."
+            ),
+        ]
+    return out
+
+
+def _quality_table(q: dict[str, Any]) -> list[str]:
+    sample = q["max_questions_per_conversation"]
+    scope = f"{len(q['conversations'])} conversations" + (
+        "" if sample is None else f", {sample} questions each"
+    )
+    out = [
+        "",
+        f"## Relevance on the LoCoMo dev conversations (budget {q['budget']}; {scope})",
+        "",
+        (
+            "| system | evidence recall | hit rate | false abstention | trivial abstention | foreign abstention "
+            "| irrelevant-memory rate (all / answerable) | tokens per turn (all / answerable) |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in q["systems"].items():
+        out.append(
+            f"| {name} | {s['evidence_recall']} | {s['hit_rate']} | {s['false_abstention']} "
+            f"| {s['trivial_abstention']} | {s['foreign_abstention']} "
+            f"| {s['irrelevant_memory_rate']} / {s['irrelevant_memory_rate_answerable']} "
+            f"| {s['tokens_per_turn']} / {s['tokens_per_answerable_turn']} |"
+        )
+    out += [
+        "",
+        "Category 5 (adversarial: entity/speaker attribution, not the floor), reported separately:",
+        "",
+        "| system | evidence recall | hit rate | abstention | irrelevant-memory rate | tokens per turn |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, s in q["systems"].items():
+        c = s["category_5"]
+        out.append(
+            f"| {name} | {c['evidence_recall']} | {c['hit_rate']} | {c['abstention']} "
+            f"| {c['irrelevant_memory_rate']} | {c['tokens_per_turn']} |"
+        )
+    return [*out, "", _QUALITY_NOTE]

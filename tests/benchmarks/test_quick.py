@@ -1,0 +1,85 @@
+"""Smoke test of the benchmark harness: `python -m benchmarks --quick` end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("matplotlib")
+    out = tmp_path_factory.mktemp("bench")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out
+
+
+def test_quick_run_writes_summary_and_plots(results: Path) -> None:
+    """The one command writes the summary, the targets table and the latency plots."""
+    summary = (results / "SUMMARY.md").read_text(encoding="utf-8")
+    assert "## Targets" in summary
+    assert "| figure | measured | target | verdict |" in summary
+    for name in ("latency_vs_n.png", "throughput.png"):
+        assert (results / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_machine_is_recorded(results: Path) -> None:
+    """machine.json names the CPU, cores, Python, SQLite and library versions."""
+    machine = json.loads((results / "machine.json").read_text(encoding="utf-8"))
+    assert {"cpu", "cores", "python", "sqlite", "libraries"} <= machine.keys()
+    assert machine["cores"] >= 1
+    assert "numpy" in machine["libraries"]
+
+
+def test_latency_results_have_every_figure(results: Path) -> None:
+    """latency.json holds per-mode latency, floors, overhead, throughput, writes, size and RSS."""
+    latency = json.loads((results / "latency.json").read_text(encoding="utf-8"))
+    assert {"ingest", "sizes", "bare_dense", "peak_rss_mb", "deadline_ms"} <= latency.keys()
+    size = next(iter(latency["sizes"].values()))
+    assert {"db_bytes", "peak_rss_mb", "single_write_lexical_ms", "build_per_s"} <= size.keys()
+    assert set(size["modes"]) == {"lexical", "hybrid"}
+    for mode in size["modes"].values():
+        assert {"p50", "p95", "p99"} <= mode["select_for_task"]["latency_ms"].keys()
+        assert {"p50", "p95", "p99"} <= mode["assemble"]["latency_ms"].keys()
+        assert {"p50", "p99"} <= mode["overhead_ratio"].keys()
+        assert [t["concurrency"] for t in mode["throughput"]] == [1, 8, 64]
+        for level in mode["throughput"]:
+            assert {
+                "turns_per_s",
+                "share_some_source_missed_deadline",
+                "share_every_source_completed",
+            } <= level.keys()
+
+
+def test_quality_results_when_dev_data_is_present(results: Path) -> None:
+    """With the dev data, quality.json compares the broker with the BM25 baseline; else the summary says why."""
+    path = results / "quality.json"
+    if not path.exists():
+        assert "dev data not found" in (results / "SUMMARY.md").read_text(encoding="utf-8")
+        return
+    quality = json.loads(path.read_text(encoding="utf-8"))
+    assert {"broker-lexical", "bm25-top40"} <= quality["systems"].keys()
+    for figures in quality["systems"].values():
+        assert {
+            "evidence_recall",
+            "false_abstention",
+            "trivial_abstention",
+            "foreign_abstention",
+            "irrelevant_memory_rate",
+            "tokens_per_turn",
+            "category_5",
+        } <= figures.keys()
