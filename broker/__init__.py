@@ -26,7 +26,7 @@ from ._model import SourceOutcome as SourceOutcome
 from ._model import SourceStatus as SourceStatus
 from ._selector import MemorySelector as MemorySelector
 from ._selector import open_selector as open_selector
-from ._tokens import TokenCounter as TokenCounter
+from ._tokens import EstimatingTokenCounter as EstimatingTokenCounter
 from ._trace import INFERENCE_TRACE_SCHEMA_VERSION as INFERENCE_TRACE_SCHEMA_VERSION
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "ConfigError",
     "Context",
     "ContextBroker",
+    "EstimatingTokenCounter",
     "FieldError",
     "MemorySelector",
     "Namespace",
@@ -51,7 +52,6 @@ __all__ = [
     "SourceOutcome",
     "SourceStatus",
     "StoreError",
-    "TokenCounter",
     "Turn",
     "ValidationError",
     "open_broker",

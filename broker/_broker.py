@@ -31,7 +31,7 @@ import structlog
 from . import _admission, _render
 from ._exceptions import BrokerClosedError, ConfigError, ValidationError
 from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
-from ._tokens import TokenCounter as DefaultTokenCounter
+from ._tokens import EstimatingTokenCounter as DefaultTokenCounter
 from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
 
 if TYPE_CHECKING:

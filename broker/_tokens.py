@@ -79,7 +79,7 @@ def estimate(text: str) -> float:
 
 
 @attrs.frozen
-class TokenCounter:
+class EstimatingTokenCounter:
     """Estimates cl100k tokens offline; rarely under-counts (see the module docstring).
 
     Implements the `broker.abc.TokenCounter` protocol. Stateless and thread-safe.

@@ -14,11 +14,12 @@ This module is a composition root: it may import `sources`.
 from __future__ import annotations
 
 import contextlib
-import inspect
+import json
 import os
 import socket
 import sys
 import tempfile
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +29,10 @@ import structlog
 
 from broker import MemorySelector, Namespace, SelectionResult, Turn, open_broker
 from broker._cli._wiring import open_default_selector
-from broker._tokens import TokenCounter
+from broker._tokens import EstimatingTokenCounter
 from broker._trace import TURN_COMPLETED
 from broker.testing import FailingSource
-from sources import MemoryStore, SqliteTaskRepository, Writers
+from sources import MemoryStore, NewEntry, SqliteTaskRepository, Writers
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -115,12 +116,23 @@ def _sandbox() -> Iterator[Path]:
 
 
 def _open_store(path: Path) -> MemoryStore:
-    if "mode" in inspect.signature(MemoryStore.open).parameters:
-        return MemoryStore.open(path, mode="lexical")
-    return MemoryStore.open(path)  # pragma: no cover - before the store had modes
+    return MemoryStore.open(path, mode="lexical")  # no model: the canary runs anywhere
+
+
+def _background() -> list[NewEntry]:
+    """The bundled sample notes: a store of varied topics, as real stores are (term
+    statistics of a store holding only the canary's few memories would be degenerate)."""
+    raw = resources.files("broker").joinpath("data", "sample_memories.jsonl").read_text(encoding="utf-8")
+    records = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    return [
+        NewEntry(id=f"bg-{r['id']}", text=r["text"], memory_type=r.get("memory_type"))
+        for r in records
+        if r["kind"] == "note"
+    ]
 
 
 def _seed(store: MemoryStore, repo: SqliteTaskRepository) -> None:
+    store.add_entries(_background(), namespace=NS)
     for entry_id, text in ACTIVE_MEMORIES + PAST_ONLY_MEMORIES:
         store.add_entry(text, namespace=NS, id=entry_id, memory_type="semantic")
     for i in range(BUDGET_FILLER):
@@ -209,7 +221,7 @@ def _check_supremacy(c: _Checks, ctx: Context, tight: Context) -> None:
 
 def _check_budget(c: _Checks, ctx: Context) -> None:
     budget = min(1200, SMALL_WINDOW // 8)  # the documented default, computed here on purpose
-    counted = sum(TokenCounter().count(b.text) for b in _memory_blocks(ctx))
+    counted = sum(EstimatingTokenCounter().count(b.text) for b in _memory_blocks(ctx))
     c.expect(counted <= budget, f"memory sub-budget broken: {counted} tokens > {budget}")
     c.expect(ctx.trace["memory_budget"] == budget, f"trace: memory_budget is not {budget}")
     c.expect(ctx.trace["memory_tokens"] <= budget, "trace: memory_tokens above memory_budget")

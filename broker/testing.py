@@ -12,6 +12,8 @@ opened, asked and closed:
 from __future__ import annotations
 
 import asyncio
+import json
+from importlib import resources
 from typing import TYPE_CHECKING
 
 import anyio
@@ -166,3 +168,15 @@ __all__ = [
     "SlowSource",
     "make_candidate",
 ]
+
+
+def background_memories() -> tuple[str, ...]:
+    """Varied memory texts (the bundled sample notes) to write into a small test store.
+
+    Relevance is calibrated on per-namespace term statistics: in a store holding only a
+    test's three memories on one topic every term is common and nothing looks specific.
+    Writing these first gives the store the varied topics a real one has.
+    """
+    raw = resources.files("broker").joinpath("data", "sample_memories.jsonl").read_text(encoding="utf-8")
+    records = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    return tuple(str(r["text"]) for r in records if r.get("kind") == "note")

@@ -30,5 +30,5 @@ async def open_default_selector(
 ) -> AsyncIterator[MemorySelector]:
     """A selector over every default source of `store` (plus any extra, e.g. a test fake)."""
     sources = [*default_sources(store), *extra_sources]
-    async with open_selector(sources, deadline=deadline) as selector:
+    async with open_selector(sources, deadline=deadline, mode=store.mode) as selector:
         yield selector

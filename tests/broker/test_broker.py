@@ -10,7 +10,7 @@ from broker import BrokerClosedError, ConfigError, Namespace, SessionContext, Va
 from broker._broker import Context, Turn, open_broker
 from broker._render import ACTIVE_TASK_LABEL, PAST_TASK_LABEL
 from broker._selector import open_selector
-from broker._tokens import TokenCounter
+from broker._tokens import EstimatingTokenCounter
 from broker.abc import ConversationTurn, TaskRecord
 from broker.testing import FailingSource, FakeSource, HangingSource, make_candidate
 from sources._db import Database
@@ -131,7 +131,7 @@ async def test_past_task_never_displaces_the_active_task(repo):
 async def test_memory_budget_holds_and_drops_are_traced(repo):
     """Memories past the memory budget are dropped lowest score first, reason `memory budget`."""
     seed(repo)
-    counter = TokenCounter()
+    counter = EstimatingTokenCounter()
     cands = [make_candidate(f"m{i}", 0.9 - i / 100, text="billing rollout detail " * 20) for i in range(10)]
     ctx = await assemble(repo, [FakeSource("fake", candidates=cands)], turn(window=2400))
     kept = [b for b in ctx.blocks if b.kind == "memory"]

@@ -8,7 +8,7 @@ import tiktoken
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker import TokenCounter
+from broker import EstimatingTokenCounter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ def _corpus() -> list[str]:
 
 def test_estimate_rarely_undercounts_cl100k(cl100k):
     """Budgets rest on the estimate, so it must almost never count fewer tokens than cl100k."""
-    counter = TokenCounter()
+    counter = EstimatingTokenCounter()
     errors = [(counter.count(t) - len(cl100k.encode(t))) / len(cl100k.encode(t)) for t in _corpus()]
     under = sum(e < 0 for e in errors) / len(errors)
     assert under <= 0.05
@@ -50,7 +50,7 @@ def test_estimate_rarely_undercounts_cl100k(cl100k):
 
 def test_estimate_error_is_bounded(cl100k):
     """The documented accuracy holds: a modest mean over-count, not a blunt `len // 2`."""
-    counter = TokenCounter()
+    counter = EstimatingTokenCounter()
     errors = [(counter.count(t) - len(cl100k.encode(t))) / len(cl100k.encode(t)) for t in _corpus()]
     assert 0.0 <= statistics.mean(errors) <= 0.35
 
@@ -61,12 +61,12 @@ def test_estimate_error_is_bounded(cl100k):
 )
 def test_simple_counts(text, expected):
     """Short words are one token, digits go three to a token, punctuation and line breaks count."""
-    assert TokenCounter().count(text) == expected
+    assert EstimatingTokenCounter().count(text) == expected
 
 
 def test_long_words_and_non_ascii_cost_more():
     """Long words, emoji and CJK are priced above one token each, as BPE splits them."""
-    counter = TokenCounter()
+    counter = EstimatingTokenCounter()
     assert counter.count("internationalization") > counter.count("world")
     assert counter.count("🚀") >= 2
     assert counter.count("部署失败") >= 4
@@ -75,7 +75,7 @@ def test_long_words_and_non_ascii_cost_more():
 @given(st.text(), st.text())
 def test_count_is_subadditive_and_monotone_over_joins(a, b):
     """A space-join adds at most one token (the space before a number) and hides neither part."""
-    counter = TokenCounter()
+    counter = EstimatingTokenCounter()
     joined = counter.count(f"{a} {b}")
     assert joined <= counter.count(a) + counter.count(b) + 1
     assert joined >= max(counter.count(a), counter.count(b)) - 1

@@ -8,7 +8,8 @@ import pytest
 
 from broker import Namespace, ValidationError
 from broker.abc import SourceRequest
-from sources import MemoryStore
+from broker.testing import background_memories
+from sources import MemoryStore, NewEntry
 from sources._abstraction import AbstractionSource, FactWriter, NewFact
 from sources._source_base import StoreReader
 from sources._store_source import StoreSource
@@ -34,6 +35,7 @@ TASK = "What did Caroline find inspiring at the LGBTQ support group meeting?"
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[MemoryStore]:
     with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
+        s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
         for i, text in enumerate(FILLER):
             s.add_entry(text, namespace=NS, id=f"f{i}")
         yield s

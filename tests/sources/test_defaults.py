@@ -52,7 +52,7 @@ TASKS = {
     "neurons": "Caroline's adoption agency plans for a family",
     "graphs": "Caroline attends the LGBTQ support group",
     "persona": "I value honesty and calm conversations",
-    "memorules": "write the release notes changelog entry",
+    "memorules": "does every release notes changelog entry link its pull request",
 }
 """A task per source that its own kind of memory answers."""
 

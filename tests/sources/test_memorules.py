@@ -595,6 +595,7 @@ def test_memorules_never_cross_tenants(store: MemoryStore) -> None:
 def test_an_updated_scope_changes_visibility(store: MemoryStore) -> None:
     """Visibility follows the current state: narrowing global to project hides it elsewhere."""
     api = Namespace(tenant_id="acme", project_id="api")
+    _fill(store, api)
     rid = _rule(store, api, applies_to={"scope": "global"})
     assert _recall_ids(store, SessionContext(), NS) == [rid]
     update_memorule(store, rid, namespace=api, applies_to={"scope": "project"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,11 @@ FILLER = (
 
 
 def fill(store: MemoryStore, ns: Namespace) -> None:
-    """Background memories, so per-namespace term statistics look like a real store."""
-    store.add_entries([NewEntry(text=t) for t in FILLER], namespace=ns)
+    """Background memories of varied topics (ours, plus the bundled sample notes), so
+    per-namespace term statistics look like a real store's."""
+    raw = resources.files("broker").joinpath("data", "sample_memories.jsonl").read_text(encoding="utf-8")
+    notes = [json.loads(line)["text"] for line in raw.splitlines() if '"kind": "note"' in line]
+    store.add_entries([NewEntry(text=t) for t in (*FILLER, *notes)], namespace=ns)
 
 
 def _fts_ok(store: MemoryStore) -> None:
@@ -82,11 +86,11 @@ def test_caller_supplied_id_is_kept_and_duplicate_is_an_error(store: MemoryStore
 def test_delete_removes_from_every_index(store: MemoryStore) -> None:
     """After delete, the memory is neither gettable nor recallable, and FTS stays consistent."""
     fill(store, A)
-    store.add_entry("the quarterly roadmap review moved to thursday", namespace=A, id="r")
-    assert store.recall("quarterly roadmap review", namespace=A)
+    store.add_entry("the forklift certification renewal moved to thursday", namespace=A, id="r")
+    assert store.recall("forklift certification renewal", namespace=A)
     assert store.delete("r", namespace=A) is True
     assert store.get("r", namespace=A) is None
-    assert store.recall("quarterly roadmap review", namespace=A) == []
+    assert store.recall("forklift certification renewal", namespace=A) == []
     assert store.delete("r", namespace=A) is False
     _fts_ok(store)
 

@@ -8,7 +8,8 @@ import pytest
 
 from broker import RECALL_MIN_SCORE, ConfigError, Namespace
 from broker.abc import Source, SourceRequest
-from sources import MemoryStore
+from broker.testing import background_memories
+from sources import MemoryStore, NewEntry
 from sources._source_base import StoreReader
 from sources._store_source import PersonaSource, StoreSource
 
@@ -41,6 +42,7 @@ TASK = "how do I calm my stage nerves before the violin recital"
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[MemoryStore]:
     with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
+        s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
         for i, text in enumerate(FILLER):
             s.add_entry(text, namespace=NS, id=f"f{i}")
         for mtype, text in TYPED.items():
