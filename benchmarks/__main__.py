@@ -135,6 +135,11 @@ def _latency_notes(cfg: _latency.Config, latency: dict[str, Any]) -> list[str]:
             "memories pass the floor (`mean selected`): the cost measured is search and scoring."
         ),
     ]
+    notes.append(
+        "Circuit breakers are off in every measured selector (threshold 10^9): every turn asks every "
+        "source, so a slow source shows as `timeout`, never as a fast `open-circuit` skip. Deadline "
+        f"{latency['deadline_ms']:g} ms (the default) on every turn."
+    )
     if not cfg.lexical_only_sizes:
         notes.append("1M lexical: not run in this configuration.")
     return notes

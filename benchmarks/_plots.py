@@ -75,6 +75,7 @@ def throughput(latency: dict[str, Any], out: Path) -> Path:
                 label=f"{key} {mode} every source complete",
             )
     ax.set_xscale("log", base=2)
+    ax.set_yscale("symlog", linthresh=10)
     ax.set_xlabel("concurrent turns")
     ax.set_ylabel("turns / s")
     ax.set_title("Throughput (select_for_task)")

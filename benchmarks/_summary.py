@@ -1,7 +1,5 @@
 """SUMMARY.md of one run: the headline figures against the targets, then the details."""
 
-# ruff: noqa: E501 - Markdown rows and labels read better unbroken
-
 from __future__ import annotations
 
 from typing import Any

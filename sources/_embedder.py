@@ -84,9 +84,7 @@ class MiniLMEmbedder:
     _tokenizer: Tokenizer
 
     @classmethod
-    def load(
-        cls, *, model_path: Path | None = None, vocab_path: Path | None = None
-    ) -> MiniLMEmbedder:
+    def load(cls, *, model_path: Path | None = None, vocab_path: Path | None = None) -> MiniLMEmbedder:
         """Verify and load the model (default: the packaged files). Blocking, about 0.2 s."""
         with ExitStack() as stack:
             if model_path is None:

@@ -95,8 +95,7 @@ def search(
         return []
     table = _schema.fts_table(ns_id)
     rows = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND (rowid & 3) = ? "
-        f"ORDER BY bm25({table}) LIMIT ?",
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND (rowid & 3) = ? ORDER BY bm25({table}) LIMIT ?",
         (_analysis.fts_query(tuple(qterms)), corpus, limit),
     ).fetchall()
     return [_schema.split_fts_rowid(int(r[0]))[1] for r in rows]

@@ -54,6 +54,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_mode_argument(p)
     p.set_defaults(handler=recall)
 
+    p = sub.add_parser("reindex", help="re-embed memories whose vector is missing or from another model")
+    p.set_defaults(handler=reindex)
+
     p = sub.add_parser("stats", help="counts per namespace and kind")
     p.add_argument("--all", action="store_true", help="every namespace, not only --tenant/--project")
     p.set_defaults(handler=stats)
@@ -111,9 +114,27 @@ def recall(args: argparse.Namespace, app: App) -> int:
 
 
 def stats(args: argparse.Namespace, app: App) -> int:
-    """Print counts as JSON."""
-    app.print_json(app.store().stats(namespace=None if args.all else app.namespace))
+    """Print counts as JSON (with the state of the vectors when the store embeds)."""
+    store = app.store()
+    namespace = None if args.all else app.namespace
+    result = store.stats(namespace=namespace)
+    if store.embedder is not None:
+        result["vectors"] = store.vector_status(namespace=namespace)
+    app.print_json(result)
     return 0
+
+
+def reindex(_args: argparse.Namespace, app: App) -> int:
+    """Re-embed stale or missing vectors of every namespace; print how many."""
+    store = app.store(mode="hybrid")
+    done = store.reindex(progress=_reindex_progress)
+    sys.stderr.write(f"reindexed {done} texts with {store.embedder.model_id if store.embedder else '-'}\n")
+    app.out(str(done))
+    return 0
+
+
+def _reindex_progress(done: int, total: int) -> None:
+    sys.stderr.write(f"reindex: {done}/{total}\n")
 
 
 def ingest(args: argparse.Namespace, app: App) -> int:

@@ -127,3 +127,106 @@ def test_corrupt_database_is_a_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "not a usable SQLite database" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_ingest_record_types_load_every_source(tmp_path: Path) -> None:
+    """`ingest` loads facts, knowledge, neurons, graph nodes and edges; select then finds them."""
+    db = tmp_path / "r.db"
+    src = tmp_path / "records.jsonl"
+    lines = [json.dumps({"text": t}) for t in FILLER]
+    lines += [
+        json.dumps(
+            {
+                "record": "fact",
+                "subject": "Ana",
+                "predicate": "leads",
+                "object": "the billing team",
+                "id": "f1",
+            }
+        ),
+        json.dumps(
+            {
+                "record": "knowledge",
+                "text": "Billing incidents in March came from expired certificates",
+                "provenance": ["x"],
+                "id": "k1",
+            }
+        ),
+        json.dumps(
+            {
+                "record": "neuron",
+                "text": "When billing breaks, check certificate expiry first",
+                "triggers": ["billing outage"],
+                "id": "n1",
+            }
+        ),
+        json.dumps({"record": "node", "name": "Ana", "id": "ana"}),
+        json.dumps({"record": "node", "name": "billing team", "id": "billing"}),
+        json.dumps({"record": "edge", "src": "ana", "relation": "leads", "dst": "billing"}),
+    ]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run(db, "ingest", str(src))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(len(lines))
+    selected = run(
+        db,
+        "select",
+        "which certificates expired in the March billing incidents?",
+        "--json",
+        "--mode",
+        "lexical",
+    )
+    assert selected.returncode == 0, selected.stderr
+    blocks = json.loads(selected.stdout)["blocks"]
+    assert "knowledge:k1" in {b["entry_id"] for b in blocks}
+
+
+def test_bad_record_lines_are_all_reported(tmp_path: Path) -> None:
+    """Unknown record types and missing record fields are reported per line; nothing is written."""
+    db = tmp_path / "b.db"
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"record": "edge", "src": "a"}\n{"record": "blob"}\n{"text": "fine"}\n', encoding="utf-8")
+    result = run(db, "ingest", str(src))
+    assert result.returncode == 2
+    assert "line 1: dst: required" in result.stderr
+    assert "line 2: record: must be one of" in result.stderr
+    assert json.loads(run(db, "stats").stdout)["entries"] == 0
+
+
+def test_select_batch_writes_one_object_per_line_and_validates_first(tmp_path: Path, db: Path) -> None:
+    """`select --batch` answers every line in order in one process; a bad line fails the whole batch."""
+    batch = tmp_path / "tasks.jsonl"
+    batch.write_text(
+        json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"})
+        + "\n"
+        + json.dumps({"task": "what time is it", "mode": "lexical", "budget": 3})
+        + "\n",
+        encoding="utf-8",
+    )
+    result = run(db, "select", "--batch", str(batch))
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["abstained"] for r in rows] == [False, True]
+    assert rows[0]["blocks"][0]["entry_id"] == "deploy-1"
+    assert {s["name"] for s in rows[0]["sources"]} >= {
+        "store",
+        "neurons",
+        "graphs",
+        "abstraction",
+        "consolidated",
+        "persona",
+    }
+    batch.write_text('{"task": "fine"}\n{"task": ""}\n{"task": "x", "budget": 0}\n', encoding="utf-8")
+    bad = run(db, "select", "--batch", str(batch))
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert "line 2" in bad.stderr
+    assert "line 3" in bad.stderr
+
+
+def test_reindex_reports_nothing_stale_after_ingest(db: Path) -> None:
+    """Vectors written at ingest are current: reindex re-embeds nothing and stats says so."""
+    result = run(db, "reindex")
+    assert (result.returncode, result.stdout.strip()) == (0, "0"), result.stderr
+    stats = json.loads(run(db, "stats").stdout)
+    assert stats["vectors"]["stale"] == 0
+    assert stats["vectors"]["missing"] == 0

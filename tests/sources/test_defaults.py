@@ -9,8 +9,7 @@ import pytest
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import Source, SourceRequest
-from sources import MemoryStore
-from sources import WriterSession, remember
+from sources import MemoryStore, WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
 
 if TYPE_CHECKING:
