@@ -76,6 +76,7 @@ def throughput(latency: dict[str, Any], out: Path) -> Path:
             )
     ax.set_xscale("log", base=2)
     ax.set_yscale("symlog", linthresh=10)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("concurrent turns")
     ax.set_ylabel("turns / s")
     ax.set_title("Throughput (select_for_task)")

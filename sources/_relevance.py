@@ -48,9 +48,17 @@ K1 = 1.2
 B = 0.75
 
 
+PRIOR_DOCS = 100
+"""Pseudo-documents (sharing none of the query's terms) added to every namespace's term
+statistics: a prior that keeps IDF meaningful in a namespace of a handful of memories, where
+every term would otherwise look common. Large namespaces barely notice it."""
+
+
 def idf(n_docs: int, df: int) -> float:
-    """Positive BM25 IDF (the +1 form); an unseen term gets the largest value."""
-    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+    """Positive BM25 IDF (the +1 form) under the pseudo-document prior; an unseen term gets
+    the largest value."""
+    n = n_docs + PRIOR_DOCS
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,27 @@
+"""The README's embedding example runs as written and assembles a context with memory."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_embedding_example_runs(tmp_path: Path) -> None:
+    """The python block in the README runs unchanged (but for the file path) and recalls the memory."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert blocks, "the README has no python example"
+    code = blocks[0].replace('"memory.db"', repr(str(tmp_path / "readme.db")))
+    script = tmp_path / "example.py"
+    script.write_text(code, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(README.parent)}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Deploys freeze every Friday" in done.stdout
+    assert "ACTIVE TASK" in done.stdout
