@@ -1,11 +1,18 @@
-"""Shared fixtures: paths to the dev data in ../shared (tests skip cleanly without it)."""
+"""Shared fixtures: dev data paths in ../shared (tests skip cleanly without it), and the
+validation of every `turn.completed` event the suite emits against the shipped schema."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
+import structlog
+
+from broker._trace import TURN_COMPLETED, trace_schema
 
 SHARED = Path(os.environ.get("CONTEXT_BROKER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
@@ -26,3 +33,14 @@ def locomo_path() -> Path:
     if not LOCOMO.exists():
         pytest.skip(f"dev data not found at {LOCOMO}")
     return LOCOMO
+
+
+@pytest.fixture(autouse=True)
+def trace_events() -> Iterator[list[dict[str, Any]]]:
+    """Capture structlog events; after the test, validate each `turn.completed` one."""
+    with structlog.testing.capture_logs() as events:
+        yield events
+    validator = jsonschema.Draft202012Validator(trace_schema())
+    for event in events:
+        if event.get("event") == TURN_COMPLETED:
+            validator.validate(event)
