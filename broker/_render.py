@@ -34,7 +34,10 @@ ACTIVE_TASK_LABEL = "ACTIVE TASK (the one task to work on now)"
 
 MEMORY_TAG = "memory"
 PAST_TASK_TAG = "past-task"
-_NONCE_BYTES = 6
+_NONCE_CHARS = 12
+_NONCE_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+# Letters only: about 56 bits of entropy, and every nonce costs the same tokens, so a
+# turn's budget arithmetic does not depend on the draw.
 
 # Tag names a recalled text must not open or close: ours, and the ones models read as
 # roles or frames.
@@ -67,10 +70,10 @@ _KEEP_CONTROLS = frozenset("\n\t")
 
 
 def new_nonce(avoid: Iterable[str] = ()) -> str:
-    """Return a random hex nonce that occurs in none of the `avoid` texts."""
+    """Return a random lowercase nonce that occurs in none of the `avoid` texts."""
     texts = tuple(avoid)
     while True:
-        nonce = secrets.token_hex(_NONCE_BYTES)
+        nonce = "".join(secrets.choice(_NONCE_ALPHABET) for _ in range(_NONCE_CHARS))
         if not any(nonce in t for t in texts):
             return nonce
 

@@ -30,10 +30,16 @@ STOP_WORDS: frozenset[str] = frozenset(
 _TOKEN = re.compile(r"[^\W_]+")
 _STEMMER = snowballstemmer.stemmer("english")
 MAX_TERM_CHARS = 64
+# Candidate texts recur across turns (a popular memory, a session summary): their analysis
+# is cached per process, up to this many texts of at most this many characters.
+_CACHED_TEXTS = 4096
+_CACHED_CHARS = 2000
 
 
 def _fold(text: str) -> str:
     """Case-fold and strip diacritics, so `Café` and `cafe` are one term."""
+    if text.isascii():  # the common case, and the hot path of scoring: no marks to strip
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
@@ -44,7 +50,17 @@ def _stem(word: str) -> str:
     return stem
 
 
+@functools.lru_cache(maxsize=_CACHED_TEXTS)
+def _terms(text: str) -> tuple[str, ...]:
+    return tuple(_analyse(text))
+
+
 def terms(text: str) -> list[str]:
+    """The informative terms of a text, in order, stop words and punctuation removed."""
+    return list(_terms(text)) if len(text) <= _CACHED_CHARS else _analyse(text)
+
+
+def _analyse(text: str) -> list[str]:
     """The informative terms of a text, in order, stop words and punctuation removed."""
     out: list[str] = []
     for word in _TOKEN.findall(_fold(text)):

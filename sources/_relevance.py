@@ -63,13 +63,28 @@ def idf(n_docs: int, df: int) -> float:
 
 @attrs.frozen(kw_only=True)
 class QueryProfile:
-    """A query's informative terms with their per-namespace statistics."""
+    """A query's informative terms with their per-namespace statistics.
+
+    `mass` (total IDF of the terms), `presence` (share of that mass whose terms occur in the
+    namespace at all) and `max_idf` (the IDF of an unseen term: the scale of specificity)
+    are computed once, since every candidate of the turn is scored against them.
+    """
 
     terms: tuple[str, ...]
     idf: Mapping[str, float]
     present: frozenset[str]
     avgdl: float
     n_docs: int = 0
+    mass: float = attrs.field(init=False)
+    presence: float = attrs.field(init=False)
+    max_idf: float = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        mass = sum(self.idf.values())
+        present = sum(self.idf[t] for t in self.present)
+        object.__setattr__(self, "mass", mass)
+        object.__setattr__(self, "presence", present / mass if mass else 0.0)
+        object.__setattr__(self, "max_idf", idf(self.n_docs, 0))
 
     @classmethod
     def build(
@@ -84,22 +99,6 @@ class QueryProfile:
             avgdl=(total_len / n_docs) if n_docs else 1.0,
             n_docs=n_docs,
         )
-
-    @property
-    def mass(self) -> float:
-        """Total IDF mass of the query's informative terms."""
-        return sum(self.idf.values())
-
-    @property
-    def max_idf(self) -> float:
-        """The IDF a term seen nowhere in the namespace would have: the scale of specificity."""
-        return idf(self.n_docs, 0)
-
-    @property
-    def presence(self) -> float:
-        """Share of the query's IDF mass whose terms occur in the namespace at all."""
-        mass = self.mass
-        return sum(self.idf[t] for t in self.present) / mass if mass else 0.0
 
 
 @attrs.frozen(kw_only=True)

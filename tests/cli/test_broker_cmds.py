@@ -18,7 +18,7 @@ from broker._trace import trace_schema
 if TYPE_CHECKING:
     from pathlib import Path
 
-MEMORY_TAG = re.compile(r"^<memory-[0-9a-f]{12} ", re.MULTILINE)
+MEMORY_TAG = re.compile(r"^<memory-[a-z]{12} ", re.MULTILINE)
 
 
 def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
