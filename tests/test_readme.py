@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def test_readme_embedding_example_runs(tmp_path: Path) -> None:
     """The python block in the README runs unchanged (but for the file path) and recalls the memory."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
     assert blocks, "the README has no python example"
     code = blocks[0].replace('"memory.db"', repr(str(tmp_path / "readme.db")))
     script = tmp_path / "example.py"
