@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 
+from . import _broker_cmds, _memorules, _select_cmds, _store_cmds
 from ._app import ENV_DB
 from ._logging import LEVELS
 
 # Subcommand groups, each a module exposing register(sub).
-_GROUPS = ("_store_cmds", "_select_cmds", "_broker_cmds", "_memorules")
+_GROUPS = (_store_cmds, _select_cmds, _broker_cmds, _memorules)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,12 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace-text", action="store_true", help="include memory and task text in traces")
     parser.add_argument("--log-level", default="info", choices=LEVELS, help="default: info")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
-    for name in _GROUPS:
-        try:
-            module = importlib.import_module(f"broker._cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"broker._cli.{name}":
-                raise
-            continue
-        module.register(sub)
+    for group in _GROUPS:
+        group.register(sub)
     return parser

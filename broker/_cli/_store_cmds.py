@@ -38,7 +38,9 @@ _PROGRESS_EVERY = 1000
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the store commands."""
-    p = sub.add_parser("ingest", help="load memories from a JSONL file (all or nothing)")
+    p = sub.add_parser(
+        "ingest", help="load memories (and other records) from a JSONL file, every line validated first"
+    )
     p.add_argument(
         "file",
         help="JSONL: one {text, id?, kind?, memory_type?, created_at?, importance?, metadata?} per line",
