@@ -982,6 +982,9 @@ def _visible_namespaces(conn: sqlite3.Connection, namespace: Namespace) -> tuple
     return _index.find_ns(conn, namespace), [int(r[0]) for r in others]
 
 
+_ANY_MEMORULE = "SELECT 1 FROM entries WHERE ns_id = ? AND kind = 'memorule' LIMIT 1"
+
+
 @attrs.define(eq=False)
 class _Probe:
     """One recall's query over the namespaces it may see, embedded at most once.
@@ -1035,6 +1038,9 @@ class _Probe:
 
         `keep` filters them before scoring (scoring is the Python-heavy part).
         """
+        # Most namespaces hold no memorule: an indexed look-up spares the FTS query.
+        if self.conn.execute(_ANY_MEMORULE, (ns_id,)).fetchone() is None:
+            return []
         home = _index.profile(self.conn, ns_id, self.query)
         if not home.present:
             return []
