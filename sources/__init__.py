@@ -10,6 +10,8 @@ from ._consolidated import KnowledgeWriter as KnowledgeWriter
 from ._defaults import DEFAULT_SOURCES as DEFAULT_SOURCES
 from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
+from ._embedder import MiniLMEmbedder as MiniLMEmbedder
+from ._embedder import load_default_embedder as load_default_embedder
 from ._graphs import GraphSource as GraphSource
 from ._graphs import GraphWriter as GraphWriter
 from ._memorules import CONFIDENCE_LEVELS as CONFIDENCE_LEVELS
@@ -64,6 +66,7 @@ __all__ = [
     "MemorulesSource",
     "Memory",
     "MemoryStore",
+    "MiniLMEmbedder",
     "NeuronSource",
     "NeuronWriter",
     "NewEntry",
@@ -83,6 +86,7 @@ __all__ = [
     "embed_and_store_vectors",
     "ensure_memory_type_column",
     "entry_errors",
+    "load_default_embedder",
     "memorule_errors",
     "memorule_history",
     "remember",
