@@ -60,6 +60,18 @@ _CORPUS_TABLES: Final = {
 _ENTRY_COLS = "rowid, id, tenant_id, project_id, kind, memory_type, text, created_at, importance, metadata"
 
 
+_MEMORULE_OWNED = (
+    "is a memorule: change it with sources.update_memorule / delete_memorule, which keep its "
+    "states and audit events"
+)
+_MEMORULE_WRITE = FieldError(
+    field="kind",
+    code="use_remember",
+    message="memorules are written with sources.remember(kind='memorule', ...), which validates "
+    "them and records their audit event",
+)
+
+
 @attrs.frozen(kw_only=True)
 class Memory:
     """A stored memory."""
@@ -283,6 +295,8 @@ class MemoryStore:
         for i, entry in enumerate(entries):
             row, errs = _checked(entry, f"[{i}]." if many else "")
             errors += errs
+            if entry.kind == "memorule":  # they need their state and audit event
+                errors.append(attrs.evolve(_MEMORULE_WRITE, field=f"[{i}].kind" if many else "kind"))
             if row is not None:
                 if row.id in seen:
                     errors.append(
@@ -307,10 +321,14 @@ class MemoryStore:
         replace: bool,
         removed: list[tuple[int, int]],
     ) -> int:
-        old = conn.execute("SELECT rowid FROM entries WHERE ns_id = ? AND id = ?", (ns_id, row.id)).fetchone()
+        old = conn.execute(
+            "SELECT rowid, kind FROM entries WHERE ns_id = ? AND id = ?", (ns_id, row.id)
+        ).fetchone()
         if old is not None:
             if not replace:
                 raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {ns}")
+            if old[1] == "memorule":
+                raise ValidationError.single("id", "is_memorule", _MEMORULE_OWNED)
             removed += self._delete_rowid(conn, ns_id, int(old[0]))
         cur = conn.execute(
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
@@ -338,9 +356,13 @@ class MemoryStore:
             ns_id = _index.find_ns(conn, namespace)
             if ns_id is None:
                 return False
-            row = conn.execute("SELECT rowid FROM entries WHERE ns_id = ? AND id = ?", (ns_id, id)).fetchone()
+            row = conn.execute(
+                "SELECT rowid, kind FROM entries WHERE ns_id = ? AND id = ?", (ns_id, id)
+            ).fetchone()
             if row is None:
                 return False
+            if row[1] == "memorule":
+                raise ValidationError.single("id", "is_memorule", _MEMORULE_OWNED)
             removed = self._delete_rowid(conn, ns_id, int(row[0]))
         if self._vindex is not None:
             self._vindex.forget(removed, _schema.CORPUS_ENTRIES)

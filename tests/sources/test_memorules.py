@@ -697,3 +697,20 @@ def _fts_consistent(store: MemoryStore) -> bool:
             if fts_rows != entries:
                 return False
     return True
+
+
+def test_the_store_refuses_memorule_writes_and_deletes_that_would_skip_the_audit(store: MemoryStore) -> None:
+    """Only the memorule API writes or deletes a memorule: the generic store paths refuse, so no
+    rule exists without its state and no change happens without its audit event."""
+    rid = _rule(store)
+    with pytest.raises(ValidationError) as err:
+        store.delete(rid, namespace=NS)
+    assert _fields(err) == {("id", "is_memorule")}
+    with pytest.raises(ValidationError) as err:
+        store.add_entry("a replacement text", namespace=NS, id=rid, replace=True)
+    assert _fields(err) == {("id", "is_memorule")}
+    with pytest.raises(ValidationError) as err:
+        store.add_entry("a rule without state", namespace=NS, kind="memorule")
+    assert _fields(err) == {("kind", "use_remember")}
+    assert [e.action for e in audit_events(store)] == ["create"]
+    assert _recall_ids(store, SessionContext(), NS) == [rid]
