@@ -6,14 +6,11 @@ turn (its id in the trace), and found again as an audit event.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING
-
-import pytest
 
 from broker import Namespace, SessionContext, Turn, open_broker, open_selector
 from sources import MemorulesSource, MemoryStore, audit_events, default_sources, semantic_recall
@@ -47,20 +44,6 @@ def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@functools.cache
-def _remember_delegated() -> bool:
-    """Whether the CLI's `remember` takes the memorule flags (the lead wires it to ours)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "broker", "remember", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return "--memorule-kind" in result.stdout
-
-
-@pytest.mark.skipif("not _remember_delegated()", reason="`remember` is not yet delegated to the memorule CLI")
 async def test_cli_write_api_recall_turn_injection_and_audit(tmp_path: Path) -> None:
     """The rule written by the CLI is recalled, injected in a memorules block, traced, audited."""
     db = tmp_path / "e2e.db"

@@ -8,7 +8,6 @@ before the store commands delegate `remember` to it).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import subprocess
@@ -63,24 +62,6 @@ def run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@functools.cache
-def _remember_delegated() -> bool:
-    """Whether the CLI's `remember` takes the memorule flags (the lead wires it to ours)."""
-    result = subprocess.run(
-        [sys.executable, "-m", "broker", "remember", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return "--memorule-kind" in result.stdout
-
-
-needs_remember = pytest.mark.skipif(
-    "not _remember_delegated()", reason="`remember` is not yet delegated to broker._cli._memorules"
-)
-
-
 # -- through the real CLI -------------------------------------------------------------------
 
 
@@ -97,7 +78,6 @@ def test_audit_rejects_a_bad_since(tmp_path: Path) -> None:
     assert "error: since: must be ISO-8601 (invalid_timestamp)" in result.stderr.splitlines()
 
 
-@needs_remember
 def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
     """A memorule written, updated and deleted through the CLI leaves its history and events."""
     db = tmp_path / "m.db"
@@ -126,7 +106,6 @@ def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
     ]
 
 
-@needs_remember
 def test_remember_prints_every_error_and_exits_2(tmp_path: Path) -> None:
     """Missing and invalid memorule flags are all reported, one line each, and nothing is written."""
     db = tmp_path / "m.db"
