@@ -613,17 +613,24 @@ class MemoryStore:
     ) -> list[Any]:
         table = _schema.fts_table(ns_id)
         match = _analysis.fts_query(tuple(sorted(prof.present)))
-        typed = ""
-        params: list[Any] = [match]
-        if types is not None:
-            typed = f" AND (e.memory_type IN ({','.join('?' * len(types))}) OR e.memory_type IS NULL)"
-            params += list(types)
-        params.append(k)
         cols = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
+        # Rank in the FTS table, then read the top k's columns and analysed bodies: reading
+        # them for every match before the sort made this query about 2x slower at 100k.
+        # A typed query filters on the entry, so its join comes before the limit.
+        typed, params = "", [match]
+        if types is not None:
+            typed = (
+                f" JOIN entries t ON t.rowid = ({table}.rowid >> 2)"
+                f" AND (t.memory_type IN ({','.join('?' * len(types))}) OR t.memory_type IS NULL)"
+            )
+            params = [*types, match]
         return conn.execute(
-            f"SELECT {cols}, {table}.body FROM {table} JOIN entries e ON e.rowid = ({table}.rowid >> 2) "
-            f"WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0{typed} ORDER BY bm25({table}) LIMIT ?",
-            params,
+            f"SELECT {cols}, b.body FROM (SELECT {table}.rowid AS fts_rowid, bm25({table}) AS rank "
+            f"FROM {table}{typed} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
+            "ORDER BY rank LIMIT ?) AS top "
+            "JOIN entries e ON e.rowid = (top.fts_rowid >> 2) "
+            f"JOIN {table} b ON b.rowid = top.fts_rowid ORDER BY top.rank",
+            [*params, k],
         ).fetchall()
 
     def stats(self, *, namespace: Namespace | None = None) -> dict[str, Any]:
