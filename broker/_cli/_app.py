@@ -88,6 +88,6 @@ def open_store(path: Path, *, mode: str | None) -> MemoryStore:
     try:
         if mode is None:
             return MemoryStore.open(path)
-        return MemoryStore.open(path, mode=mode)  # type: ignore[call-arg,unused-ignore]
+        return MemoryStore.open(path, mode=mode)
     except ConfigError as exc:
         raise UsageError(f"error: {exc}") from exc
