@@ -33,7 +33,15 @@ import numpy as np
 
 from sources import MemoryStore, _analysis, _index
 from sources import _calibration_constants as current
-from sources._relevance import MODES, QueryProfile, dense_features, hybrid_features, lexical_features
+from sources._relevance import (
+    MODES,
+    QueryProfile,
+    Reference,
+    dense_features,
+    hybrid_features,
+    lexical_features,
+    lexical_model_features,
+)
 from sources._schema import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 from . import _locomo, _logit
@@ -47,9 +55,11 @@ OFFTOPIC = tuple(
 )
 CONSTANTS = _locomo.ROOT / "sources" / "_calibration_constants.py"
 FEATURE_DOC = {
-    "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity",
-    "dense": "cosine, cosine * presence, presence, log1p(informative query terms)",
-    "hybrid": "the eight lexical features, cosine, cosine * presence",
+    "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, "
+    "peak_specificity, best_bm25_in_namespace, bm25_shortfall, coverage_shortfall",
+    "dense": "cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_in_namespace",
+    "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_in_namespace, "
+    "best_bm25_in_namespace, bm25_shortfall, coverage_shortfall",
 }
 
 
@@ -115,17 +125,23 @@ def tenants(
     return out
 
 
-def _lexical_top(
-    store: MemoryStore, question: str, tenant: Tenant, corpus: Corpus
-) -> tuple[QueryProfile, list[int]]:
+def _lexical_top(store: MemoryStore, prof: QueryProfile, tenant: Tenant, corpus: Corpus) -> list[int]:
+    if not prof.present:
+        return []
     with store.db.read() as conn:
-        prof = _index.profile(conn, tenant.ns_id, question)
-        if not prof.present:
-            return prof, []
         rowids = _index.search(
             conn, tenant.ns_id, sorted(prof.present), corpus=corpus.corpus, limit=CANDIDATES
         )
-    return prof, [corpus.index[r] for r in rowids]
+    return [corpus.index[r] for r in rowids]
+
+
+def _reference(
+    store: MemoryStore, mode: str, question: str, tenant: Tenant
+) -> tuple[QueryProfile, Reference]:
+    """The query's profile and the namespace's reference, exactly as recall computes them."""
+    with store.db.read() as conn:
+        prof = _index.profile(conn, tenant.ns_id, question)
+        return prof, store.scorer_on(conn, tenant.ns_id, prof, question, mode=mode).reference
 
 
 Rows = list[tuple[frozenset[str], list[float]]]
@@ -135,22 +151,32 @@ def candidates(store: MemoryStore, mode: str, question: str, qvec: np.ndarray, t
     """(evidence ids, feature vector) of every candidate `mode` scores for a question: the
     store's (lexical, dense or both) and the lexical candidates of facts and summaries, as
     the abstraction and consolidated sources find them."""
+    prof, ref = _reference(store, mode, question, tenant)
+    if not prof.terms:
+        return []
     out: Rows = []
     for corpus in tenant.corpora:
-        prof, lex = _lexical_top(store, question, tenant, corpus)
-        if not prof.terms:
-            return []
+        lex = _lexical_top(store, prof, tenant, corpus)
         if mode == "lexical":
-            out += [(corpus.evidence[i], list(lexical_features(prof, corpus.terms[i]).vector())) for i in lex]
+            out += [
+                (
+                    corpus.evidence[i],
+                    list(lexical_model_features(lexical_features(prof, corpus.terms[i]), ref)),
+                )
+                for i in lex
+            ]
             continue
         pool = {i: float(corpus.vectors[i] @ qvec) for i in lex}
         if corpus.corpus == CORPUS_ENTRIES:
             pool.update(corpus.dense_top(qvec, CANDIDATES))
         if mode == "dense":
-            out += [(corpus.evidence[i], list(dense_features(prof, c))) for i, c in pool.items()]
+            out += [(corpus.evidence[i], list(dense_features(prof, c, ref))) for i, c in pool.items()]
         else:
             out += [
-                (corpus.evidence[i], list(hybrid_features(prof, lexical_features(prof, corpus.terms[i]), c)))
+                (
+                    corpus.evidence[i],
+                    list(hybrid_features(prof, lexical_features(prof, corpus.terms[i]), c, ref)),
+                )
                 for i, c in pool.items()
             ]
     return out

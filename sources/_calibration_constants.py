@@ -5,39 +5,47 @@ Written by benchmarks/fit_calibration.py on the LoCoMo dev conversations; do not
 
 from __future__ import annotations
 
-# lexical features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity.
+# lexical features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity, best_bm25_in_namespace, bm25_shortfall, coverage_shortfall.
 LEXICAL_WEIGHTS: tuple[float, ...] = (
-    -1.063084,
-    -2.133612,
-    4.843869,
-    -2.317336,
-    1.002110,
-    0.164366,
-    -0.319215,
-    7.153503,
+    -1.334041,
+    -2.086949,
+    4.780690,
+    -2.391860,
+    1.317826,
+    0.188230,
+    -0.273885,
+    6.983754,
+    -0.427169,
+    1.028269,
+    0.107029,
 )
-LEXICAL_BIAS: float = -10.272668
+LEXICAL_BIAS: float = -10.021389
 
-# dense features: cosine, cosine * presence, presence, log1p(informative query terms).
+# dense features: cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_in_namespace.
 DENSE_WEIGHTS: tuple[float, ...] = (
-    14.447286,
-    -6.159247,
-    3.810856,
-    -0.423834,
+    13.987330,
+    -6.697296,
+    4.225324,
+    -0.389012,
+    1.520126,
 )
-DENSE_BIAS: float = -10.922840
+DENSE_BIAS: float = -10.938831
 
-# hybrid features: the eight lexical features, cosine, cosine * presence.
+# hybrid features: the eight lexical features, cosine, cosine * presence, best_cosine_in_namespace, best_bm25_in_namespace, bm25_shortfall, coverage_shortfall.
 HYBRID_WEIGHTS: tuple[float, ...] = (
-    1.126224,
-    -5.692814,
-    -0.298179,
-    -1.697300,
-    4.380068,
-    0.213463,
-    1.275744,
-    3.638063,
-    13.980525,
-    -8.349801,
+    -0.061228,
+    -5.782752,
+    -0.034504,
+    -1.783963,
+    5.329185,
+    0.231004,
+    1.107500,
+    3.220560,
+    13.435127,
+    -8.125119,
+    0.563558,
+    0.300437,
+    -0.720052,
+    1.651715,
 )
-HYBRID_BIAS: float = -10.175992
+HYBRID_BIAS: float = -9.918520

@@ -72,6 +72,10 @@ def _session(model_path: Path) -> ort.InferenceSession:
     opts.intra_op_num_threads = min(2, os.cpu_count() or 1)
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Idle intra-op threads would otherwise spin for a while after each run, taking a core
+    # from the turn's next step: on 2 cores the vector search right after embedding the
+    # task ran 2x slower (7.4 vs 3.8 ms over 77k vectors) for 1 ms less embedding time.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = ["CPUExecutionProvider"]
     return ort.InferenceSession(str(model_path), sess_options=opts, providers=providers)
 

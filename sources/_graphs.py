@@ -269,7 +269,8 @@ class GraphSource(ReaderSource):
                 ),
             )
         }
-        scorer = self._reader.scorer(_index.profile(conn, ns_id, request.task), request.task, request.mode)
+        prof = _index.profile(conn, ns_id, request.task)
+        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
         return self._scored(conn, scorer, nodes, hops, via, request.limit)
 
     def _scored(  # noqa: PLR0913, PLR0917 - one step of fetch, split out for size

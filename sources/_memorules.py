@@ -56,7 +56,7 @@ from broker import (
 )
 
 from . import _analysis, _index, _schema, _validate, _vectors
-from ._relevance import DENSE_MODES, QueryProfile, Scorer, check_mode, lexical_features, lexical_probability
+from ._relevance import DENSE_MODES, QueryProfile, check_mode
 from ._source_base import ReaderSource
 from ._store import MemoryStore, NewEntry, _checked, _Row
 
@@ -1000,8 +1000,8 @@ class _Probe:
     mode: str
     depth: int
     asking: QueryProfile | None
+    asking_ns: int | None
     embedder: Embedder | None
-    _vector: Any = None
 
     @classmethod
     def build(  # noqa: PLR0913
@@ -1028,6 +1028,7 @@ class _Probe:
             mode=mode,
             depth=depth,
             asking=asking,
+            asking_ns=own_ns,
             embedder=embedder,
         )
 
@@ -1055,18 +1056,21 @@ class _Probe:
         found = [_Current.from_row(r) for r in rows]
         if keep is not None:
             found = [c for c in found if keep(c)]
-        prof = self.asking if self.asking is not None and self.asking.present else home
-        scores = self._scores(prof, found)
+        if self.asking is not None and self.asking.present:
+            prof, where = self.asking, self.asking_ns
+        else:
+            prof, where = home, ns_id
+        scores = self._scores(where, prof, found)
         return [_Hit(current=c, score=s) for c, s in zip(found, scores, strict=True)]
 
-    def _scores(self, prof: QueryProfile, found: list[_Current]) -> list[float]:
-        """Score on the store's calibrated scale in its mode (lexical without an embedder)."""
+    def _scores(self, ns_id: int | None, prof: QueryProfile, found: list[_Current]) -> list[float]:
+        """Score on the store's calibrated scale in its mode (lexical without an embedder),
+        with the reference of the namespace the query was profiled in."""
         embedder = self.embedder
-        if self.mode == "lexical" or embedder is None or not found:
-            return [lexical_probability(lexical_features(prof, _analysis.terms(c.text))) for c in found]
-        if self._vector is None:
-            self._vector = Scorer.build(prof, self.query, mode=self.mode, embedder=embedder).query_vector
-        scorer = Scorer(profile=prof, mode=self.mode, query_vector=self._vector, embedder=embedder)
+        mode = "lexical" if embedder is None else self.mode
+        scorer = self.store.scorer_on(self.conn, ns_id, prof, self.query, mode=mode, embedder=embedder)
+        if mode == "lexical" or embedder is None or not found:
+            return [scorer.score(_analysis.terms(c.text)) for c in found]
         stored = _vectors.stored_vectors(
             self.conn, _schema.CORPUS_ENTRIES, [c.rowid for c in found], embedder.model_id, embedder.dim
         )

@@ -227,7 +227,7 @@ class NeuronSource(ReaderSource):
             conn, "SELECT entry_rowid, term FROM neuron_triggers WHERE entry_rowid IN ({marks})", top
         ):
             triggers[int(rowid)].append(str(term))
-        scorer = self._reader.scorer(prof, request.task, request.mode)
+        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
         rowids = [int(r[0]) for r in rows]
         scores = score_rows(
             scorer,

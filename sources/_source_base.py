@@ -26,7 +26,7 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 from broker._threads import run_sync_interruptible
 
 from . import _analysis, _index, _validate, _vectors
-from ._relevance import DENSE_MODES, QueryProfile, Scorer
+from ._relevance import DENSE_MODES, QueryProfile, Scorer, check_mode
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -97,9 +97,14 @@ class StoreReader:
             self._queries = _QueryCache(self.store.embedder)
         return self._queries
 
-    def scorer(self, prof: QueryProfile, task: str, mode: str | None) -> Scorer:
-        """Return the calibrated scorer of a task in the request's mode (default: the store's)."""
-        return Scorer.build(prof, task, mode=mode or self.store.mode, embedder=self.embedder)
+    def scorer(
+        self, conn: sqlite3.Connection, ns_id: int | None, prof: QueryProfile, task: str, mode: str | None
+    ) -> Scorer:
+        """Return the calibrated scorer of a task in the request's mode (default: the store's),
+        with the namespace's shared reference."""
+        return self.store.scorer_on(
+            conn, ns_id, prof, task, mode=check_mode(mode or self.store.mode), embedder=self.embedder
+        )
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(conn)` on a pooled reader connection, in a worker thread."""
@@ -247,7 +252,7 @@ def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batc
 
 def lexical_score(scorer: Scorer, doc_terms: Sequence[str]) -> float:
     """Return the lexical-mode score of analysed terms (a cheap rank before the mode's)."""
-    return Scorer(profile=scorer.profile, mode="lexical").score(doc_terms)
+    return Scorer(profile=scorer.profile, mode="lexical", reference=scorer.reference).score(doc_terms)
 
 
 def type_allowed(types: Sequence[str] | None, memory_type: str) -> bool:
@@ -416,7 +421,7 @@ class CorpusSource(ReaderSource):
             rowids,
             (ns_id,),
         )
-        scorer = self._reader.scorer(prof, request.task, request.mode)
+        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
         scores = score_rows(
             scorer, conn, corpus=self.corpus, rowids=[int(r[0]) for r in rows], texts=[r[2] for r in rows]
         )

@@ -24,15 +24,12 @@ from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Name
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._db import Database
+from ._reference import ReferenceCache, compute_reference
 from ._relevance import (
     DENSE_MODES,
     QueryProfile,
     Scorer,
     check_mode,
-    dense_probability,
-    hybrid_probability,
-    lexical_features,
-    lexical_probability,
 )
 
 if TYPE_CHECKING:
@@ -185,6 +182,7 @@ class MemoryStore:
     embedder: Embedder | None = None
     mode: str = "hybrid"
     _vindex: _vectors.VectorIndex | None = None
+    _references: ReferenceCache = attrs.field(factory=ReferenceCache, init=False)
 
     @classmethod
     def open(cls, path: Path | str, *, embedder: Embedder | None = None, mode: str = "hybrid") -> MemoryStore:
@@ -396,6 +394,7 @@ class MemoryStore:
                     progress(done, total)
         if self._vindex is not None:
             self._vindex.invalidate()
+        self._references.clear()
         logger.info("store.reindexed", vectors=done, model_id=embedder.model_id)
         return done
 
@@ -505,8 +504,12 @@ class MemoryStore:
         limit: int = 10,
         min_score: float = RECALL_MIN_SCORE,
         mode: str | None = None,
+        embedder: Embedder | None = None,
     ) -> list[Recalled]:
-        """Run `recall` on a reader connection the caller holds (so it can interrupt it)."""
+        """Run `recall` on a reader connection the caller holds (so it can interrupt it).
+
+        `embedder` may be a caching wrapper of the store's own (sources share one per turn).
+        """
         mode = check_mode(self.mode if mode is None else mode)
         self._check_recall_args(query, types, limit)
         if mode in DENSE_MODES:
@@ -520,10 +523,12 @@ class MemoryStore:
             if not prof.present:
                 return []
             rows = self._lexical_rows(conn, ns_id, prof, types, k)
-            scored = [(lexical_probability(lexical_features(prof, _row_terms(r))), r) for r in rows]
+            scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
+            scored = [(scorer.score(_row_terms(r)), r) for r in rows]
         else:  # hybrid unions two lists: half as deep each keeps the pool the same size
             k = k if mode == "dense" else max(2 * limit, 50)
-            scored = self._dense_scored(conn, ns_id, prof, query, types=types, k=k, mode=mode)
+            scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
+            scored = self._dense_scored(conn, ns_id, scorer, types=types, k=k)
         kept = [(p, r) for p, r in scored if p >= min_score]
         kept.sort(key=lambda pr: (-pr[0], pr[1][1]))
         return [Recalled(memory=Memory.from_row(r), score=p) for p, r in kept[:limit]]
@@ -536,25 +541,47 @@ class MemoryStore:
         Other sources score their texts with it, on the store's scale.
         """
         mode = check_mode(self.mode if mode is None else mode)
-        prof = _index.profile(conn, _index.find_ns(conn, namespace), query)
-        return Scorer.build(prof, query, mode=mode, embedder=self.embedder)
+        ns_id = _index.find_ns(conn, namespace)
+        return self.scorer_on(conn, ns_id, _index.profile(conn, ns_id, query), query, mode=mode)
 
-    def _dense_scored(  # noqa: PLR0913
+    def scorer_on(  # noqa: PLR0913 - the profiled query and where it was profiled
         self,
         conn: sqlite3.Connection,
-        ns_id: int,
+        ns_id: int | None,
         prof: QueryProfile,
         query: str,
         *,
-        types: Sequence[str] | None,
-        k: int,
         mode: str,
+        embedder: Embedder | None = None,
+    ) -> Scorer:
+        """Build the `Scorer` of a query profiled against namespace `ns_id`, in `mode`.
+
+        It carries the namespace's `Reference` (its best evidence for the query over every
+        corpus), computed once and shared by every source that scores the query in the
+        namespace. `embedder` may be a caching wrapper of the store's own.
+        """
+        scorer = Scorer.build(prof, query, mode=mode, embedder=embedder or self.embedder)
+        if ns_id is None or scorer.abstains:
+            return scorer
+        vector = scorer.query_vector
+        key = (
+            ns_id,
+            query if vector is not None else prof.terms,
+            vector is not None,
+            prof.n_docs,
+            prof.avgdl,
+        )
+        ref = self._references.get(key, lambda: compute_reference(conn, ns_id, prof, vector, self._vindex))
+        return attrs.evolve(scorer, reference=ref)
+
+    def _dense_scored(
+        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, *, types: Sequence[str] | None, k: int
     ) -> list[tuple[float, Any]]:
         """Score the dense top-k (and in hybrid the lexical top-k) with the mode's logistic.
 
         Candidates come from the namespace only, within the typed filter.
         """
-        scorer = Scorer.build(prof, query, mode=mode, embedder=self.embedder)
+        prof, mode = scorer.profile, scorer.mode
         if scorer.query_vector is None or self._vindex is None:
             return []
         hits = self._vindex.search(conn, ns_id, _schema.CORPUS_ENTRIES, scorer.query_vector, k, types=types)
@@ -564,7 +591,7 @@ class MemoryStore:
             for r in self._lexical_rows(conn, ns_id, prof, types, k):
                 rows.setdefault(int(r[0]), r)
             cosine.update(self._stored_cosines(conn, scorer, [r for r in rows if r not in cosine]))
-        out = [(_dense_score(scorer, rows[r], c), rows[r]) for r, c in cosine.items() if r in rows]
+        out = [(scorer.score_cosine(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
         missing = [r for r in rows if r not in cosine]
         if missing:  # stale or missing vectors: embed the texts now, so the score stays right
             fresh = scorer.score_texts([rows[r][6] for r in missing])
@@ -671,10 +698,3 @@ def _row_terms(row: Sequence[Any]) -> list[str]:
     """Return a candidate row's terms: its FTS body when selected with it, else analysed now."""
     body = row[10] if len(row) > 10 else None
     return str(body).split() if body is not None else _analysis.terms(row[6])
-
-
-def _dense_score(scorer: Scorer, row: Sequence[Any], cosine: float) -> float:
-    """Score with a cosine the index already computed (equal to `scorer.score`)."""
-    if scorer.mode == "dense":
-        return dense_probability(scorer.profile, cosine)
-    return hybrid_probability(scorer.profile, lexical_features(scorer.profile, _row_terms(row)), cosine)

@@ -54,6 +54,7 @@ class StoreSource(ReaderSource):
             limit=limit,
             min_score=RECALL_MIN_SCORE,
             mode=request.mode,
+            embedder=self._reader.embedder,
         )
         # Memorules surface only through the memorules source, which applies their
         # `applies_to` visibility to the session context.

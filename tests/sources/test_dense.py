@@ -10,6 +10,7 @@ import pytest
 
 from broker import ConfigError, Namespace, ValidationError
 from sources import MemoryStore, NewEntry, _schema, _vectors
+from sources._abstraction import FactWriter
 from sources._embedder import MiniLMEmbedder, load_default_embedder
 
 if TYPE_CHECKING:
@@ -287,3 +288,17 @@ def test_dense_recall_sees_writes_made_while_reading(tmp_path: Path, embedder: M
         }
     assert errors == []
     assert got >= {f"f{i}" for i in range(len(texts))}
+
+
+def test_reference_best_cosine_spans_the_namespace_corpora(
+    store: MemoryStore, embedder: MiniLMEmbedder
+) -> None:
+    """In dense modes the reference is the best cosine over every stored vector of the namespace."""
+    query = "did they get a dog?"
+    FactWriter(store).add_fact("They brought home a puppy, a small dog.", namespace=A, id="dog")
+    qvec = embedder.embed([query])[0]
+    every = [*NOTES, "They brought home a puppy, a small dog."]
+    best = float(max(embedder.embed(every) @ qvec))
+    with store.db.read() as conn:
+        ref = store.scorer(conn, query, namespace=A, mode="hybrid").reference
+    assert ref.best_cosine == pytest.approx(best, abs=1e-5)

@@ -9,9 +9,8 @@ import pytest
 
 from broker import RECALL_MIN_SCORE, Candidate, Namespace, ValidationError
 from broker.abc import SourceRequest
-from sources import MemoryStore, _analysis, _index
+from sources import MemoryStore, _analysis
 from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter
-from sources._relevance import Scorer
 from sources._source_base import StoreReader
 
 if TYPE_CHECKING:
@@ -93,8 +92,7 @@ async def test_hop_decay_is_applied(store: MemoryStore) -> None:
     group = got["graph:group"]
     assert group.metadata["hop"] == 1
     with store.db.read() as conn:
-        prof = _index.profile(conn, _index.find_ns(conn, NS), task)
-    raw = Scorer(profile=prof, mode="lexical").score(_analysis.terms(group.text))
+        raw = store.scorer(conn, task, namespace=NS, mode="lexical").score(_analysis.terms(group.text))
     assert group.text.startswith("Caroline — attends → LGBTQ support group")
     assert group.score == pytest.approx(raw * HOP_DECAY[1])
 

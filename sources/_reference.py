@@ -1,0 +1,131 @@
+"""The namespace's best evidence for a query (`Reference`), computed once and shared.
+
+Relative features ("is this the namespace's best match?") must mean the same whichever
+source scores a text, so the reference is a function of the query and the namespace only:
+over every corpus the namespace holds (entries, facts, knowledge), never the typed subset
+or one source's candidates.
+
+- lexical: the best `bm25_norm` and `coverage` among the namespace's `REFERENCE_DEPTH` best
+  FTS matches (ranked by FTS5's BM25 on the namespace's own table);
+- dense: the best cosine of the query with any stored vector of the namespace.
+
+Every source of a turn asks for the same reference at about the same time, so it is
+computed once (the first caller computes it, concurrent callers wait for it) and kept for
+`TTL_SECONDS`, keyed by the namespace's document count and total length, which every write
+of the namespace changes. A write that keeps both (replacing a text by one of the same
+length) within the TTL can leave a reference up to `TTL_SECONDS` old: it shifts scores
+slightly, never across namespaces.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Final
+
+from . import _analysis, _schema
+from ._relevance import NO_REFERENCE, QueryProfile, Reference, lexical_features
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable
+
+    import numpy as np
+    import numpy.typing as npt
+
+    from ._vectors import VectorIndex
+
+REFERENCE_DEPTH: Final = 50
+"""Top FTS matches over which the namespace's best lexical evidence is taken."""
+TTL_SECONDS: Final = 2.0
+_CACHED: Final = 256
+_CORPORA: Final = (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE)
+
+Key = tuple[object, ...]
+
+
+def compute_reference(
+    conn: sqlite3.Connection,
+    ns_id: int,
+    prof: QueryProfile,
+    query_vector: npt.NDArray[np.float32] | None,
+    vindex: VectorIndex | None,
+) -> Reference:
+    """The namespace's best lexical evidence and (with a query vector) best cosine."""
+    return Reference(
+        **_lexical_best(conn, ns_id, prof),
+        best_cosine=_dense_best(conn, ns_id, query_vector, vindex),
+    )
+
+
+def _lexical_best(conn: sqlite3.Connection, ns_id: int, prof: QueryProfile) -> dict[str, float]:
+    if not prof.present:
+        return {"best_bm25": 0.0, "best_coverage": 0.0}
+    table = _schema.fts_table(ns_id)
+    rows = conn.execute(
+        f"SELECT b.body FROM (SELECT rowid AS r, bm25({table}) AS rank FROM {table} "
+        f"WHERE {table} MATCH ? ORDER BY rank LIMIT ?) AS top JOIN {table} b ON b.rowid = top.r",
+        (_analysis.fts_query(tuple(sorted(prof.present))), REFERENCE_DEPTH),
+    ).fetchall()
+    feats = [lexical_features(prof, str(r[0]).split()) for r in rows]
+    return {
+        "best_bm25": max((f.bm25_norm for f in feats), default=0.0),
+        "best_coverage": max((f.coverage for f in feats), default=0.0),
+    }
+
+
+def _dense_best(
+    conn: sqlite3.Connection,
+    ns_id: int,
+    query_vector: npt.NDArray[np.float32] | None,
+    vindex: VectorIndex | None,
+) -> float | None:
+    if query_vector is None or vindex is None:
+        return None
+    best = [h.cosine for corpus in _CORPORA for h in vindex.search(conn, ns_id, corpus, query_vector, 1)]
+    return max(best, default=None)
+
+
+class ReferenceCache:
+    """Recent references, each computed once even when many threads ask at once."""
+
+    def __init__(self, ttl: float = TTL_SECONDS) -> None:
+        self._ttl = ttl
+        self._lock = threading.Lock()
+        self._done: OrderedDict[Key, tuple[float, Reference]] = OrderedDict()
+        self._pending: dict[Key, threading.Event] = {}
+
+    def get(self, key: Key, compute: Callable[[], Reference]) -> Reference:
+        """The cached reference of `key`, or `compute()`'s (which is then cached)."""
+        while True:
+            with self._lock:
+                hit = self._done.get(key)
+                if hit is not None and time.monotonic() - hit[0] < self._ttl:
+                    return hit[1]
+                waiting = self._pending.get(key)
+                if waiting is None:
+                    mine = self._pending[key] = threading.Event()
+            if waiting is not None:
+                waiting.wait()  # the computing thread is bounded by its own deadline
+                continue
+            try:
+                ref = compute()
+                with self._lock:
+                    self._done[key] = (time.monotonic(), ref)
+                    self._done.move_to_end(key)
+                    while len(self._done) > _CACHED:
+                        self._done.popitem(last=False)
+                return ref
+            finally:
+                with self._lock:
+                    del self._pending[key]
+                mine.set()
+
+    def clear(self) -> None:
+        """Forget every reference (after a reindex)."""
+        with self._lock:
+            self._done.clear()
+
+
+__all__ = ["NO_REFERENCE", "REFERENCE_DEPTH", "ReferenceCache", "compute_reference"]

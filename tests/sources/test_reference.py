@@ -1,0 +1,133 @@
+"""Tests of the namespace's reference (its best evidence for a query) and its shared cache."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+
+from broker import Namespace
+from broker.testing import background_memories
+from sources import MemoryStore, NewEntry, _analysis, _index
+from sources._abstraction import FactWriter
+from sources._reference import ReferenceCache, compute_reference
+from sources._relevance import Reference, lexical_features
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+NS = Namespace(tenant_id="alice")
+OTHER = Namespace(tenant_id="bob")
+TASK = "when did Caroline join the pottery class"
+NOTES = (
+    "Caroline joined a pottery class on Tuesdays last spring.",
+    "Caroline talked about her cousin's wedding in June.",
+    "The pottery shop downtown closed last year.",
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
+        s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
+        s.add_entries([NewEntry(text=t, id=f"n{i}") for i, t in enumerate(NOTES)], namespace=NS)
+        yield s
+
+
+def reference(store: MemoryStore, ns: Namespace, task: str = TASK) -> Reference:
+    with store.db.read() as conn:
+        ns_id = _index.find_ns(conn, ns)
+        assert ns_id is not None
+        return compute_reference(conn, ns_id, _index.profile(conn, ns_id, task), None, None)
+
+
+def brute_force_best(store: MemoryStore, ns: Namespace, texts: list[str]) -> tuple[float, float]:
+    with store.db.read() as conn:
+        prof = _index.profile(conn, _index.find_ns(conn, ns), TASK)
+    feats = [lexical_features(prof, _analysis.terms(t)) for t in texts]
+    return max(f.bm25_norm for f in feats), max(f.coverage for f in feats)
+
+
+def test_reference_is_the_namespace_best_lexical_evidence(store: MemoryStore) -> None:
+    """The reference equals the best BM25 and coverage over every memory of the namespace."""
+    ref = reference(store, NS)
+    assert (ref.best_bm25, ref.best_coverage) == pytest.approx(
+        brute_force_best(store, NS, [*background_memories(), *NOTES])
+    )
+    assert ref.best_cosine is None  # lexical: no query vector
+
+
+def test_reference_spans_every_corpus(store: MemoryStore) -> None:
+    """A fact that matches better than every entry raises the reference: facts are in the namespace."""
+    before = reference(store, NS)
+    FactWriter(store).add_fact("Caroline joined the pottery class when spring began.", namespace=NS, id="f")
+    after = reference(store, NS)
+    assert after.best_bm25 > before.best_bm25
+
+
+def test_scorers_carry_the_namespace_reference(store: MemoryStore) -> None:
+    """Every scorer the store builds for a task carries the namespace's reference, in any mode asked."""
+    with store.db.read() as conn:
+        scorer = store.scorer(conn, TASK, namespace=NS)
+    assert scorer.reference == reference(store, NS)
+    assert scorer.reference.best_bm25 > 0.0
+
+
+def test_another_tenant_never_moves_the_reference(store: MemoryStore) -> None:
+    """Writes in another namespace leave this namespace's reference and scores unchanged."""
+    before = reference(store, NS)
+    store.add_entry("Caroline joined the pottery class when did she join", namespace=OTHER)
+    assert reference(store, NS) == before
+
+
+def test_typed_recall_scores_like_untyped(store: MemoryStore) -> None:
+    """The reference ignores the typed filter: a memory scores the same in typed and untyped recall."""
+    store.add_entry(NOTES[0] + " (typed)", namespace=NS, id="typed", memory_type="episodic")
+    untyped = {r.memory.id: r.score for r in store.recall(TASK, namespace=NS, min_score=0.0, limit=50)}
+    typed = {
+        r.memory.id: r.score for r in store.recall(TASK, namespace=NS, types=["episodic"], min_score=0.0)
+    }
+    assert typed
+    for key, score in typed.items():
+        assert score == pytest.approx(untyped[key])
+
+
+def test_concurrent_askers_compute_once() -> None:
+    """Many threads asking for one key at once run one computation and all get its result."""
+    cache, calls, gate = ReferenceCache(), [], threading.Event()
+
+    def compute() -> Reference:
+        calls.append(1)
+        gate.wait(timeout=5)
+        return Reference(best_bm25=0.5)
+
+    got: list[Reference] = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get(("k",), compute))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join(timeout=5)
+    assert len(calls) == 1
+    assert got == [Reference(best_bm25=0.5)] * 8
+
+
+def test_a_failed_computation_is_not_cached() -> None:
+    """A computation that raises (an interrupted read) leaves the next caller to compute afresh."""
+    cache = ReferenceCache()
+
+    def fail() -> Reference:
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        cache.get(("k",), fail)
+    assert cache.get(("k",), lambda: Reference(best_bm25=0.25)) == Reference(best_bm25=0.25)
+
+
+def test_expired_references_are_recomputed() -> None:
+    """Past its TTL a reference is computed again."""
+    cache = ReferenceCache(ttl=0.0)
+    cache.get(("k",), lambda: Reference(best_bm25=0.1))
+    assert cache.get(("k",), lambda: Reference(best_bm25=0.2)) == Reference(best_bm25=0.2)

@@ -1,0 +1,87 @@
+"""Tests of the calibrated scale's pure parts: the features relative to the namespace's best."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sources import _calibration_constants as constants
+from sources._relevance import (
+    LexicalFeatures,
+    QueryProfile,
+    Reference,
+    dense_probability,
+    dense_relative,
+    hybrid_probability,
+    lexical_relative,
+)
+
+unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+cosines = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
+PROFILE = QueryProfile.build(
+    ["caroline", "support", "group"], n_docs=500, total_len=6000, df={"caroline": 40}
+)
+
+
+def features(bm25: float, coverage: float, matched: int = 2) -> LexicalFeatures:
+    return LexicalFeatures(
+        coverage=coverage,
+        bm25_norm=bm25,
+        matched=matched,
+        unmatched=3 - matched,
+        presence=0.4,
+        rarest_hit=1.0,
+    )
+
+
+@given(bm25=unit, coverage=unit, best_bm25=unit, best_coverage=unit)
+def test_lexical_shortfalls_are_never_positive(
+    bm25: float, coverage: float, best_bm25: float, best_coverage: float
+) -> None:
+    """A text's shortfall from the namespace's best is <= 0, and it is the best iff it reaches it."""
+    ref = Reference(best_bm25=best_bm25, best_coverage=best_coverage)
+    is_best, bm25_gap, coverage_gap = lexical_relative(features(bm25, coverage), ref)
+    assert bm25_gap <= 0.0
+    assert coverage_gap <= 0.0
+    assert (is_best == 1.0) == (bm25 >= best_bm25 - 1e-5)
+
+
+def test_a_text_without_a_matched_term_is_never_the_best() -> None:
+    """No matched term means no lexical standing, even against an empty reference."""
+    assert lexical_relative(features(0.0, 0.0, matched=0), Reference())[0] == 0.0
+
+
+@given(cosine=cosines, best=cosines)
+def test_best_cosine_indicator(cosine: float, best: float) -> None:
+    """The dense indicator is 1 exactly when the cosine reaches the namespace's best."""
+    assert (dense_relative(cosine, Reference(best_cosine=best)) == 1.0) == (cosine >= best - 1e-5)
+
+
+def test_a_namespace_without_vectors_has_no_dense_standout() -> None:
+    """Without stored vectors every cosine counts as the best (no text is singled out)."""
+    assert dense_relative(-0.3, Reference(best_cosine=None)) == 1.0
+
+
+@given(cosine=cosines)
+def test_being_the_namespace_best_match_never_lowers_a_score(cosine: float) -> None:
+    """The fitted models reward the namespace's best cosine: it scores at least as high as a runner-up."""
+    best = Reference(best_cosine=cosine)
+    runner_up = Reference(best_cosine=min(1.0, cosine + 0.2))
+    if cosine + 0.2 > 1.0:
+        return
+    assert dense_probability(PROFILE, cosine, best) >= dense_probability(PROFILE, cosine, runner_up)
+    lex = features(0.3, 0.4)
+    ref_best = Reference(best_bm25=0.3, best_coverage=0.4, best_cosine=cosine)
+    ref_runner = Reference(best_bm25=0.3, best_coverage=0.4, best_cosine=cosine + 0.2)
+    assert hybrid_probability(PROFILE, lex, cosine, ref_best) >= hybrid_probability(
+        PROFILE, lex, cosine, ref_runner
+    )
+
+
+def test_constants_match_the_feature_vectors() -> None:
+    """Each mode's fitted weights have one entry per feature the scorer computes."""
+    ref = Reference(best_bm25=0.5, best_coverage=0.5, best_cosine=0.5)
+    lex = features(0.3, 0.4)
+    assert len(constants.DENSE_WEIGHTS) == 5
+    assert len(constants.LEXICAL_WEIGHTS) == len(lex.vector()) + len(lexical_relative(lex, ref))
+    assert len(constants.HYBRID_WEIGHTS) == len(constants.LEXICAL_WEIGHTS) + 3
