@@ -56,10 +56,10 @@ OFFTOPIC = tuple(
 CONSTANTS = _locomo.ROOT / "sources" / "_calibration_constants.py"
 FEATURE_DOC = {
     "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, "
-    "peak_specificity, best_bm25_in_namespace, bm25_shortfall, coverage_shortfall",
-    "dense": "cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_in_namespace",
-    "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_in_namespace, "
-    "best_bm25_in_namespace, bm25_shortfall, coverage_shortfall",
+    "peak_specificity, best_bm25_standing, bm25_shortfall, coverage_shortfall",
+    "dense": "cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing",
+    "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_standing, "
+    "best_bm25_standing, bm25_shortfall, coverage_shortfall",
 }
 
 

@@ -30,7 +30,7 @@ from benchmarks import _locomo
 from broker import RECALL_MIN_SCORE, Candidate, Namespace, SelectedBlock, ValidationError
 from broker._floor import select
 from broker.abc import Source, SourceRequest
-from sources import DEFAULT_SOURCES, MemoryStore, NewFact, Writers, default_sources
+from sources import DEFAULT_SOURCES, MemoryStore, NewFact, StoreSource, Writers, default_sources
 from sources._analysis import STOP_WORDS
 from sources._graphs import MAX_KEY_TERMS, key_of
 
@@ -162,6 +162,9 @@ def _graph(writers: Writers, ns: Namespace, raw: Mapping[str, Any], facts: list[
     return nodes, added
 
 
+CURVE_FLOORS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.42)
+
+
 def _node_id(name: str) -> str:
     return f"entity:{name}"
 
@@ -191,41 +194,69 @@ class _Tally:
         self.hit[name] = self.hit.get(name, 0) + hit
 
 
-async def _ask(
-    sources: list[Source], task: str, ns: Namespace, evidence: frozenset[str], tally: _Tally
+async def _ask(  # noqa: PLR0917 - one call site, each argument named
+    sources: list[Source],
+    task: str,
+    ns: Namespace,
+    evidence: frozenset[str],
+    tally: _Tally,
+    curve: dict[float, _Tally],
 ) -> None:
-    """Ask every source, then select as the selector does (one floor, dedupe, budget 40)."""
+    """Ask every source, then select as the selector does (one floor, dedupe, budget 40);
+    with `curve`, also select at each of its floors."""
     tally.asked += 1
     everything: list[Candidate] = []
     for src in sources:
-        got = [
-            c
-            for c in await src.fetch(SourceRequest(task=task, namespace=ns, limit=40))
-            if c.score >= RECALL_MIN_SCORE
-        ]
+        got = list(await src.fetch(SourceRequest(task=task, namespace=ns, limit=40)))
         everything += got
-        found = set().union(*(evidence_ids(SelectedBlock.from_candidate(c, (c.source,))) for c in got))
-        tally.add(src.name, abstained=not got, hit=bool(found & evidence))
+        kept = [c for c in got if c.score >= RECALL_MIN_SCORE]
+        found = set().union(*(evidence_ids(SelectedBlock.from_candidate(c, (c.source,))) for c in kept))
+        tally.add(src.name, abstained=not kept, hit=bool(found & evidence))
     blocks = select(everything, budget=40)
     found = set().union(*(evidence_ids(b) for b in blocks))
     tally.add("selected", abstained=not blocks, hit=bool(found & evidence))
+    for floor, at in curve.items():
+        at.asked += 1
+        blocks = select(everything, budget=40, floor=floor)
+        found = set().union(*(evidence_ids(b) for b in blocks))
+        at.add("selected", abstained=not blocks, hit=bool(found & evidence))
 
 
-async def measure(store: MemoryStore, convs: list[_locomo.Conversation]) -> dict[str, _Tally]:
-    """Per-source and selected rates on answerable, trivial and foreign questions."""
+Curve = dict[str, dict[float, _Tally]]
+
+
+async def measure(
+    store: MemoryStore, convs: list[_locomo.Conversation], floors: tuple[float, ...] = ()
+) -> tuple[dict[str, _Tally], Curve]:
+    """Per-source and selected rates on answerable, trivial and foreign questions, and the
+    selected rates at each of `floors` (the store's own recall floor lowered to match)."""
     sources = default_sources(store)
     for src in sources:
+        if isinstance(src, StoreSource) and floors:
+            src.min_score = min(*floors, RECALL_MIN_SCORE)
         await src.open()
-    out = {"answerable": _Tally(), "trivial": _Tally(), "foreign": _Tally()}
+    kinds = ("answerable", "trivial", "foreign")
+    out = {k: _Tally() for k in kinds}
+    curve: Curve = {k: {f: _Tally() for f in floors} for k in kinds}
     for owner, foreign in _locomo.foreign_pairs(convs):
         for q in owner.questions():
-            await _ask(sources, q.text, owner.namespace, q.evidence, out["answerable"])
-            await _ask(sources, q.text, foreign.namespace, frozenset(), out["foreign"])
+            await _ask(sources, q.text, owner.namespace, q.evidence, out["answerable"], curve["answerable"])
+            await _ask(sources, q.text, foreign.namespace, frozenset(), out["foreign"], curve["foreign"])
         for task in _locomo.trivial_tasks():
-            await _ask(sources, task, owner.namespace, frozenset(), out["trivial"])
+            await _ask(sources, task, owner.namespace, frozenset(), out["trivial"], curve["trivial"])
     for src in sources:
         await src.aclose()
-    return out
+    return out, curve
+
+
+def _report_curve(curve: Curve) -> None:
+    print("floor   evidence  false-abstention  trivial-abstention  foreign-abstention")
+    for floor in sorted(curve["answerable"]):
+        a, t, f = (curve[k][floor] for k in ("answerable", "trivial", "foreign"))
+        print(
+            f"{floor:<7.2f} {a.hit['selected'] / a.asked:>8.3f} {a.abstained['selected'] / a.asked:>17.3f} "
+            f"{t.abstained['selected'] / t.asked:>19.3f} {f.abstained['selected'] / f.asked:>19.3f}"
+        )
 
 
 def _report(out: dict[str, _Tally]) -> None:
@@ -248,6 +279,11 @@ def main() -> int:
     parser.add_argument("--db", type=Path, help="store file (default: a temporary file)")
     parser.add_argument("--mode", choices=("lexical", "dense", "hybrid"), default="lexical")
     parser.add_argument("--measure", action="store_true", help="print per-source rates on the dev questions")
+    parser.add_argument(
+        "--curve",
+        action="store_true",
+        help="with --measure: also the selected rates at lower floors (the trade-off the one floor fixes)",
+    )
     args = parser.parse_args()
     _locomo.require_data()
     convs = _locomo.load()
@@ -258,7 +294,10 @@ def main() -> int:
             counts = load_sources(store, convs, turns=True)
             print(" ".join(f"{k}={v}" for k, v in counts.items()))
             if args.measure:
-                _report(anyio.run(measure, store, convs))
+                out, curve = anyio.run(measure, store, convs, CURVE_FLOORS if args.curve else ())
+                _report(out)
+                if args.curve:
+                    _report_curve(curve)
         finally:
             store.close()
     return 0

@@ -5,47 +5,47 @@ Written by benchmarks/fit_calibration.py on the LoCoMo dev conversations; do not
 
 from __future__ import annotations
 
-# lexical features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity, best_bm25_in_namespace, bm25_shortfall, coverage_shortfall.
+# lexical features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity, best_bm25_standing, bm25_shortfall, coverage_shortfall.
 LEXICAL_WEIGHTS: tuple[float, ...] = (
-    -1.334041,
-    -2.086949,
-    4.780690,
-    -2.391860,
-    1.317826,
-    0.188230,
-    -0.273885,
-    6.983754,
-    -0.427169,
-    1.028269,
-    0.107029,
+    -1.326944,
+    -2.088706,
+    4.778652,
+    -2.389537,
+    1.369897,
+    0.187389,
+    -0.272940,
+    6.963466,
+    -0.446930,
+    1.034858,
+    0.110709,
 )
-LEXICAL_BIAS: float = -10.021389
+LEXICAL_BIAS: float = -10.062501
 
-# dense features: cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_in_namespace.
+# dense features: cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing.
 DENSE_WEIGHTS: tuple[float, ...] = (
-    13.987330,
-    -6.697296,
-    4.225324,
-    -0.389012,
-    1.520126,
+    14.631125,
+    -7.423557,
+    4.445870,
+    -0.387210,
+    1.644369,
 )
-DENSE_BIAS: float = -10.938831
+DENSE_BIAS: float = -11.126901
 
-# hybrid features: the eight lexical features, cosine, cosine * presence, best_cosine_in_namespace, best_bm25_in_namespace, bm25_shortfall, coverage_shortfall.
+# hybrid features: the eight lexical features, cosine, cosine * presence, best_cosine_standing, best_bm25_standing, bm25_shortfall, coverage_shortfall.
 HYBRID_WEIGHTS: tuple[float, ...] = (
-    -0.061228,
-    -5.782752,
-    -0.034504,
-    -1.783963,
-    5.329185,
-    0.231004,
-    1.107500,
-    3.220560,
-    13.435127,
-    -8.125119,
-    0.563558,
-    0.300437,
-    -0.720052,
-    1.651715,
+    -0.023038,
+    -5.873635,
+    -0.028426,
+    -1.776066,
+    5.358559,
+    0.230037,
+    1.092732,
+    3.248184,
+    13.639146,
+    -8.363790,
+    0.636213,
+    0.374984,
+    -0.763200,
+    1.648315,
 )
-HYBRID_BIAS: float = -9.918520
+HYBRID_BIAS: float = -9.966949

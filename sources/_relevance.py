@@ -133,8 +133,13 @@ NO_REFERENCE: Final = Reference()
 
 
 def lexical_relative(features: LexicalFeatures, ref: Reference) -> tuple[float, float, float]:
-    """(is the namespace's best BM25, BM25 shortfall, coverage shortfall); gaps are <= 0."""
-    best = 1.0 if features.matched and features.bm25_norm >= ref.best_bm25 - _TIE else 0.0
+    """(standing, BM25 shortfall, coverage shortfall) against the namespace's best.
+
+    Standing is the query's presence when the text has the namespace's best BM25, else 0:
+    standing out counts as much as the namespace knows the query's terms (a foreign
+    question's best match stands out among texts that lack its names). Gaps are <= 0.
+    """
+    best = features.presence if features.matched and features.bm25_norm >= ref.best_bm25 - _TIE else 0.0
     return (
         best,
         min(0.0, features.bm25_norm - ref.best_bm25),
@@ -142,9 +147,10 @@ def lexical_relative(features: LexicalFeatures, ref: Reference) -> tuple[float, 
     )
 
 
-def dense_relative(cosine: float, ref: Reference) -> float:
-    """1.0 when the cosine is the namespace's best (or the namespace has no vectors)."""
-    return 1.0 if ref.best_cosine is None or cosine >= ref.best_cosine - _TIE else 0.0
+def dense_relative(cosine: float, ref: Reference, presence: float) -> float:
+    """Standing of a cosine: the query's presence when it is the namespace's best cosine (or
+    the namespace has no vectors), else 0."""
+    return presence if ref.best_cosine is None or cosine >= ref.best_cosine - _TIE else 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -250,7 +256,13 @@ def check_mode(mode: object) -> str:
 def dense_features(profile: QueryProfile, cosine: float, ref: Reference) -> tuple[float, ...]:
     """Dense-mode features: the cosine, query-level evidence, and whether it is the best cosine."""
     presence = profile.presence
-    return (cosine, cosine * presence, presence, math.log1p(len(profile.terms)), dense_relative(cosine, ref))
+    return (
+        cosine,
+        cosine * presence,
+        presence,
+        math.log1p(len(profile.terms)),
+        dense_relative(cosine, ref, presence),
+    )
 
 
 def dense_probability(profile: QueryProfile, cosine: float, ref: Reference) -> float:
@@ -269,7 +281,7 @@ def hybrid_features(
         *lexical.vector(),
         cosine,
         cosine * profile.presence,
-        dense_relative(cosine, ref),
+        dense_relative(cosine, ref, profile.presence),
         *lexical_relative(lexical, ref),
     )
 

@@ -40,6 +40,9 @@ class StoreSource(ReaderSource):
     """Types this source is fixed to (None: the request's types, or all)."""
 
     _store: MemoryStore = attrs.field(kw_only=True)
+    min_score: float = attrs.field(default=RECALL_MIN_SCORE, kw_only=True)
+    """The floor the store's recall applies. The selector applies the one floor anyway:
+    lower it only to measure what a lower floor would select (trade-off curves)."""
 
     def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
         types = self._types(request.types)
@@ -52,7 +55,7 @@ class StoreSource(ReaderSource):
             namespace=request.namespace,
             types=types,
             limit=limit,
-            min_score=RECALL_MIN_SCORE,
+            min_score=self.min_score,
             mode=request.mode,
             embedder=self._reader.embedder,
         )

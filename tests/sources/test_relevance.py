@@ -38,12 +38,12 @@ def features(bm25: float, coverage: float, matched: int = 2) -> LexicalFeatures:
 def test_lexical_shortfalls_are_never_positive(
     bm25: float, coverage: float, best_bm25: float, best_coverage: float
 ) -> None:
-    """A text's shortfall from the namespace's best is <= 0, and it is the best iff it reaches it."""
+    """Shortfalls from the namespace's best are <= 0; a text reaching the best stands at the query's presence."""
     ref = Reference(best_bm25=best_bm25, best_coverage=best_coverage)
-    is_best, bm25_gap, coverage_gap = lexical_relative(features(bm25, coverage), ref)
+    standing, bm25_gap, coverage_gap = lexical_relative(features(bm25, coverage), ref)
     assert bm25_gap <= 0.0
     assert coverage_gap <= 0.0
-    assert (is_best == 1.0) == (bm25 >= best_bm25 - 1e-5)
+    assert standing == (0.4 if bm25 >= best_bm25 - 1e-5 else 0.0)
 
 
 def test_a_text_without_a_matched_term_is_never_the_best() -> None:
@@ -51,15 +51,16 @@ def test_a_text_without_a_matched_term_is_never_the_best() -> None:
     assert lexical_relative(features(0.0, 0.0, matched=0), Reference())[0] == 0.0
 
 
-@given(cosine=cosines, best=cosines)
-def test_best_cosine_indicator(cosine: float, best: float) -> None:
-    """The dense indicator is 1 exactly when the cosine reaches the namespace's best."""
-    assert (dense_relative(cosine, Reference(best_cosine=best)) == 1.0) == (cosine >= best - 1e-5)
+@given(cosine=cosines, best=cosines, presence=unit)
+def test_best_cosine_standing(cosine: float, best: float, presence: float) -> None:
+    """A cosine stands at the query's presence exactly when it reaches the namespace's best, else 0."""
+    expected = presence if cosine >= best - 1e-5 else 0.0
+    assert dense_relative(cosine, Reference(best_cosine=best), presence) == expected
 
 
 def test_a_namespace_without_vectors_has_no_dense_standout() -> None:
     """Without stored vectors every cosine counts as the best (no text is singled out)."""
-    assert dense_relative(-0.3, Reference(best_cosine=None)) == 1.0
+    assert dense_relative(-0.3, Reference(best_cosine=None), 0.7) == 0.7
 
 
 @given(cosine=cosines)
