@@ -40,7 +40,6 @@ from sources._relevance import (
     dense_features,
     hybrid_features,
     lexical_features,
-    lexical_model_features,
 )
 from sources._schema import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
@@ -56,7 +55,7 @@ OFFTOPIC = tuple(
 CONSTANTS = _locomo.ROOT / "sources" / "_calibration_constants.py"
 FEATURE_DOC = {
     "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, "
-    "peak_specificity, best_bm25_standing, bm25_shortfall, coverage_shortfall",
+    "peak_specificity",
     "dense": "cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing",
     "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_standing, "
     "best_bm25_standing, bm25_shortfall, coverage_shortfall",
@@ -158,13 +157,7 @@ def candidates(store: MemoryStore, mode: str, question: str, qvec: np.ndarray, t
     for corpus in tenant.corpora:
         lex = _lexical_top(store, prof, tenant, corpus)
         if mode == "lexical":
-            out += [
-                (
-                    corpus.evidence[i],
-                    list(lexical_model_features(lexical_features(prof, corpus.terms[i]), ref)),
-                )
-                for i in lex
-            ]
+            out += [(corpus.evidence[i], list(lexical_features(prof, corpus.terms[i]).vector())) for i in lex]
             continue
         pool = {i: float(corpus.vectors[i] @ qvec) for i in lex}
         if corpus.corpus == CORPUS_ENTRIES:

@@ -5,21 +5,18 @@ Written by benchmarks/fit_calibration.py on the LoCoMo dev conversations; do not
 
 from __future__ import annotations
 
-# lexical features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity, best_bm25_standing, bm25_shortfall, coverage_shortfall.
+# lexical features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity.
 LEXICAL_WEIGHTS: tuple[float, ...] = (
-    -1.326944,
-    -2.088706,
-    4.778652,
-    -2.389537,
-    1.369897,
-    0.187389,
-    -0.272940,
-    6.963466,
-    -0.446930,
-    1.034858,
-    0.110709,
+    -1.063084,
+    -2.133612,
+    4.843869,
+    -2.317336,
+    1.002110,
+    0.164366,
+    -0.319215,
+    7.153503,
 )
-LEXICAL_BIAS: float = -10.062501
+LEXICAL_BIAS: float = -10.272668
 
 # dense features: cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing.
 DENSE_WEIGHTS: tuple[float, ...] = (

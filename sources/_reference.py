@@ -1,5 +1,7 @@
 """The namespace's best evidence for a query (`Reference`), computed once and shared.
 
+Dense and hybrid scores use it (lexical mode does not).
+
 Relative features ("is this the namespace's best match?") must mean the same whichever
 source scores a text, so the reference is a function of the query and the namespace only:
 over every corpus the namespace holds (entries, facts, knowledge), never the typed subset
@@ -52,7 +54,7 @@ def compute_reference(
     query_vector: npt.NDArray[np.float32] | None,
     vindex: VectorIndex | None,
 ) -> Reference:
-    """The namespace's best lexical evidence and (with a query vector) best cosine."""
+    """The namespace's best lexical evidence and best cosine (None without a query vector)."""
     return Reference(
         **_lexical_best(conn, ns_id, prof),
         best_cosine=_dense_best(conn, ns_id, query_vector, vindex),

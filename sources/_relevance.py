@@ -16,11 +16,12 @@ labels, leave-one-conversation-out):
 - hybrid: the eight lexical features (computed for every candidate, their zero form when no
   term overlaps) plus the two cosine features of dense mode.
 
-Every mode also sees where the memory stands against the namespace's best evidence for
-the query (a `Reference`, computed once per query and namespace over every corpus the
-namespace holds, so it is the same whichever source scores a text): lexical and hybrid
-whether its BM25 is the namespace's best and its shortfall in BM25 and IDF coverage from
-the best; dense and hybrid whether its cosine is the namespace's best. On LoCoMo the
+Dense and hybrid modes also see where the memory stands against the namespace's best
+evidence for the query (a `Reference`, computed once per query and namespace over every
+corpus the namespace holds, so it is the same whichever source scores a text): whether its
+cosine is the namespace's best, and in hybrid whether its BM25 is, and its shortfall in
+BM25 and IDF coverage from the best. (Lexical mode gained nothing measurable from them on
+the dev data, so it stays as it was and computes no reference: the mode for speed.) On LoCoMo the
 namespace's best match is gold evidence far more often than its raw similarity says, and
 a foreign question has no such standout: these features cut false abstention by a quarter
 in hybrid mode at unchanged trivial and foreign abstention (see benchmarks/fit_calibration.py).
@@ -228,16 +229,11 @@ def logistic(weights: Sequence[float], bias: float, x: Sequence[float]) -> float
     return e / (1.0 + e)
 
 
-def lexical_model_features(features: LexicalFeatures, ref: Reference) -> tuple[float, ...]:
-    """Lexical-mode features: the eight lexical ones, then the three relative to `ref`."""
-    return (*features.vector(), *lexical_relative(features, ref))
-
-
-def lexical_probability(features: LexicalFeatures, ref: Reference) -> float:
+def lexical_probability(features: LexicalFeatures) -> float:
     """Calibrated probability of relevance from lexical evidence alone."""
     if features.matched == 0:
         return 0.0
-    return logistic(constants.LEXICAL_WEIGHTS, constants.LEXICAL_BIAS, lexical_model_features(features, ref))
+    return logistic(constants.LEXICAL_WEIGHTS, constants.LEXICAL_BIAS, features.vector())
 
 
 def check_mode(mode: object) -> str:
@@ -339,7 +335,7 @@ class Scorer:
     def score(self, text_terms: Sequence[str], text_vector: npt.NDArray[np.float32] | None = None) -> float:
         """Probability that a text (its analysed terms, and its vector in dense modes) is relevant."""
         if self.mode == "lexical" or self.abstains:
-            return lexical_probability(lexical_features(self.profile, text_terms), self.reference)
+            return lexical_probability(lexical_features(self.profile, text_terms))
         if text_vector is None or self.query_vector is None:
             msg = "dense and hybrid scores need the text's vector; use score_texts to embed it"
             raise ValueError(msg)

@@ -30,6 +30,8 @@ from ._relevance import (
     QueryProfile,
     Scorer,
     check_mode,
+    lexical_features,
+    lexical_probability,
 )
 
 if TYPE_CHECKING:
@@ -523,8 +525,7 @@ class MemoryStore:
             if not prof.present:
                 return []
             rows = self._lexical_rows(conn, ns_id, prof, types, k)
-            scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
-            scored = [(scorer.score(_row_terms(r)), r) for r in rows]
+            scored = [(lexical_probability(lexical_features(prof, _row_terms(r))), r) for r in rows]
         else:  # hybrid unions two lists: half as deep each keeps the pool the same size
             k = k if mode == "dense" else max(2 * limit, 50)
             scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
@@ -556,12 +557,12 @@ class MemoryStore:
     ) -> Scorer:
         """Build the `Scorer` of a query profiled against namespace `ns_id`, in `mode`.
 
-        It carries the namespace's `Reference` (its best evidence for the query over every
-        corpus), computed once and shared by every source that scores the query in the
-        namespace. `embedder` may be a caching wrapper of the store's own.
+        In dense and hybrid modes it carries the namespace's `Reference` (its best evidence
+        for the query over every corpus), computed once and shared by every source that
+        scores the query in the namespace. `embedder` may be a caching wrapper of the store's own.
         """
         scorer = Scorer.build(prof, query, mode=mode, embedder=embedder or self.embedder)
-        if ns_id is None or scorer.abstains:
+        if ns_id is None or scorer.abstains or mode not in DENSE_MODES:
             return scorer
         vector = scorer.query_vector
         key = (

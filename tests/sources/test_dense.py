@@ -302,3 +302,18 @@ def test_reference_best_cosine_spans_the_namespace_corpora(
     with store.db.read() as conn:
         ref = store.scorer(conn, query, namespace=A, mode="hybrid").reference
     assert ref.best_cosine == pytest.approx(best, abs=1e-5)
+
+
+def test_typed_recall_scores_like_untyped(store: MemoryStore) -> None:
+    """The reference ignores the typed filter: a memory scores the same in typed and untyped hybrid recall."""
+    store.add_entry(
+        "I walk the golden retriever puppy every morning", namespace=A, id="t", memory_type="episodic"
+    )
+    query = "how is the puppy doing"
+    untyped = {r.memory.id: r.score for r in store.recall(query, namespace=A, min_score=0.0, limit=50)}
+    typed = {
+        r.memory.id: r.score for r in store.recall(query, namespace=A, types=["episodic"], min_score=0.0)
+    }
+    assert "t" in typed
+    for key, score in typed.items():
+        assert score == pytest.approx(untyped[key])

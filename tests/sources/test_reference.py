@@ -67,12 +67,10 @@ def test_reference_spans_every_corpus(store: MemoryStore) -> None:
     assert after.best_bm25 > before.best_bm25
 
 
-def test_scorers_carry_the_namespace_reference(store: MemoryStore) -> None:
-    """Every scorer the store builds for a task carries the namespace's reference, in any mode asked."""
+def test_lexical_scorers_need_no_reference(store: MemoryStore) -> None:
+    """Lexical mode scores without relative features, so it computes no reference."""
     with store.db.read() as conn:
-        scorer = store.scorer(conn, TASK, namespace=NS)
-    assert scorer.reference == reference(store, NS)
-    assert scorer.reference.best_bm25 > 0.0
+        assert store.scorer(conn, TASK, namespace=NS, mode="lexical").reference == Reference()
 
 
 def test_another_tenant_never_moves_the_reference(store: MemoryStore) -> None:
@@ -80,18 +78,6 @@ def test_another_tenant_never_moves_the_reference(store: MemoryStore) -> None:
     before = reference(store, NS)
     store.add_entry("Caroline joined the pottery class when did she join", namespace=OTHER)
     assert reference(store, NS) == before
-
-
-def test_typed_recall_scores_like_untyped(store: MemoryStore) -> None:
-    """The reference ignores the typed filter: a memory scores the same in typed and untyped recall."""
-    store.add_entry(NOTES[0] + " (typed)", namespace=NS, id="typed", memory_type="episodic")
-    untyped = {r.memory.id: r.score for r in store.recall(TASK, namespace=NS, min_score=0.0, limit=50)}
-    typed = {
-        r.memory.id: r.score for r in store.recall(TASK, namespace=NS, types=["episodic"], min_score=0.0)
-    }
-    assert typed
-    for key, score in typed.items():
-        assert score == pytest.approx(untyped[key])
 
 
 def test_concurrent_askers_compute_once() -> None:
