@@ -15,30 +15,17 @@ from sources._source_base import StoreReader
 from sources._store_source import StoreSource
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")
-FILLER = [
-    "Bought groceries for the week: rice, beans and coffee.",
-    "The train to Lyon was delayed by forty minutes.",
-    "Finished reading a novel about a lighthouse keeper.",
-    "Planted tomatoes and basil on the balcony.",
-    "Fixed the squeaky hinge on the kitchen cabinet.",
-    "Watched a documentary about deep sea creatures.",
-]
 SHARED = "Caroline attended an LGBTQ support group meeting and found the transgender stories inspiring."
 TASK = "What did Caroline find inspiring at the LGBTQ support group meeting?"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
-        s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
-        for i, text in enumerate(FILLER):
-            s.add_entry(text, namespace=NS, id=f"f{i}")
-        yield s
+def store(background_store: MemoryStore) -> MemoryStore:
+    return background_store
 
 
 def source(store: MemoryStore) -> AbstractionSource:
@@ -71,8 +58,7 @@ async def test_equal_text_scores_equal_as_entry_and_fact(store: MemoryStore) -> 
 async def test_equal_text_scores_equal_in_hybrid_mode(tmp_path: Path) -> None:
     """Equal relevance means equal score in a dense mode too (stored vectors on both sides)."""
     with MemoryStore.open(tmp_path / "h.db", mode="hybrid") as store:
-        for i, text in enumerate(FILLER):
-            store.add_entry(text, namespace=NS, id=f"f{i}")
+        store.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
         store.add_entry(SHARED, namespace=NS, id="e-shared")
         FactWriter(store).add_fact(SHARED, namespace=NS, id="shared")
         reader = StoreReader(store=store)

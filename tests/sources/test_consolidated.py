@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
 from broker import RECALL_MIN_SCORE, Namespace, ValidationError
@@ -13,18 +11,8 @@ from sources._abstraction import AbstractionSource, FactWriter
 from sources._consolidated import ConsolidatedSource, KnowledgeWriter
 from sources._source_base import StoreReader
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")
-FILLER = [
-    "Bought groceries for the week: rice, beans and coffee.",
-    "The train to Lyon was delayed by forty minutes.",
-    "Finished reading a novel about a lighthouse keeper.",
-    "Planted tomatoes and basil on the balcony.",
-]
 SUMMARY = (
     "Caroline and Melanie talked about the LGBTQ support group, adoption agencies, "
     "and Melanie's charity race for mental health."
@@ -33,11 +21,8 @@ TASK = "What did Caroline and Melanie say about the charity race for mental heal
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
-        for i, text in enumerate(FILLER):
-            s.add_entry(text, namespace=NS, id=f"f{i}")
-        yield s
+def store(filler_store: MemoryStore) -> MemoryStore:
+    return filler_store
 
 
 def source(store: MemoryStore) -> ConsolidatedSource:

@@ -14,39 +14,30 @@ from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter
 from sources._source_base import StoreReader
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
     from pathlib import Path
 
     import numpy.typing as npt
 
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")
-FILLER = [
-    "Bought groceries for the week: rice, beans and coffee.",
-    "The train to Lyon was delayed by forty minutes.",
-    "Finished reading a novel about a lighthouse keeper.",
-    "Planted tomatoes and basil on the balcony.",
-]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
-        for i, text in enumerate(FILLER):
-            s.add_entry(text, namespace=NS, id=f"f{i}")
-        g = GraphWriter(s)
-        g.add_node("Caroline", namespace=NS, id="caroline", description="a counsellor in training")
-        g.add_node(
-            "LGBTQ support group",
-            namespace=NS,
-            id="group",
-            aliases=["the support group"],
-            description="meets every Tuesday evening at the community centre",
-        )
-        g.add_node("Melanie", namespace=NS, id="melanie", description="a painter and Caroline's friend")
-        g.add_edge("caroline", "attends", "group", namespace=NS)
-        g.add_edge("melanie", "friend of", "caroline", namespace=NS)
-        yield s
+def store(filler_store: MemoryStore) -> MemoryStore:
+    g = GraphWriter(filler_store)
+    g.add_node("Caroline", namespace=NS, id="caroline", description="a counsellor in training")
+    g.add_node(
+        "LGBTQ support group",
+        namespace=NS,
+        id="group",
+        aliases=["the support group"],
+        description="meets every Tuesday evening at the community centre",
+    )
+    g.add_node("Melanie", namespace=NS, id="melanie", description="a painter and Caroline's friend")
+    g.add_edge("caroline", "attends", "group", namespace=NS)
+    g.add_edge("melanie", "friend of", "caroline", namespace=NS)
+    return filler_store
 
 
 def source(store: MemoryStore) -> GraphSource:

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
 from broker import RECALL_MIN_SCORE, ConfigError, Namespace
 from broker.abc import Source, SourceRequest
-from broker.testing import background_memories
-from sources import MemoryStore, NewEntry
+from sources import MemoryStore
 from sources._source_base import StoreReader
 from sources._store_source import PersonaSource, StoreSource
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")
-FILLER = [
-    "Bought groceries for the week: rice, beans and coffee.",
-    "The train to Lyon was delayed by forty minutes.",
-    "Finished reading a novel about a lighthouse keeper.",
-    "Planted tomatoes and basil on the balcony.",
-    "Fixed the squeaky hinge on the kitchen cabinet.",
-    "Watched a documentary about deep sea creatures.",
-    "Booked a dentist appointment for next Thursday.",
-    "Practised scales on the piano for half an hour.",
-]
 TYPED = {
     "self": "I calm my stage nerves before every violin recital with quiet breathing.",
     "personality": "Calm by nature, yet stage nerves before a violin recital still appear.",
@@ -40,14 +23,10 @@ TASK = "how do I calm my stage nerves before the violin recital"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
-        s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
-        for i, text in enumerate(FILLER):
-            s.add_entry(text, namespace=NS, id=f"f{i}")
-        for mtype, text in TYPED.items():
-            s.add_entry(text, namespace=NS, memory_type=mtype, id=f"t-{mtype}")
-        yield s
+def store(background_store: MemoryStore) -> MemoryStore:
+    for mtype, text in TYPED.items():
+        background_store.add_entry(text, namespace=NS, memory_type=mtype, id=f"t-{mtype}")
+    return background_store
 
 
 def sources(store: MemoryStore) -> tuple[StoreSource, PersonaSource]:
