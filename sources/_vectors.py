@@ -24,7 +24,9 @@ by the next other write.
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -50,6 +52,8 @@ ANN_EXPANSION: Final = 512
 Measured at 10k x 384: recall@10 0.61 at ef 128 and 0.95 at ef 512 on isotropic Gaussian
 vectors (the hard case), 1.0 on clustered ones; see benchmarks/ann_recall.py.
 """
+_GENERATIONS = itertools.count()
+_SCORES_KEPT: Final = 8  # cosine vectors kept for reuse (400 KB each at 100k rows)
 _TYPED_OVERFETCH: Final = 8  # ANN asks for k * this when a typed filter drops rows after search
 
 
@@ -210,6 +214,8 @@ class _Matrix:
     position: dict[int, int] = attrs.field(factory=dict)
     ann: Any = None
     no_ann: bool = False  # usearch missing: stay exact, warn once
+    generation: int = attrs.field(factory=lambda: next(_GENERATIONS))
+    """Unique per matrix: with `n` it names the rows a cosine vector was computed over."""
 
     def append(self, rows: list[tuple[int, int, str, bytes, str | None]], model_id: str) -> None:
         """Add stored rows of the current model (others only counted as stale)."""
@@ -322,10 +328,13 @@ class _Exact:
     tags: npt.NDArray[np.int16] | None
     allowed: npt.NDArray[np.int16] | None
 
-    def search(self, query: Vectors, k: int) -> list[Hit]:
-        """Top-k rows by cosine among the live (and allowed) ones."""
+    def search(self, query: Vectors, k: int, scores: Vectors | None = None) -> list[Hit]:
+        """Top-k rows by cosine among the live (and allowed) ones.
+
+        `scores` are `buf @ query` when the caller already has them (never modified here).
+        """
         n = len(self.rowids)
-        scores = self.buf @ query
+        scores = self.buf @ query if scores is None else scores.copy()
         if self.alive is None and self.tags is None:
             k = min(k, n)
         else:
@@ -357,6 +366,9 @@ class VectorIndex:
     # matrix current; the connection is held so its id cannot be reused by another one.
     _seen: dict[tuple[int, int, int], tuple[sqlite3.Connection, int]] = attrs.field(factory=dict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    # (ns_id, corpus, matrix generation, rows, query bytes) -> every row's cosine: the sources of a
+    # turn (and the reference) search one matrix with one query, typed or not.
+    _scores: OrderedDict[tuple[int, int, int, int, bytes], Vectors] = attrs.field(factory=OrderedDict)
 
     def search(  # noqa: PLR0913
         self,
@@ -376,7 +388,15 @@ class VectorIndex:
             if matrix.ann is not None or matrix.live == 0 or k <= 0:
                 return matrix.search(q, k, typed)
             snapshot = matrix.exact(typed)
-        return snapshot.search(q, k)  # outside the lock: numpy releases the GIL
+            key = (ns_id, corpus, matrix.generation, matrix.n, q.tobytes())
+            scores = self._scores.get(key)
+        if scores is None:
+            scores = snapshot.buf @ q  # outside the lock: numpy releases the GIL
+            with self._lock:
+                self._scores[key] = scores
+                while len(self._scores) > _SCORES_KEPT:
+                    self._scores.popitem(last=False)
+        return snapshot.search(q, k, scores)
 
     def uses_ann(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> bool:
         """Whether searches of this namespace and corpus go through the HNSW index."""
@@ -402,6 +422,7 @@ class VectorIndex:
         with self._lock:
             self._cache.clear()
             self._seen.clear()
+            self._scores.clear()
 
     def _fresh(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> _Matrix:
         key = (ns_id, corpus)

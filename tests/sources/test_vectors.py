@@ -179,3 +179,29 @@ def test_without_usearch_large_namespaces_stay_exact(db: Database, monkeypatch: 
     with db.read() as conn:
         assert not index.uses_ann(conn, 1, FACTS)
     assert _search(db, index, 1, vecs[17], 1)[0].rowid == 17
+
+
+def test_repeated_query_matches_a_fresh_index_after_every_change(db: Database) -> None:
+    """Reusing a query's cosines never returns what a fresh index would not, through appends, deletes and replaces."""
+    rng = np.random.default_rng(9)
+    vecs = _unit(rng, 30)
+    _put(db, 1, list(range(20)), vecs[:20])
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    q = vecs[25]
+
+    def same_as_fresh() -> None:
+        fresh = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+        assert _search(db, index, 1, q, 8) == _search(db, fresh, 1, q, 8)
+
+    same_as_fresh()
+    _put(db, 1, [20, 21], vecs[20:22])  # appends
+    same_as_fresh()
+    with db.write() as conn:  # a delete the index is told of, and one it must find itself
+        index.forget(_vectors.delete_vectors(conn, FACTS, [_search(db, index, 1, q, 1)[0].rowid]), FACTS)
+    same_as_fresh()
+    with db.write() as conn:
+        _vectors.delete_vectors(conn, FACTS, [_search(db, index, 1, q, 1)[0].rowid])
+    same_as_fresh()
+    _put(db, 1, [5], vecs[25:26])  # row 5 now holds the query itself
+    same_as_fresh()
+    assert _search(db, index, 1, q, 1)[0].rowid == 5
