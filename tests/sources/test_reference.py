@@ -117,3 +117,32 @@ def test_expired_references_are_recomputed() -> None:
     cache = ReferenceCache(ttl=0.0)
     cache.get(("k",), lambda: Reference(best_bm25=0.1))
     assert cache.get(("k",), lambda: Reference(best_bm25=0.2)) == Reference(best_bm25=0.2)
+
+
+def test_waiters_take_over_when_the_computing_thread_fails() -> None:
+    """A thread waiting on another's computation computes itself when that one fails (an interrupted read)."""
+    cache, started, release = ReferenceCache(), threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def failing() -> Reference:
+        started.set()
+        release.wait(timeout=5)
+        raise RuntimeError("interrupted")
+
+    def owner() -> None:
+        try:
+            cache.get(("k",), failing)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=owner)
+    first.start()
+    started.wait(timeout=5)
+    got: list[Reference] = []
+    waiter = threading.Thread(target=lambda: got.append(cache.get(("k",), lambda: Reference(best_bm25=0.7))))
+    waiter.start()
+    release.set()
+    first.join(timeout=5)
+    waiter.join(timeout=5)
+    assert len(errors) == 1
+    assert got == [Reference(best_bm25=0.7)]
