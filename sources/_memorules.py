@@ -57,7 +57,7 @@ from broker import (
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, check_mode
-from ._source_base import ReaderSource
+from ._source_base import QueryCache, ReaderSource
 from ._store import MemoryStore, NewEntry, _checked, _Row
 
 if TYPE_CHECKING:
@@ -1020,6 +1020,8 @@ class _Probe:
         if mode in DENSE_MODES and embedder is None:
             msg = f"recall mode {mode!r} needs an embedder; open the store with one or use mode='lexical'"
             raise ConfigError(msg)
+        if embedder is not None and not isinstance(embedder, QueryCache):
+            embedder = QueryCache(embedder)  # one query embedding for every namespace probed
         asking = None if own_ns is None else _index.profile(conn, own_ns, query)
         return cls(
             store=store,

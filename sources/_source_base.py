@@ -86,7 +86,7 @@ class StoreReader:
 
     store: MemoryStore
     limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
-    _queries: _QueryCache | None = attrs.field(default=None, init=False)
+    _queries: QueryCache | None = attrs.field(default=None, init=False)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -94,7 +94,7 @@ class StoreReader:
         if self.store.embedder is None:
             return None
         if self._queries is None or self._queries.inner is not self.store.embedder:
-            self._queries = _QueryCache(self.store.embedder)
+            self._queries = QueryCache(self.store.embedder)
         return self._queries
 
     def scorer(
@@ -174,7 +174,7 @@ def _ping(conn: sqlite3.Connection) -> None:
 # -- scoring and candidates -----------------------------------------------------------------
 
 
-class _QueryCache:
+class QueryCache:
     """An Embedder that remembers its last single-text (query) vectors.
 
     Concurrent sources asking for the same task wait for one embedding (single flight)

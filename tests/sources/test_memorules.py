@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 import structlog
 
@@ -35,8 +36,10 @@ from sources._memorules import CONFIDENCE_WEIGHTS, context_overlap
 from sources._source_base import StoreReader
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
+
+    import numpy.typing as npt
 
 NS = Namespace(tenant_id="acme", project_id="web")
 SESSION = WriterSession(session_id="sess-1", persona="donna")
@@ -714,3 +717,32 @@ def test_the_store_refuses_memorule_writes_and_deletes_that_would_skip_the_audit
     assert _fields(err) == {("kind", "use_remember")}
     assert [e.action for e in audit_events(store)] == ["create"]
     assert _recall_ids(store, SessionContext(), NS) == [rid]
+
+
+class QueryCountingEmbedder:
+    """A fake model that counts how often it embeds one given query."""
+
+    model_id = "fake-count"
+    dim = 4
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.query_calls = 0
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Unit vectors; count the calls that embed the query alone."""
+        if list(texts) == [self.query]:
+            self.query_calls += 1
+        return np.full((len(texts), self.dim), 0.5, dtype=np.float32)
+
+
+def test_query_is_embedded_once_across_visited_projects(tmp_path: Path) -> None:
+    """Recall that probes several projects of a tenant embeds the query once, not once per project."""
+    fake = QueryCountingEmbedder(QUERY)
+    with MemoryStore.open(tmp_path / "e.db", mode="hybrid", embedder=fake) as store:
+        for project in ("web", "api", "ops"):
+            ns = Namespace(tenant_id="acme", project_id=project)
+            _fill(store, ns, 10)
+            _rule(store, ns, applies_to={"scope": "global"})
+        semantic_recall(store, QUERY, namespace=NS, source_type="memorule", mode="hybrid")
+    assert fake.query_calls == 1
