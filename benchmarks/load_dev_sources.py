@@ -285,6 +285,8 @@ def main() -> int:
         help="with --measure: also the selected rates at lower floors (the trade-off the one floor fixes)",
     )
     args = parser.parse_args()
+    if args.curve and not args.measure:
+        parser.error("--curve needs --measure")
     _locomo.require_data()
     convs = _locomo.load()
     with tempfile.TemporaryDirectory() as tmp:

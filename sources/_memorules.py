@@ -1068,10 +1068,12 @@ class _Probe:
     def _scores(self, ns_id: int | None, prof: QueryProfile, found: list[_Current]) -> list[float]:
         """Score on the store's calibrated scale in its mode (lexical without an embedder),
         with the reference of the namespace the query was profiled in."""
+        if not found:
+            return []
         embedder = self.embedder
         mode = "lexical" if embedder is None else self.mode
         scorer = self.store.scorer_on(self.conn, ns_id, prof, self.query, mode=mode, embedder=embedder)
-        if mode == "lexical" or embedder is None or not found:
+        if mode == "lexical" or embedder is None:
             return [scorer.score(_analysis.terms(c.text)) for c in found]
         stored = _vectors.stored_vectors(
             self.conn, _schema.CORPUS_ENTRIES, [c.rowid for c in found], embedder.model_id, embedder.dim

@@ -16,11 +16,17 @@ computed once (the first caller computes it, concurrent callers wait for it) and
 `TTL_SECONDS`, keyed by the namespace's document count and total length, which every write
 of the namespace changes. A write that keeps both (replacing a text by one of the same
 length) within the TTL can leave a reference up to `TTL_SECONDS` old: it shifts scores
-slightly, never across namespaces.
+slightly, never across namespaces. A thread waiting for another's computation gives up as
+soon as its own read is interrupted (`interruptible`), so a cancelled turn does not wait.
+
+The dense part loads the namespace's facts and knowledge matrices too (the first dense
+turn of a namespace pays for it, and they stay in memory like the entries' matrix).
 """
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -30,8 +36,7 @@ from . import _analysis, _schema
 from ._relevance import NO_REFERENCE, QueryProfile, Reference, lexical_features
 
 if TYPE_CHECKING:
-    import sqlite3
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     import numpy as np
     import numpy.typing as npt
@@ -89,6 +94,33 @@ def _dense_best(
     return max(best, default=None)
 
 
+_POLL_SECONDS: Final = 0.005
+_thread = threading.local()
+
+
+@contextlib.contextmanager
+def interruptible(interrupted: Callable[[], bool]) -> Iterator[None]:
+    """Within this block (in this thread), a wait for another thread's reference gives up
+    with `sqlite3.OperationalError("interrupted")` once `interrupted()` is true, as an
+    interrupted read does: a cancelled turn never waits on another turn's computation."""
+    before = getattr(_thread, "interrupted", None)
+    _thread.interrupted = interrupted
+    try:
+        yield
+    finally:
+        _thread.interrupted = before
+
+
+def _wait(event: threading.Event) -> None:
+    check: Callable[[], bool] | None = getattr(_thread, "interrupted", None)
+    if check is None:
+        event.wait()
+        return
+    while not event.wait(_POLL_SECONDS):
+        if check():
+            raise sqlite3.OperationalError("interrupted")
+
+
 class ReferenceCache:
     """Recent references, each computed once even when many threads ask at once."""
 
@@ -109,7 +141,7 @@ class ReferenceCache:
                 if waiting is None:
                     mine = self._pending[key] = threading.Event()
             if waiting is not None:
-                waiting.wait()  # the computing thread is bounded by its own deadline
+                _wait(waiting)
                 continue
             try:
                 ref = compute()
@@ -130,4 +162,4 @@ class ReferenceCache:
             self._done.clear()
 
 
-__all__ = ["NO_REFERENCE", "REFERENCE_DEPTH", "ReferenceCache", "compute_reference"]
+__all__ = ["NO_REFERENCE", "REFERENCE_DEPTH", "ReferenceCache", "compute_reference", "interruptible"]

@@ -121,7 +121,7 @@ class Reference:
 
     `best_bm25` and `best_coverage` are the largest `bm25_norm` and `coverage` among the
     namespace's top lexical matches; `best_cosine` is the largest cosine of the query with
-    any stored vector of the namespace (None without vectors or in lexical mode).
+    any current stored vector of the namespace (None without any, or in lexical mode).
     """
 
     best_bm25: float = 0.0
@@ -149,9 +149,13 @@ def lexical_relative(features: LexicalFeatures, ref: Reference) -> tuple[float, 
 
 
 def dense_relative(cosine: float, ref: Reference, presence: float) -> float:
-    """Standing of a cosine: the query's presence when it is the namespace's best cosine (or
-    the namespace has no vectors), else 0."""
-    return presence if ref.best_cosine is None or cosine >= ref.best_cosine - _TIE else 0.0
+    """Standing of a cosine: the query's presence when it is the namespace's best cosine, else
+    0. A namespace without current vectors (written before an embedder, or stale until
+    `reindex`) singles out no text: its cosines are computed on the fly, and the fit never
+    saw such a namespace."""
+    if ref.best_cosine is None:
+        return 0.0
+    return presence if cosine >= ref.best_cosine - _TIE else 0.0
 
 
 @attrs.frozen(kw_only=True)

@@ -26,6 +26,7 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 from broker._threads import run_sync_interruptible
 
 from . import _analysis, _index, _validate, _vectors
+from ._reference import interruptible
 from ._relevance import DENSE_MODES, QueryProfile, Scorer, check_mode
 
 if TYPE_CHECKING:
@@ -120,7 +121,8 @@ class StoreReader:
             try:
                 if stop.tripped:
                     raise sqlite3.OperationalError("interrupted")
-                return fn(conn)
+                with interruptible(lambda: stop.tripped):
+                    return fn(conn)
             finally:
                 stop.attach(None)
                 conn.set_progress_handler(None, 0)

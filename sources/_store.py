@@ -8,7 +8,8 @@ with the model id in the same transaction as the row. A store without an embedde
 no vectors, and asking it for a dense mode is a ConfigError (the model is never loaded
 behind a caller's back, inside a turn's deadline). Vectors made by another model are stale:
 dense search ignores them, a lexical candidate without a current vector is embedded on the
-fly so its score stays right, and `reindex` re-embeds them.
+fly so it is still scored, and `reindex` re-embeds them. (A namespace with no current vector
+at all has no best cosine to stand against, so until `reindex` no text gains that standing.)
 """
 
 from __future__ import annotations
@@ -564,14 +565,8 @@ class MemoryStore:
         scorer = Scorer.build(prof, query, mode=mode, embedder=embedder or self.embedder)
         if ns_id is None or scorer.abstains or mode not in DENSE_MODES:
             return scorer
-        vector = scorer.query_vector
-        key = (
-            ns_id,
-            query if vector is not None else prof.terms,
-            vector is not None,
-            prof.n_docs,
-            prof.avgdl,
-        )
+        vector = scorer.query_vector  # set: dense modes embed every query that has terms
+        key = (ns_id, query, prof.n_docs, prof.avgdl)
         ref = self._references.get(key, lambda: compute_reference(conn, ns_id, prof, vector, self._vindex))
         return attrs.evolve(scorer, reference=ref)
 

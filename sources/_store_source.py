@@ -30,8 +30,8 @@ _MAX_LIMIT = 1000  # MemoryStore.MAX_RECALL_LIMIT
 class StoreSource(ReaderSource):
     """Typed recall of store entries through the store's calibrated gate.
 
-    The store applies the one floor (RECALL_MIN_SCORE), so every candidate it returns is
-    already above it.
+    The store's recall applies the one floor (RECALL_MIN_SCORE, unless `min_score` is lowered
+    to measure a trade-off curve), so every candidate it returns is already above it.
     """
 
     name: ClassVar[str] = "store"

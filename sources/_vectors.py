@@ -334,7 +334,10 @@ class _Exact:
         `scores` are `buf @ query` when the caller already has them (never modified here).
         """
         n = len(self.rowids)
-        scores = self.buf @ query if scores is None else scores.copy()
+        if scores is None:
+            scores = self.buf @ query
+        elif self.alive is not None or self.tags is not None:
+            scores = scores.copy()  # masked below; the caller's array stays intact
         if self.alive is None and self.tags is None:
             k = min(k, n)
         else:

@@ -194,7 +194,10 @@ def test_missing_vectors_are_filled_by_reindex(tmp_path: Path, embedder: MiniLME
         assert "n4" in before
         assert s.reindex() == len(NOTES)
         after = {r.memory.id: r.score for r in s.recall("violin lessons", namespace=A, min_score=0.0)}
-        assert after["n4"] == pytest.approx(before["n4"], abs=1e-5)
+        # Meanwhile the namespace has no best cosine to stand against, so nothing gains
+        # standing; once embedded, the best match gains it and no score falls.
+        assert after["n4"] > before["n4"]
+        assert all(after[k] >= before[k] - 1e-9 for k in before)
 
 
 def test_unknown_mode_is_a_validation_error(store: MemoryStore, tmp_path: Path) -> None:
@@ -317,3 +320,16 @@ def test_typed_recall_scores_like_untyped(store: MemoryStore) -> None:
     assert "t" in typed
     for key, score in typed.items():
         assert score == pytest.approx(untyped[key])
+
+
+def test_a_namespace_without_current_vectors_has_no_dense_reference(
+    tmp_path: Path, embedder: MiniLMEmbedder
+) -> None:
+    """Memories written without a model have no vectors: the reference names no best cosine."""
+    with MemoryStore.open(tmp_path / "l.db", mode="lexical") as lexical:
+        lexical.add_entries([NewEntry(text=t) for t in NOTES], namespace=A)
+    with MemoryStore.open(tmp_path / "l.db", embedder=embedder) as hybrid:
+        with hybrid.db.read() as conn:
+            ref = hybrid.scorer(conn, "did they get a dog?", namespace=A, mode="hybrid").reference
+        assert ref.best_cosine is None
+        assert hybrid.recall("golden retriever puppy", namespace=A, min_score=0.0)  # embedded on the fly

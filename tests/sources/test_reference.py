@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ from broker import Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, _analysis, _index
 from sources._abstraction import FactWriter
-from sources._reference import ReferenceCache, compute_reference
+from sources._reference import ReferenceCache, compute_reference, interruptible
 from sources._relevance import Reference, lexical_features
 
 if TYPE_CHECKING:
@@ -146,3 +147,41 @@ def test_waiters_take_over_when_the_computing_thread_fails() -> None:
     waiter.join(timeout=5)
     assert len(errors) == 1
     assert got == [Reference(best_bm25=0.7)]
+
+
+def test_an_interrupted_waiter_gives_up_while_the_computation_runs() -> None:
+    """A thread whose read is interrupted stops waiting for another's computation at once."""
+    cache, started, release, interrupted = (
+        ReferenceCache(),
+        threading.Event(),
+        threading.Event(),
+        threading.Event(),
+    )
+
+    def slow() -> Reference:
+        started.set()
+        release.wait(timeout=5)
+        return Reference(best_bm25=0.3)
+
+    owner = threading.Thread(target=lambda: cache.get(("k",), slow))
+    owner.start()
+    started.wait(timeout=5)
+    outcome: list[str] = []
+
+    def waiter() -> None:
+        with interruptible(interrupted.is_set):
+            try:
+                cache.get(("k",), slow)
+                outcome.append("returned")
+            except sqlite3.OperationalError:
+                outcome.append("interrupted")
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    interrupted.set()
+    thread.join(timeout=5)
+    assert outcome == ["interrupted"]
+    assert not release.is_set()  # the owner was still computing
+    release.set()
+    owner.join(timeout=5)
+    assert cache.get(("k",), slow) == Reference(best_bm25=0.3)
