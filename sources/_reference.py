@@ -11,13 +11,12 @@ or one source's candidates.
   FTS matches (ranked by FTS5's BM25 on the namespace's own table);
 - dense: the best cosine of the query with any stored vector of the namespace.
 
-Every source of a turn asks for the same reference at about the same time, so it is
-computed once (the first caller computes it, concurrent callers wait for it) and kept for
-`TTL_SECONDS`, keyed by the namespace's document count and total length, which every write
-of the namespace changes. A write that keeps both (replacing a text by one of the same
-length) within the TTL can leave a reference up to `TTL_SECONDS` old: it shifts scores
-slightly, never across namespaces. A thread waiting for another's computation gives up as
-soon as its own read is interrupted (`interruptible`), so a cancelled turn does not wait.
+Every source of a turn asks for the same reference at about the same time, so the store
+computes it once (`sources._singleflight`) and keeps it for `TTL_SECONDS`, keyed by the
+namespace's document count and total length, which every write of the namespace changes.
+A write that keeps both (replacing a text by one of the same length) within the TTL can
+leave a reference up to `TTL_SECONDS` old: it shifts scores slightly, never across
+namespaces.
 
 The dense part loads the namespace's facts and knowledge matrices too (the first dense
 turn of a namespace pays for it, and they stay in memory like the entries' matrix).
@@ -25,18 +24,13 @@ turn of a namespace pays for it, and they stay in memory like the entries' matri
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-import threading
-import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
 
 from . import _analysis, _schema
-from ._relevance import NO_REFERENCE, QueryProfile, Reference, lexical_features
+from ._relevance import QueryProfile, Reference, lexical_features
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    import sqlite3
 
     import numpy as np
     import numpy.typing as npt
@@ -46,10 +40,8 @@ if TYPE_CHECKING:
 REFERENCE_DEPTH: Final = 50
 """Top FTS matches over which the namespace's best lexical evidence is taken."""
 TTL_SECONDS: Final = 2.0
-_CACHED: Final = 256
+"""How long a computed reference is reused (`MemoryStore` keeps them in a `SingleFlight`)."""
 _CORPORA: Final = (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE)
-
-Key = tuple[object, ...]
 
 
 def compute_reference(
@@ -94,72 +86,4 @@ def _dense_best(
     return max(best, default=None)
 
 
-_POLL_SECONDS: Final = 0.005
-_thread = threading.local()
-
-
-@contextlib.contextmanager
-def interruptible(interrupted: Callable[[], bool]) -> Iterator[None]:
-    """Within this block (in this thread), a wait for another thread's reference gives up
-    with `sqlite3.OperationalError("interrupted")` once `interrupted()` is true, as an
-    interrupted read does: a cancelled turn never waits on another turn's computation."""
-    before = getattr(_thread, "interrupted", None)
-    _thread.interrupted = interrupted
-    try:
-        yield
-    finally:
-        _thread.interrupted = before
-
-
-def _wait(event: threading.Event) -> None:
-    check: Callable[[], bool] | None = getattr(_thread, "interrupted", None)
-    if check is None:
-        event.wait()
-        return
-    while not event.wait(_POLL_SECONDS):
-        if check():
-            raise sqlite3.OperationalError("interrupted")
-
-
-class ReferenceCache:
-    """Recent references, each computed once even when many threads ask at once."""
-
-    def __init__(self, ttl: float = TTL_SECONDS) -> None:
-        self._ttl = ttl
-        self._lock = threading.Lock()
-        self._done: OrderedDict[Key, tuple[float, Reference]] = OrderedDict()
-        self._pending: dict[Key, threading.Event] = {}
-
-    def get(self, key: Key, compute: Callable[[], Reference]) -> Reference:
-        """The cached reference of `key`, or `compute()`'s (which is then cached)."""
-        while True:
-            with self._lock:
-                hit = self._done.get(key)
-                if hit is not None and time.monotonic() - hit[0] < self._ttl:
-                    return hit[1]
-                waiting = self._pending.get(key)
-                if waiting is None:
-                    mine = self._pending[key] = threading.Event()
-            if waiting is not None:
-                _wait(waiting)
-                continue
-            try:
-                ref = compute()
-                with self._lock:
-                    self._done[key] = (time.monotonic(), ref)
-                    self._done.move_to_end(key)
-                    while len(self._done) > _CACHED:
-                        self._done.popitem(last=False)
-                return ref
-            finally:
-                with self._lock:
-                    del self._pending[key]
-                mine.set()
-
-    def clear(self) -> None:
-        """Forget every reference (after a reindex)."""
-        with self._lock:
-            self._done.clear()
-
-
-__all__ = ["NO_REFERENCE", "REFERENCE_DEPTH", "ReferenceCache", "compute_reference", "interruptible"]
+__all__ = ["REFERENCE_DEPTH", "TTL_SECONDS", "compute_reference"]

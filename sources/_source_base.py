@@ -26,8 +26,8 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 from broker._threads import run_sync_interruptible
 
 from . import _analysis, _index, _validate, _vectors
-from ._reference import interruptible
-from ._relevance import DENSE_MODES, QueryProfile, Scorer, check_mode
+from ._relevance import DENSE_MODES, QueryProfile, Scorer
+from ._singleflight import SingleFlight, interruptible
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -104,7 +104,7 @@ class StoreReader:
         """Return the calibrated scorer of a task in the request's mode (default: the store's),
         with the namespace's shared reference."""
         return self.store.scorer_on(
-            conn, ns_id, prof, task, mode=check_mode(mode or self.store.mode), embedder=self.embedder
+            conn, ns_id, prof, task, mode=mode or self.store.mode, embedder=self.embedder
         )
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -180,16 +180,14 @@ class QueryCache:
     """An Embedder that remembers its last single-text (query) vectors.
 
     Concurrent sources asking for the same task wait for one embedding (single flight)
-    instead of each computing it.
+    instead of each computing it; batches (texts to score) are never cached.
     """
 
     _SIZE = 64
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
-        self._lock = threading.Lock()
-        self._vectors: dict[str, npt.NDArray[np.float32]] = {}
-        self._pending: dict[str, threading.Lock] = {}
+        self._vectors: SingleFlight[str, npt.NDArray[np.float32]] = SingleFlight(size=self._SIZE)
 
     @property
     def model_id(self) -> str:
@@ -202,24 +200,7 @@ class QueryCache:
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         if len(texts) != 1:
             return self.inner.embed(texts)
-        key = texts[0]
-        with self._lock:
-            hit = self._vectors.get(key)
-            if hit is not None:
-                return hit
-            gate = self._pending.setdefault(key, threading.Lock())
-        with gate:
-            with self._lock:
-                hit = self._vectors.get(key)
-            if hit is not None:
-                return hit
-            fresh = self.inner.embed(texts)
-            with self._lock:
-                if len(self._vectors) >= self._SIZE:
-                    self._vectors.pop(next(iter(self._vectors)))
-                self._vectors[key] = fresh
-                self._pending.pop(key, None)
-            return fresh
+        return self._vectors.get(texts[0], lambda: self.inner.embed(texts))
 
 
 def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batch
@@ -254,7 +235,7 @@ def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batc
 
 def lexical_score(scorer: Scorer, doc_terms: Sequence[str]) -> float:
     """Return the lexical-mode score of analysed terms (a cheap rank before the mode's)."""
-    return Scorer(profile=scorer.profile, mode="lexical", reference=scorer.reference).score(doc_terms)
+    return Scorer(profile=scorer.profile, mode="lexical").score(doc_terms)
 
 
 def type_allowed(types: Sequence[str] | None, memory_type: str) -> bool:

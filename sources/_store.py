@@ -25,15 +25,17 @@ from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Name
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._db import Database
-from ._reference import ReferenceCache, compute_reference
+from ._reference import TTL_SECONDS, compute_reference
 from ._relevance import (
     DENSE_MODES,
     QueryProfile,
+    Reference,
     Scorer,
     check_mode,
     lexical_features,
     lexical_probability,
 )
+from ._singleflight import SingleFlight
 
 if TYPE_CHECKING:
     import sqlite3
@@ -50,6 +52,7 @@ Progress = Callable[[int, int], None]
 logger = structlog.get_logger(__name__)
 
 MAX_RECALL_LIMIT = 1000
+_REFERENCES_KEPT: Final = 256  # recent (namespace, task) references
 EMBED_BATCH: Final = 256
 """Texts embedded per batch at write time and by `reindex` (one progress call each)."""
 _CORPUS_TABLES: Final = {
@@ -185,7 +188,9 @@ class MemoryStore:
     embedder: Embedder | None = None
     mode: str = "hybrid"
     _vindex: _vectors.VectorIndex | None = None
-    _references: ReferenceCache = attrs.field(factory=ReferenceCache, init=False)
+    _references: SingleFlight[tuple[int, str, int, float], Reference] = attrs.field(
+        factory=lambda: SingleFlight(size=_REFERENCES_KEPT, ttl=TTL_SECONDS), init=False
+    )
 
     @classmethod
     def open(cls, path: Path | str, *, embedder: Embedder | None = None, mode: str = "hybrid") -> MemoryStore:
