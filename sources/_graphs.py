@@ -124,10 +124,11 @@ class GraphWriter:
                 rowid = int(cur.lastrowid or 0)
             else:
                 conn.execute(
-                    "UPDATE graph_nodes SET name = ?, aliases = ?, description = ? WHERE rowid = ?",
-                    (*values, rowid),
+                    "UPDATE graph_nodes SET name = ?, aliases = ?, description = ? "
+                    "WHERE rowid = ? AND ns_id = ?",
+                    (*values, rowid, ns_id),
                 )
-                conn.execute("DELETE FROM graph_keys WHERE node_rowid = ?", (rowid,))
+                conn.execute("DELETE FROM graph_keys WHERE ns_id = ? AND node_rowid = ?", (ns_id, rowid))
             conn.executemany(
                 "INSERT INTO graph_keys (ns_id, key, node_rowid) VALUES (?, ?, ?)",
                 [(ns_id, key, rowid) for key in keys],
@@ -190,9 +191,12 @@ class GraphWriter:
             rowid = None if ns_id is None else _node_rowid(conn, ns_id, id)
             if rowid is None:
                 return False
-            conn.execute("DELETE FROM graph_keys WHERE node_rowid = ?", (rowid,))
-            conn.execute("DELETE FROM graph_edges WHERE src_rowid = ? OR dst_rowid = ?", (rowid, rowid))
-            conn.execute("DELETE FROM graph_nodes WHERE rowid = ?", (rowid,))
+            conn.execute("DELETE FROM graph_keys WHERE ns_id = ? AND node_rowid = ?", (ns_id, rowid))
+            conn.execute(
+                "DELETE FROM graph_edges WHERE ns_id = ? AND (src_rowid = ? OR dst_rowid = ?)",
+                (ns_id, rowid, rowid),
+            )
+            conn.execute("DELETE FROM graph_nodes WHERE ns_id = ? AND rowid = ?", (ns_id, rowid))
         return True
 
 
@@ -264,18 +268,20 @@ class GraphSource(ReaderSource):
                 select_in(
                     conn,
                     "SELECT rowid, id, name, aliases, description, created_at FROM graph_nodes "
-                    "WHERE rowid IN ({marks})",
+                    "WHERE ns_id = ? AND rowid IN ({marks})",
                     sorted(hops),
+                    (ns_id,),
                 ),
             )
         }
         prof = _index.profile(conn, ns_id, request.task)
         scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
-        return self._scored(conn, scorer, nodes, hops, via, request.limit)
+        return self._scored(conn, ns_id, scorer, nodes, hops, via, request.limit)
 
     def _scored(  # noqa: PLR0913, PLR0917 - one step of fetch, split out for size
         self,
         conn: sqlite3.Connection,
+        ns_id: int,
         scorer: Scorer,
         nodes: dict[int, _Node],
         hops: dict[int, int],
@@ -301,7 +307,7 @@ class GraphSource(ReaderSource):
             limit = min(limit, DENSE_SCORED)
         kept = rendered[: max(limit, 0)]
         scores = score_rows(
-            scorer, conn, corpus=None, rowids=[r[1] for r in kept], texts=[r[2] for r in kept]
+            scorer, conn, ns_id=ns_id, corpus=None, rowids=[r[1] for r in kept], texts=[r[2] for r in kept]
         )
         return best_first(
             (

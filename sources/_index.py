@@ -68,8 +68,8 @@ def profile(conn: sqlite3.Connection, ns_id: int | None, query: str) -> QueryPro
     qterms = _analysis.query_terms(query)
     if ns_id is None or not qterms:
         return QueryProfile.build(qterms, n_docs=0, total_len=0, df={})
-    n_docs, total_len = conn.execute(
-        "SELECT n_docs, total_len FROM namespaces WHERE ns_id = ?", (ns_id,)
+    n_docs, total_len, generation = conn.execute(
+        "SELECT n_docs, total_len, generation FROM namespaces WHERE ns_id = ?", (ns_id,)
     ).fetchone()
     marks = ",".join("?" * len(qterms))
     df = {
@@ -79,7 +79,9 @@ def profile(conn: sqlite3.Connection, ns_id: int | None, query: str) -> QueryPro
             qterms,
         )
     }
-    return QueryProfile.build(qterms, n_docs=int(n_docs), total_len=int(total_len), df=df)
+    return QueryProfile.build(
+        qterms, n_docs=int(n_docs), total_len=int(total_len), df=df, generation=int(generation)
+    )
 
 
 def search(

@@ -58,7 +58,7 @@ from broker import (
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, check_mode
 from ._source_base import QueryCache, ReaderSource
-from ._store import MemoryStore, NewEntry, _checked, _Row
+from ._store import MemoryStore, NewEntry, _checked, _Row, delete_entry_rowid
 
 if TYPE_CHECKING:
     import sqlite3
@@ -517,7 +517,7 @@ def _create(  # noqa: PLR0913
     vector = _embed(store, fields.text)
     with store.db.write() as conn:
         ns_id = _index.ensure_ns(conn, namespace)
-        rowid = store._insert(conn, ns_id, namespace, row, replace=False, removed=[])  # noqa: SLF001
+        rowid = store._insert(conn, ns_id, namespace, row, replace=False)  # noqa: SLF001
         _store_vector(store, conn, ns_id, rowid, vector)
         _append_state(conn, rowid, fields, session, now)
         event = _append_audit(
@@ -572,7 +572,7 @@ def update_memorule(  # noqa: PLR0913 - one keyword per field
         fields = _merged(current.fields, changed)
         _validate.raise_if(_combined_errors(fields.subject, fields.body))
         now = _now()
-        removed = _rewrite_entry(store, conn, current, fields, embedded)
+        _rewrite_entry(store, conn, current, fields, embedded)
         _append_state(conn, current.rowid, fields, session, now)
         event = _append_audit(
             conn,
@@ -583,7 +583,6 @@ def update_memorule(  # noqa: PLR0913 - one keyword per field
             evidence_signal_id=fields.evidence_signal_id,
             now=now,
         )
-    _forget_vectors(store, removed)
     _emit(event)
     return _state_of(current, fields, session, now, version=current.version + 1)
 
@@ -615,7 +614,7 @@ def delete_memorule(
         current = _current(conn, namespace, id)
         if current is None:
             return False
-        removed = store._delete_rowid(conn, current.ns_id, current.rowid)  # noqa: SLF001
+        delete_entry_rowid(conn, current.ns_id, current.rowid)
         event = _append_audit(
             conn,
             namespace,
@@ -625,7 +624,6 @@ def delete_memorule(
             evidence_signal_id=evidence_signal_id,
             now=_now(),
         )
-    _forget_vectors(store, removed)
     _emit(event)
     return True
 
@@ -653,26 +651,24 @@ def _rewrite_entry(
     current: _Current,
     fields: _Fields,
     embedded: tuple[str, Any] | None,
-) -> list[tuple[int, int]]:
+) -> None:
     """Point the entry row at the new state: metadata, and text, index and vector if changed.
 
     The vector embedded before the lock is used if the text is still the one embedded (a
     concurrent update may have changed it: then it is embedded here).
     """
-    removed: list[tuple[int, int]] = []
     if fields.text != current.text:
         _index.remove_doc(conn, current.ns_id, _schema.CORPUS_ENTRIES, current.rowid)
         _index.add_doc(conn, current.ns_id, _schema.CORPUS_ENTRIES, current.rowid, fields.text)
-        removed = _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [current.rowid])
+        _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [current.rowid])
         vector = (
             embedded[1] if embedded is not None and embedded[0] == fields.text else _embed(store, fields.text)
         )
         _store_vector(store, conn, current.ns_id, current.rowid, vector)
     conn.execute(
-        "UPDATE entries SET text = ?, metadata = ? WHERE rowid = ?",
-        (fields.text, fields.metadata_json(), current.rowid),
+        "UPDATE entries SET text = ?, metadata = ? WHERE rowid = ? AND ns_id = ?",
+        (fields.text, fields.metadata_json(), current.rowid, current.ns_id),
     )
-    return removed
 
 
 # Vectors: a store with an embedder keeps one vector per entry (dense and hybrid recall), so
@@ -686,12 +682,6 @@ def _embed(store: MemoryStore, text: str) -> Any:  # noqa: ANN401 - numpy array 
 def _store_vector(store: MemoryStore, conn: sqlite3.Connection, ns_id: int, rowid: int, vector: Any) -> None:  # noqa: ANN401
     if vector is not None and store.embedder is not None:
         _vectors.store_vectors(conn, ns_id, _schema.CORPUS_ENTRIES, [rowid], vector, store.embedder.model_id)
-
-
-def _forget_vectors(store: MemoryStore, removed: list[tuple[int, int]]) -> None:
-    vindex = getattr(store, "_vindex", None)
-    if vindex is not None and removed:
-        vindex.forget(removed, _schema.CORPUS_ENTRIES)
 
 
 def _append_state(
@@ -1062,12 +1052,13 @@ class _Probe:
             prof, where = self.asking, self.asking_ns
         else:
             prof, where = home, ns_id
-        scores = self._scores(where, prof, found)
+        scores = self._scores(ns_id, where, prof, found)
         return [_Hit(current=c, score=s) for c, s in zip(found, scores, strict=True)]
 
-    def _scores(self, ns_id: int | None, prof: QueryProfile, found: list[_Current]) -> list[float]:
-        """Score on the store's calibrated scale in its mode (lexical without an embedder),
-        with the reference of the namespace the query was profiled in."""
+    def _scores(self, home: int, ns_id: int | None, prof: QueryProfile, found: list[_Current]) -> list[float]:
+        """Score memorules of namespace `home` on the store's calibrated scale in its mode
+        (lexical without an embedder), with the reference of the namespace `ns_id` the query
+        was profiled in."""
         if not found:
             return []
         embedder = self.embedder
@@ -1076,7 +1067,12 @@ class _Probe:
         if mode == "lexical" or embedder is None:
             return [scorer.score(_analysis.terms(c.text)) for c in found]
         stored = _vectors.stored_vectors(
-            self.conn, _schema.CORPUS_ENTRIES, [c.rowid for c in found], embedder.model_id, embedder.dim
+            self.conn,
+            home,
+            _schema.CORPUS_ENTRIES,
+            [c.rowid for c in found],
+            embedder.model_id,
+            embedder.dim,
         )
         return scorer.score_texts([c.text for c in found], [stored.get(c.rowid) for c in found])
 

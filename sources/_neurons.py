@@ -25,6 +25,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._source_base import ReaderSource, best_first, marks, recall_depth, score_rows, select_in
+from ._store import delete_entry_rowid
 
 if TYPE_CHECKING:
     import sqlite3
@@ -192,15 +193,6 @@ def _insert(conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: _NeuronRow
     return rowid
 
 
-def delete_entry_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> None:
-    """Delete one entry from every index, as MemoryStore does (in the caller's write)."""
-    _index.remove_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid)
-    _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [rowid])
-    conn.execute("DELETE FROM neuron_triggers WHERE entry_rowid = ?", (rowid,))
-    conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
-    conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
-
-
 @attrs.define(eq=False)
 class NeuronSource(ReaderSource):
     """Neurons whose trigger terms occur in the task, scored on the one calibrated scale.
@@ -224,7 +216,10 @@ class NeuronSource(ReaderSource):
             return []
         triggers: dict[int, list[str]] = defaultdict(list)
         for rowid, term in select_in(
-            conn, "SELECT entry_rowid, term FROM neuron_triggers WHERE entry_rowid IN ({marks})", top
+            conn,
+            "SELECT entry_rowid, term FROM neuron_triggers WHERE ns_id = ? AND entry_rowid IN ({marks})",
+            top,
+            (ns_id,),
         ):
             triggers[int(rowid)].append(str(term))
         scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
@@ -232,6 +227,7 @@ class NeuronSource(ReaderSource):
         scores = score_rows(
             scorer,
             conn,
+            ns_id=ns_id,
             corpus=_schema.CORPUS_ENTRIES,
             rowids=rowids,
             texts=[r[3] for r in rows],

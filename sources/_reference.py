@@ -12,11 +12,9 @@ or one source's candidates.
 - dense: the best cosine of the query with any stored vector of the namespace.
 
 Every source of a turn asks for the same reference at about the same time, so the store
-computes it once (`sources._singleflight`) and keeps it for `TTL_SECONDS`, keyed by the
-namespace's document count and total length, which every write of the namespace changes.
-A write that keeps both (replacing a text by one of the same length) within the TTL can
-leave a reference up to `TTL_SECONDS` old: it shifts scores slightly, never across
-namespaces.
+computes it once (`sources._singleflight`) and keeps recent ones keyed by the namespace's
+write generation, which every write of the namespace bumps (schema triggers): a reference is
+never served after a change to what it summarises.
 
 The dense part loads the namespace's facts and knowledge matrices too (the first dense
 turn of a namespace pays for it, and they stay in memory like the entries' matrix).
@@ -39,8 +37,6 @@ if TYPE_CHECKING:
 
 REFERENCE_DEPTH: Final = 50
 """Top FTS matches over which the namespace's best lexical evidence is taken."""
-TTL_SECONDS: Final = 2.0
-"""How long a computed reference is reused (`MemoryStore` keeps them in a `SingleFlight`)."""
 _CORPORA: Final = (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE)
 
 
@@ -86,4 +82,4 @@ def _dense_best(
     return max(best, default=None)
 
 
-__all__ = ["REFERENCE_DEPTH", "TTL_SECONDS", "compute_reference"]
+__all__ = ["REFERENCE_DEPTH", "compute_reference"]

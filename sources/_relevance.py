@@ -85,6 +85,8 @@ class QueryProfile:
     present: frozenset[str]
     avgdl: float
     n_docs: int = 0
+    generation: int = 0
+    """The namespace's write generation the statistics were read at (caches key on it)."""
     mass: float = attrs.field(init=False)
     presence: float = attrs.field(init=False)
     max_idf: float = attrs.field(init=False)
@@ -98,7 +100,13 @@ class QueryProfile:
 
     @classmethod
     def build(
-        cls, terms: Sequence[str], *, n_docs: int, total_len: int, df: Mapping[str, int]
+        cls,
+        terms: Sequence[str],
+        *,
+        n_docs: int,
+        total_len: int,
+        df: Mapping[str, int],
+        generation: int = 0,
     ) -> QueryProfile:
         """Profile a query against one namespace's statistics."""
         uniq = tuple(dict.fromkeys(terms))
@@ -108,6 +116,7 @@ class QueryProfile:
             present=frozenset(t for t in uniq if df.get(t, 0) > 0),
             avgdl=(total_len / n_docs) if n_docs else 1.0,
             n_docs=n_docs,
+            generation=generation,
         )
 
 

@@ -203,7 +203,94 @@ def _v3(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3)
+TOMBSTONES_KEPT = 100_000
+"""Deleted-vector tombstones kept; an index that fell further behind reloads its matrix."""
+
+_GENERATION_TABLES = (
+    "entries",
+    "facts",
+    "knowledge",
+    "vectors",
+    "graph_nodes",
+    "graph_keys",
+    "graph_edges",
+    "neuron_triggers",
+    "tasks",
+    "conversation_turns",
+)
+
+
+def _generation_triggers(conn: sqlite3.Connection) -> None:
+    """Every insert, update and delete of a namespace's rows bumps its write generation.
+
+    Triggers, not code paths: no writer (another process, an older version, a new corpus)
+    can change a namespace without its caches seeing it.
+    """
+    bump = "UPDATE namespaces SET generation = generation + 1 WHERE ns_id"
+    for table in _GENERATION_TABLES:
+        conn.execute(f"CREATE TRIGGER {table}_gen_ins AFTER INSERT ON {table} BEGIN {bump} = NEW.ns_id; END")
+        conn.execute(f"CREATE TRIGGER {table}_gen_del AFTER DELETE ON {table} BEGIN {bump} = OLD.ns_id; END")
+        conn.execute(
+            f"CREATE TRIGGER {table}_gen_upd AFTER UPDATE ON {table} "
+            f"BEGIN {bump} IN (OLD.ns_id, NEW.ns_id); END"
+        )
+    owner = "(SELECT ns_id FROM entries WHERE rowid = {}.entry_rowid)"
+    for event, row in (("INSERT", "NEW"), ("DELETE", "OLD"), ("UPDATE", "NEW")):
+        conn.execute(
+            f"CREATE TRIGGER memorule_states_gen_{event.lower()[:3]} AFTER {event} ON memorule_states "
+            f"BEGIN {bump} = {owner.format(row)}; END"
+        )
+
+
+def _v4(conn: sqlite3.Connection) -> None:
+    """Write generations and vector ids that are never reused (the tenant-leak fix).
+
+    `namespaces.generation` is bumped by triggers on every write of a namespace's rows.
+    `vectors` gets an AUTOINCREMENT id (a deleted vector's id is never given to another
+    row) and every deleted vector leaves a tombstone, so an in-memory index catches up
+    with any process's writes exactly: rows with a larger id were added, tombstones with
+    a larger id were removed.
+    """
+    conn.execute("ALTER TABLE namespaces ADD COLUMN generation INTEGER NOT NULL DEFAULT 0")
+    _script(
+        conn,
+        """
+        CREATE TABLE vectors_v4 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            corpus INTEGER NOT NULL,
+            src_rowid INTEGER NOT NULL,
+            ns_id INTEGER NOT NULL,
+            model_id TEXT NOT NULL,
+            vec BLOB NOT NULL,
+            UNIQUE (corpus, src_rowid)
+        );
+        INSERT INTO vectors_v4 (id, corpus, src_rowid, ns_id, model_id, vec)
+            SELECT rowid, corpus, src_rowid, ns_id, model_id, vec FROM vectors ORDER BY rowid;
+        DROP TABLE vectors;
+        ALTER TABLE vectors_v4 RENAME TO vectors;
+        CREATE INDEX vectors_ns ON vectors (ns_id, corpus);
+        CREATE TABLE vector_tombstones (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ns_id INTEGER NOT NULL,
+            corpus INTEGER NOT NULL,
+            vector_id INTEGER NOT NULL
+        );
+        CREATE INDEX vector_tombstones_ns ON vector_tombstones (ns_id, corpus)
+        """,
+    )
+    conn.execute(
+        "CREATE TRIGGER vectors_tombstone AFTER DELETE ON vectors BEGIN "
+        "INSERT INTO vector_tombstones (ns_id, corpus, vector_id) VALUES (OLD.ns_id, OLD.corpus, OLD.id); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER vector_tombstones_prune AFTER INSERT ON vector_tombstones "
+        f"WHEN NEW.id % 1024 = 0 BEGIN "
+        f"DELETE FROM vector_tombstones WHERE id <= NEW.id - {TOMBSTONES_KEPT}; END"
+    )
+    _generation_triggers(conn)
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -207,6 +207,7 @@ def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batc
     scorer: Scorer,
     conn: sqlite3.Connection,
     *,
+    ns_id: int,
     corpus: int | None,
     rowids: Sequence[int],
     texts: Sequence[str],
@@ -224,7 +225,7 @@ def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batc
     emb = scorer.embedder
     if scorer.mode in DENSE_MODES and emb is not None and not scorer.abstains and texts:
         if corpus is not None:
-            stored = _vectors.stored_vectors(conn, corpus, list(rowids), emb.model_id, emb.dim)
+            stored = _vectors.stored_vectors(conn, ns_id, corpus, list(rowids), emb.model_id, emb.dim)
             vectors = [stored.get(r) for r in rowids]
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing:
@@ -406,7 +407,12 @@ class CorpusSource(ReaderSource):
         )
         scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
         scores = score_rows(
-            scorer, conn, corpus=self.corpus, rowids=[int(r[0]) for r in rows], texts=[r[2] for r in rows]
+            scorer,
+            conn,
+            ns_id=ns_id,
+            corpus=self.corpus,
+            rowids=[int(r[0]) for r in rows],
+            texts=[r[2] for r in rows],
         )
         return best_first((self._candidate(r, s) for r, s in zip(rows, scores, strict=True)), request.limit)
 

@@ -25,7 +25,7 @@ from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Name
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._db import Database
-from ._reference import TTL_SECONDS, compute_reference
+from ._reference import compute_reference
 from ._relevance import (
     DENSE_MODES,
     QueryProfile,
@@ -166,6 +166,15 @@ def _checked(entry: NewEntry, prefix: str = "") -> tuple[_Row | None, list[Field
     )
 
 
+def delete_entry_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> None:
+    """Delete one entry of the namespace from every index and side table (caller's write)."""
+    _index.remove_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid)
+    _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [rowid])
+    conn.execute("DELETE FROM neuron_triggers WHERE ns_id = ? AND entry_rowid = ?", (ns_id, rowid))
+    conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
+    conn.execute("DELETE FROM entries WHERE ns_id = ? AND rowid = ?", (ns_id, rowid))
+
+
 def types_errors(types: Iterable[str] | None) -> list[FieldError]:
     """Unknown memory types in a typed query."""
     if types is None:
@@ -188,8 +197,8 @@ class MemoryStore:
     embedder: Embedder | None = None
     mode: str = "hybrid"
     _vindex: _vectors.VectorIndex | None = None
-    _references: SingleFlight[tuple[int, str, int, float], Reference] = attrs.field(
-        factory=lambda: SingleFlight(size=_REFERENCES_KEPT, ttl=TTL_SECONDS), init=False
+    _references: SingleFlight[tuple[int, str, int], Reference] = attrs.field(
+        factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
     )
 
     @classmethod
@@ -265,18 +274,13 @@ class MemoryStore:
         """
         rows = self._validated(list(entries))
         vectors = self._embed([r.text for r in rows], progress)
-        removed: list[tuple[int, int]] = []
         with self.db.write() as conn:
             ns_id = _index.ensure_ns(conn, namespace)
-            rowids = [
-                self._insert(conn, ns_id, namespace, row, replace=replace, removed=removed) for row in rows
-            ]
+            rowids = [self._insert(conn, ns_id, namespace, row, replace=replace) for row in rows]
             if vectors is not None and self.embedder is not None:
                 _vectors.store_vectors(
                     conn, ns_id, _schema.CORPUS_ENTRIES, rowids, vectors, self.embedder.model_id
                 )
-        if self._vindex is not None and removed:
-            self._vindex.forget(removed, _schema.CORPUS_ENTRIES)
         return [r.id for r in rows]
 
     def _embed(self, texts: Sequence[str], progress: Progress | None) -> npt.NDArray[np.float32] | None:
@@ -317,15 +321,8 @@ class MemoryStore:
         _validate.raise_if(errors)
         return rows
 
-    def _insert(  # noqa: PLR0913
-        self,
-        conn: sqlite3.Connection,
-        ns_id: int,
-        ns: Namespace,
-        row: _Row,
-        *,
-        replace: bool,
-        removed: list[tuple[int, int]],
+    def _insert(
+        self, conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: _Row, *, replace: bool
     ) -> int:
         old = conn.execute(
             "SELECT rowid, kind FROM entries WHERE ns_id = ? AND id = ?", (ns_id, row.id)
@@ -335,7 +332,7 @@ class MemoryStore:
                 raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {ns}")
             if old[1] == "memorule":
                 raise ValidationError.single("id", "is_memorule", _MEMORULE_OWNED)
-            removed += self._delete_rowid(conn, ns_id, int(old[0]))
+            delete_entry_rowid(conn, ns_id, int(old[0]))
         cur = conn.execute(
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
             "created_at, importance, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -369,20 +366,8 @@ class MemoryStore:
                 return False
             if row[1] == "memorule":
                 raise ValidationError.single("id", "is_memorule", _MEMORULE_OWNED)
-            removed = self._delete_rowid(conn, ns_id, int(row[0]))
-        if self._vindex is not None:
-            self._vindex.forget(removed, _schema.CORPUS_ENTRIES)
+            delete_entry_rowid(conn, ns_id, int(row[0]))
         return True
-
-    @staticmethod
-    def _delete_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> list[tuple[int, int]]:
-        """Delete one entry from every index; returns the (ns_id, rowid) of vectors removed."""
-        _index.remove_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid)
-        removed = _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [rowid])
-        conn.execute("DELETE FROM neuron_triggers WHERE entry_rowid = ?", (rowid,))
-        conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
-        conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
-        return removed
 
     def reindex(self, *, progress: Progress | None = None) -> int:
         """Embed every row whose vector is missing or made by another model; return how many.
@@ -571,7 +556,7 @@ class MemoryStore:
         if ns_id is None or scorer.abstains or mode not in DENSE_MODES:
             return scorer
         vector = scorer.query_vector  # set: dense modes embed every query that has terms
-        key = (ns_id, query, prof.n_docs, prof.avgdl)
+        key = (ns_id, query, prof.generation)
         ref = self._references.get(key, lambda: compute_reference(conn, ns_id, prof, vector, self._vindex))
         return attrs.evolve(scorer, reference=ref)
 
@@ -591,7 +576,7 @@ class MemoryStore:
         if mode == "hybrid" and prof.present:
             for r in self._lexical_rows(conn, ns_id, prof, types, k):
                 rows.setdefault(int(r[0]), r)
-            cosine.update(self._stored_cosines(conn, scorer, [r for r in rows if r not in cosine]))
+            cosine.update(self._stored_cosines(conn, ns_id, scorer, [r for r in rows if r not in cosine]))
         out = [(scorer.score_cosine(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
         missing = [r for r in rows if r not in cosine]
         if missing:  # stale or missing vectors: embed the texts now, so the score stays right
@@ -600,18 +585,22 @@ class MemoryStore:
         return out
 
     def _stored_cosines(
-        self, conn: sqlite3.Connection, scorer: Scorer, rowids: list[int]
+        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, rowids: list[int]
     ) -> dict[int, float]:
         if self.embedder is None or scorer.query_vector is None or not rowids:
             return {}
         stored = _vectors.stored_vectors(
-            conn, _schema.CORPUS_ENTRIES, rowids, self.embedder.model_id, self.embedder.dim
+            conn, ns_id, _schema.CORPUS_ENTRIES, rowids, self.embedder.model_id, self.embedder.dim
         )
         return {r: float(v @ scorer.query_vector) for r, v in stored.items()}
 
     @staticmethod
     def _rows_by_rowid(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Any]:
-        """Entry rows (and their analysed FTS body, so terms are not re-analysed) by rowid."""
+        """The namespace's entry rows (and analysed FTS bodies, so terms are not re-analysed) by rowid.
+
+        Every read by rowid names the namespace: a rowid alone may have been reused by
+        another tenant's memory since it was found.
+        """
         if not rowids:
             return []
         table = _schema.fts_table(ns_id)
@@ -619,8 +608,8 @@ class MemoryStore:
         marks = ",".join("?" * len(rowids))
         return conn.execute(
             f"SELECT {cols}, f.body FROM entries e LEFT JOIN {table} f ON f.rowid = e.rowid * 4 "
-            f"WHERE e.rowid IN ({marks})",
-            rowids,
+            f"WHERE e.ns_id = ? AND e.rowid IN ({marks})",
+            [ns_id, *rowids],
         ).fetchall()
 
     @staticmethod

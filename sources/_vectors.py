@@ -11,15 +11,13 @@ lock: minutes for a large namespace on 2 cores. Persisting it beside the databas
 for later.
 
 Keeping the cache in sync. Each matrix is loaded lazily on the first dense query of its
-namespace. A query first asks its connection's `PRAGMA data_version` (microseconds): if no
-commit happened since this connection last checked the matrix, it is current. Otherwise it
-reads a fingerprint of the namespace's rows (count and largest hidden rowid: a covering scan
-of the `vectors_ns` index, about 2 ms per 20k rows): appended rows are then loaded
-incrementally (the common case: ingest while serving), anything else reloads the matrix.
-Deletes made through this process's store are applied to the cache directly (the row is
-marked dead), so they cost no reload. One case the fingerprint cannot see: another
-process deleting the newest row and inserting one that reuses its rowid; that is picked up
-by the next other write.
+namespace and then kept current by the write generation of its rows, which no rowid reuse
+can hide: vector ids are AUTOINCREMENT (never given to another row) and every deleted vector
+leaves a tombstone (schema v4, written by a trigger, so every process's deletes are seen).
+Before each search the matrix catches up: vectors with an id above the largest it holds were
+added, tombstones above the last it applied were removed (two index seeks when nothing
+changed). A matrix that fell behind the tombstones kept (`_schema.TOMBSTONES_KEPT`) reloads.
+Rows are only ever matched back to their memories within the same namespace.
 """
 
 from __future__ import annotations
@@ -85,8 +83,11 @@ def store_vectors(  # noqa: PLR0913, PLR0917 - positional: other sources call it
     if len(rowids) != len(vectors):
         msg = f"{len(rowids)} rowids but {len(vectors)} vectors"
         raise ValueError(msg)
+    # Delete, then insert: a replaced vector leaves a tombstone and gets a new id (an
+    # INSERT OR REPLACE would fire no delete trigger).
+    delete_vectors(conn, corpus, rowids)
     conn.executemany(
-        "INSERT OR REPLACE INTO vectors (corpus, src_rowid, ns_id, model_id, vec) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO vectors (corpus, src_rowid, ns_id, model_id, vec) VALUES (?, ?, ?, ?, ?)",
         [(corpus, int(r), ns_id, model_id, to_blob(v)) for r, v in zip(rowids, vectors, strict=True)],
     )
 
@@ -109,32 +110,25 @@ def embed_and_store_vectors(  # noqa: PLR0913
     store_vectors(conn, ns_id, corpus, rowids, embedder.embed(list(texts)), embedder.model_id)
 
 
-def delete_vectors(conn: sqlite3.Connection, corpus: int, rowids: Iterable[int]) -> list[tuple[int, int]]:
-    """Delete the vectors of rows of one corpus; returns (ns_id, src_rowid) of those removed."""
-    removed: list[tuple[int, int]] = []
-    for rowid in rowids:
-        removed += [
-            (int(r[0]), int(r[1]))
-            for r in conn.execute(
-                "DELETE FROM vectors WHERE corpus = ? AND src_rowid = ? RETURNING ns_id, src_rowid",
-                (corpus, int(rowid)),
-            )
-        ]
-    return removed
+def delete_vectors(conn: sqlite3.Connection, corpus: int, rowids: Iterable[int]) -> None:
+    """Delete the vectors of rows of one corpus (each leaves a tombstone for the indexes)."""
+    conn.executemany(
+        "DELETE FROM vectors WHERE corpus = ? AND src_rowid = ?", [(corpus, int(r)) for r in rowids]
+    )
 
 
-def stored_vectors(
-    conn: sqlite3.Connection, corpus: int, rowids: Sequence[int], model_id: str, dim: int
+def stored_vectors(  # noqa: PLR0913, PLR0917 - positional, like store_vectors
+    conn: sqlite3.Connection, ns_id: int, corpus: int, rowids: Sequence[int], model_id: str, dim: int
 ) -> dict[int, npt.NDArray[np.float32]]:
-    """Return the current-model vectors of some rows (rows without one are absent)."""
+    """Return the current-model vectors of some rows of a namespace (rows without one are absent)."""
     out: dict[int, npt.NDArray[np.float32]] = {}
     for start in range(0, len(rowids), 500):
         chunk = [int(r) for r in rowids[start : start + 500]]
         marks = ",".join("?" * len(chunk))
         for src, blob in conn.execute(
             "SELECT src_rowid, vec FROM vectors "
-            f"WHERE corpus = ? AND model_id = ? AND src_rowid IN ({marks})",
-            [corpus, model_id, *chunk],
+            f"WHERE ns_id = ? AND corpus = ? AND model_id = ? AND src_rowid IN ({marks})",
+            [ns_id, corpus, model_id, *chunk],
         ):
             out[int(src)] = from_blobs([blob], dim)[0]
     return out
@@ -151,36 +145,47 @@ class Hit:
     cosine: float
 
 
-def _fingerprint(conn: sqlite3.Connection, ns_id: int, corpus: int) -> tuple[int, int]:
-    row = conn.execute(
-        "SELECT count(*), coalesce(max(rowid), 0) FROM vectors WHERE ns_id = ? AND corpus = ?",
-        (ns_id, corpus),
-    ).fetchone()
-    return int(row[0]), int(row[1])
+_Row = tuple[int, int, str, bytes, str | None]  # (vector id, src_rowid, model_id, vec, memory_type)
 
 
-def _select_rows(
-    conn: sqlite3.Connection, ns_id: int, corpus: int, after: int, upto: int
-) -> list[tuple[int, int, str, bytes, str | None]]:
-    """Select (hidden rowid, src_rowid, model_id, vec, memory_type) of rows in (after, upto].
+def _rows_after(conn: sqlite3.Connection, ns_id: int, corpus: int, after: int) -> list[_Row]:
+    """The namespace's vectors of one corpus with an id above `after`, in id order.
 
-    Bounded by the fingerprint just read, so a concurrent append is not counted twice.
+    Entries carry their memory type for the typed filter, joined within the namespace.
     """
-    if corpus == 0:  # entries carry a memory type for the typed filter
+    if corpus == 0:
         sql = (
-            "SELECT v.rowid, v.src_rowid, v.model_id, v.vec, e.memory_type FROM vectors v "
-            "LEFT JOIN entries e ON e.rowid = v.src_rowid "
-            "WHERE v.ns_id = ? AND v.corpus = ? AND v.rowid > ? AND v.rowid <= ? ORDER BY v.rowid"
+            "SELECT v.id, v.src_rowid, v.model_id, v.vec, e.memory_type FROM vectors v "
+            "LEFT JOIN entries e ON e.rowid = v.src_rowid AND e.ns_id = v.ns_id "
+            "WHERE v.ns_id = ? AND v.corpus = ? AND v.id > ? ORDER BY v.id"
         )
     else:
         sql = (
-            "SELECT rowid, src_rowid, model_id, vec, NULL FROM vectors "
-            "WHERE ns_id = ? AND corpus = ? AND rowid > ? AND rowid <= ? ORDER BY rowid"
+            "SELECT id, src_rowid, model_id, vec, NULL FROM vectors "
+            "WHERE ns_id = ? AND corpus = ? AND id > ? ORDER BY id"
         )
     return [
         (int(r[0]), int(r[1]), str(r[2]), bytes(r[3]), r[4])
-        for r in conn.execute(sql, (ns_id, corpus, after, upto))
+        for r in conn.execute(sql, (ns_id, corpus, after))
     ]
+
+
+def _tombstones_after(conn: sqlite3.Connection, ns_id: int, corpus: int, after: int) -> list[tuple[int, int]]:
+    """(tombstone id, deleted vector id) of the namespace's corpus, above `after`."""
+    return [
+        (int(r[0]), int(r[1]))
+        for r in conn.execute(
+            "SELECT id, vector_id FROM vector_tombstones "
+            "WHERE ns_id = ? AND corpus = ? AND id > ? ORDER BY id",
+            (ns_id, corpus, after),
+        )
+    ]
+
+
+def _last_tombstone(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(oldest kept, newest) tombstone id; (0, 0) when none is kept."""
+    row = conn.execute("SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM vector_tombstones").fetchone()
+    return int(row[0]), int(row[1])
 
 
 def _new_ann(dim: int) -> Any:  # noqa: ANN401 - usearch is optional and untyped
@@ -197,13 +202,16 @@ def _new_ann(dim: int) -> Any:  # noqa: ANN401 - usearch is optional and untyped
 class _Matrix:
     """The live vectors of one (namespace, corpus) for one model.
 
-    An append-only buffer with a dead mask, so appends and deletes never rebuild it.
+    An append-only buffer with a dead mask, so appends and deletes never rebuild it. `top`
+    is the largest vector id it has read and `tomb` the last tombstone id it applied: its
+    write generation.
     """
 
     dim: int
     exact_limit: int
-    fingerprint: tuple[int, int] = (0, 0)
-    stale: int = 0  # rows of another model, ignored by search
+    top: int = 0
+    tomb: int = 0
+    stale_ids: set[int] = attrs.field(factory=set)  # rows of another model, ignored by search
     n: int = 0
     live: int = 0
     buf: Vectors = attrs.field(factory=lambda: np.empty((0, 0), dtype=np.float32))
@@ -211,16 +219,24 @@ class _Matrix:
     alive: npt.NDArray[np.bool_] = attrs.field(factory=lambda: np.empty(0, dtype=np.bool_))
     tags: npt.NDArray[np.int16] = attrs.field(factory=lambda: np.empty(0, dtype=np.int16))
     codes: dict[str | None, int] = attrs.field(factory=lambda: {None: 0})
-    position: dict[int, int] = attrs.field(factory=dict)
+    position: dict[int, int] = attrs.field(factory=dict)  # src_rowid -> position
+    by_id: dict[int, int] = attrs.field(factory=dict)  # vector id -> position
     ann: Any = None
     no_ann: bool = False  # usearch missing: stay exact, warn once
     generation: int = attrs.field(factory=lambda: next(_GENERATIONS))
     """Unique per matrix: with `n` it names the rows a cosine vector was computed over."""
 
-    def append(self, rows: list[tuple[int, int, str, bytes, str | None]], model_id: str) -> None:
+    @property
+    def stale(self) -> int:
+        """Rows of another model."""
+        return len(self.stale_ids)
+
+    def append(self, rows: list[_Row], model_id: str) -> None:
         """Add stored rows of the current model (others only counted as stale)."""
+        if rows:
+            self.top = max(self.top, rows[-1][0])
         mine = [r for r in rows if r[2] == model_id]
-        self.stale += len(rows) - len(mine)
+        self.stale_ids.update(r[0] for r in rows if r[2] != model_id)
         if not mine:
             return
         self._reserve(self.n + len(mine))
@@ -229,9 +245,10 @@ class _Matrix:
         self.buf[start : start + len(mine)] = block
         for i, r in enumerate(mine):
             old = self.position.get(r[1])
-            if old is not None:  # INSERT OR REPLACE of the same source row
+            if old is not None:  # the source row's vector was replaced
                 self._kill(old)
             self.position[r[1]] = start + i
+            self.by_id[r[0]] = start + i
             self.rowids[start + i] = r[1]
             self.alive[start + i] = True
             self.tags[start + i] = self.codes.setdefault(r[4], len(self.codes))
@@ -246,13 +263,17 @@ class _Matrix:
         elif self.ann is not None:
             self.ann.add(np.arange(start, self.n, dtype=np.int64), block)
 
-    def forget(self, src_rowid: int) -> bool:
-        """Mark a deleted source row dead; True if it was here."""
-        pos = self.position.pop(src_rowid, None)
-        if pos is None:
-            return False
-        self._kill(pos)
-        return True
+    def remove(self, vector_ids: Iterable[int]) -> None:
+        """Mark deleted vectors dead (ids it never held are ignored)."""
+        for vid in vector_ids:
+            self.stale_ids.discard(vid)
+            pos = self.by_id.pop(vid, None)
+            if pos is None:
+                continue
+            src = int(self.rowids[pos])
+            if self.position.get(src) == pos:
+                del self.position[src]
+            self._kill(pos)
 
     def _kill(self, pos: int) -> None:
         if self.alive[pos]:
@@ -365,9 +386,6 @@ class VectorIndex:
     dim: int
     exact_limit: int = EXACT_LIMIT
     _cache: dict[tuple[int, int], _Matrix] = attrs.field(factory=dict)
-    # (ns_id, corpus, id(conn)) -> (conn, data_version) when that connection last found the
-    # matrix current; the connection is held so its id cannot be reused by another one.
-    _seen: dict[tuple[int, int, int], tuple[sqlite3.Connection, int]] = attrs.field(factory=dict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     # (ns_id, corpus, matrix generation, rows, query bytes) -> every row's cosine: the sources of a
     # turn (and the reference) search one matrix with one query, typed or not.
@@ -411,51 +429,34 @@ class VectorIndex:
         with self._lock:
             return self._fresh(conn, ns_id, corpus).stale
 
-    def forget(self, removed: Iterable[tuple[int, int]], corpus: int) -> None:
-        """Apply this process's committed deletes (ns_id, src_rowid) without a reload."""
-        with self._lock:
-            for ns_id, src in removed:
-                matrix = self._cache.get((ns_id, corpus))
-                if matrix is not None and matrix.forget(src):
-                    count, top = matrix.fingerprint
-                    matrix.fingerprint = (count - 1, top)
-
     def invalidate(self) -> None:
         """Drop every cached matrix (after a reindex)."""
         with self._lock:
             self._cache.clear()
-            self._seen.clear()
             self._scores.clear()
 
     def _fresh(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> _Matrix:
-        key = (ns_id, corpus)
-        matrix = self._cache.get(key)
-        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
-        seen = self._seen.get((ns_id, corpus, id(conn)))
-        if matrix is not None and seen is not None and seen[0] is conn and seen[1] == version:
-            return matrix
-        matrix = self._check(conn, ns_id, corpus)
-        if len(self._seen) > 4096:
-            self._seen.clear()
-        self._seen[(ns_id, corpus, id(conn))] = (conn, version)  # only once the check succeeded
+        """The matrix of (ns_id, corpus), caught up with every committed write of any process.
+
+        The tombstone bounds are read before any row, so whatever the row reads see is at
+        least as new: a change missed here is caught by the next search.
+        """
+        oldest, newest = _last_tombstone(conn)
+        matrix = self._cache.get((ns_id, corpus))
+        if matrix is None or oldest > matrix.tomb + 1:  # new, or behind the tombstones kept
+            return self._load(conn, ns_id, corpus, newest)
+        if newest > matrix.tomb:
+            matrix.remove(v for _, v in _tombstones_after(conn, ns_id, corpus, matrix.tomb))
+            matrix.tomb = newest
+        rows = _rows_after(conn, ns_id, corpus, matrix.top)
+        if rows:
+            matrix.append(rows, self.model_id)
         return matrix
 
-    def _check(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> _Matrix:
-        key = (ns_id, corpus)
-        count, top = _fingerprint(conn, ns_id, corpus)
-        matrix = self._cache.get(key)
-        if matrix is not None and matrix.fingerprint == (count, top):
-            return matrix
-        if matrix is not None and top > matrix.fingerprint[1]:
-            rows = _select_rows(conn, ns_id, corpus, matrix.fingerprint[1], top)
-            if matrix.fingerprint[0] + len(rows) == count:  # appends only
-                matrix.append(rows, self.model_id)
-                matrix.fingerprint = (count, top)
-                return matrix
-        matrix = _Matrix(dim=self.dim, exact_limit=self.exact_limit)
-        matrix.append(_select_rows(conn, ns_id, corpus, 0, top), self.model_id)
-        matrix.fingerprint = (count, top)
-        self._cache[key] = matrix
+    def _load(self, conn: sqlite3.Connection, ns_id: int, corpus: int, tomb: int) -> _Matrix:
+        matrix = _Matrix(dim=self.dim, exact_limit=self.exact_limit, tomb=tomb)
+        matrix.append(_rows_after(conn, ns_id, corpus, 0), self.model_id)
+        self._cache[(ns_id, corpus)] = matrix
         logger.debug("store.vectors.loaded", ns_id=ns_id, corpus=corpus, live=matrix.live, stale=matrix.stale)
         if matrix.stale:
             logger.warning(
