@@ -1,10 +1,15 @@
 """Run every benchmark and write results/*.json, SUMMARY.md and PNG plots.
 
     python -m benchmarks [--quick] [--out DIR] [--sizes 10000,100000] [--lexical-sizes 1000000]
-                         [--skip-quality] [--skip-latency]
+                         [--skip-quality] [--skip-latency] [--no-peers] [--peer-sizes 10000,100000]
 
-Full run: about 20 minutes on 2 cores. `--quick` (tiny sizes, few turns, lexical + hybrid,
-quality on a subsample) finishes in under a minute: a smoke test of the harness, not figures.
+Full run: about 20 minutes on 2 cores, plus the peers section (chromadb, bm25s and LangGraph's
+`InMemoryStore` beside ours on the same corpus and tasks, each in its own process; about 10
+minutes more at 10k and 100k, most of it Chroma's build and LangGraph's scans). `--quick`
+(tiny sizes, few turns, lexical + hybrid, a tiny peers pass, quality on a subsample) finishes
+in under a minute: a smoke test of the harness, not figures. The peers section alone:
+`python -m benchmarks --skip-latency --skip-quality`; without it: `--no-peers`. A peer whose
+package is missing is skipped with a message (`pip install -e '.[bench]'` installs them).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import anyio
 import attrs
 import structlog
 
-from . import _latency, _locomo, _machine, _quality, _summary
+from . import _latency, _locomo, _machine, _peers, _quality, _summary
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = _latency.Config(
@@ -35,6 +40,7 @@ QUICK = _latency.Config(
     dense_n=20_000,
     dense_queries=20,
 )
+QUICK_PEERS = _peers.Config(sizes=(2_000,), turns=30, blocks=3, warm=2, slow_tasks=6, pool=50)
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -51,6 +57,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dense-n", type=int, help="bare dense search size (default 1000000; 0 skips)")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument(
+        "--peers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="chromadb, bm25s and LangGraph's store beside ours (default: on)",
+    )
+    parser.add_argument("--peer-sizes", type=_sizes, help="peers sizes (default: the lexical + hybrid sizes)")
     return parser.parse_args(argv)
 
 
@@ -68,6 +81,18 @@ def config(args: argparse.Namespace) -> _latency.Config:
     return attrs.evolve(cfg, **changes)
 
 
+def peers_config(args: argparse.Namespace, cfg: _latency.Config) -> _peers.Config:
+    """The peers run on the latency run's corpus and tasks: its sizes, turns, pool and seed."""
+    if args.quick:
+        return QUICK_PEERS if args.peer_sizes is None else attrs.evolve(QUICK_PEERS, sizes=args.peer_sizes)
+    return _peers.Config(
+        sizes=args.peer_sizes if args.peer_sizes is not None else cfg.sizes,
+        turns=cfg.turns,
+        pool=cfg.pool,
+        seed=cfg.seed,
+    )
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -83,14 +108,21 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     machine = _machine.machine(ROOT)
     write(out, "machine.json", machine)
-    latency = quality = None
+    latency = quality = peers = None
     if args.quick:
         notes.append("`--quick` run: tiny sizes and few turns; it checks the harness, not the figures.")
+    cfg = config(args)
     if not args.skip_latency:
-        cfg = config(args)
         latency = anyio.run(_latency.run, cfg, log)
         write(out, "latency.json", latency)
         notes += _latency_notes(cfg, latency)
+    if args.peers:
+        pcfg = peers_config(args, cfg)
+        peers = _peers.run(pcfg, log)
+        write(out, "peers.json", peers)
+        notes += _peers_notes(pcfg, peers)
+    else:
+        notes.append("Peers (chromadb, bm25s, LangGraph): skipped (--no-peers).")
     if args.skip_quality:
         notes.append("Relevance quality: skipped (--skip-quality).")
     elif not _locomo.LOCOMO.exists() or not _locomo.TRIVIAL.exists():
@@ -102,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
             notes.append("Quality: 2 conversations, 10 questions each, lexical broker and BM25 only.")
     machine["loadavg_at_end"] = _machine.load_average()
     write(out, "machine.json", machine)
-    _plot(out, latency, quality, notes)
-    (out / "SUMMARY.md").write_text(_summary.render(machine, latency, quality, notes), encoding="utf-8")
+    _plot(out, latency, quality, peers, notes)
+    (out / "SUMMARY.md").write_text(
+        _summary.render(machine, latency, quality, notes, peers=peers), encoding="utf-8"
+    )
     log(f"wrote {out}")
     return 0
 
@@ -145,8 +179,33 @@ def _latency_notes(cfg: _latency.Config, latency: dict[str, Any]) -> list[str]:
     return notes
 
 
+def _peers_notes(cfg: _peers.Config, peers: dict[str, Any]) -> list[str]:
+    notes = [
+        (
+            "Peers: the latency run's corpus (its generator and seed; the peers hold every source's texts "
+            f"in one flat index, with the same vectors) and its first {cfg.turns} tasks. Each system runs "
+            "in its own process and builds its own index while nothing else runs; then the tasks go in "
+            f"{cfg.blocks} blocks, the systems taking turns in a rotating order. LangGraph answers the first "
+            f"{-(-cfg.slow_tasks // cfg.blocks)} tasks of each block only (each call scans every vector in "
+            "Python). Cores per call = CPU time / wall time of the process over its calls (ONNX and BLAS "
+            "threads and Chroma's own threads included)."
+        )
+    ]
+    notes += [f"Peers: {message}." for message in peers["skipped"].values()]
+    for key, size in peers["sizes"].items():
+        notes += [
+            f"Peers at N={key}: {name} failed (see the log in its work directory): {msg.splitlines()[0]}"
+            for name, msg in size["failed"].items()
+        ]
+    return notes
+
+
 def _plot(
-    out: Path, latency: dict[str, Any] | None, quality: dict[str, Any] | None, notes: list[str]
+    out: Path,
+    latency: dict[str, Any] | None,
+    quality: dict[str, Any] | None,
+    peers: dict[str, Any] | None,
+    notes: list[str],
 ) -> None:
     try:
         from . import _plots  # noqa: PLC0415
@@ -156,6 +215,8 @@ def _plot(
             _plots.throughput(latency, out)
         if quality is not None:
             _plots.quality(quality, out)
+        if peers is not None and any(s["systems"] for s in peers["sizes"].values()):
+            _plots.peers(peers, out)
     except ImportError:
         notes.append("Plots: skipped, matplotlib is not installed (`pip install -e '.[bench]'`).")
 

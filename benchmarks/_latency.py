@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from sources import MemoryStore, NewEntry, SqliteTaskRepository, _index, _schema
 from sources._embedder import load_default_embedder
 
 from . import _synthetic
+from ._measure import db_bytes, pct, peak_rss_mb
 from ._synthetic import NS
 
 if TYPE_CHECKING:
@@ -59,30 +59,6 @@ class Config:
     dense_n: int = 1_000_000
     dense_queries: int = 200
     seed: int = 0
-
-
-def pct(values: Sequence[float]) -> dict[str, float]:
-    """p50 / p95 / p99 / mean / max of milliseconds, rounded."""
-    if not values:
-        return {"p50": float("nan"), "p95": float("nan"), "p99": float("nan"), "mean": float("nan"), "n": 0}
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {
-        "p50": round(float(p50), 3),
-        "p95": round(float(p95), 3),
-        "p99": round(float(p99), 3),
-        "mean": round(float(np.mean(values)), 3),
-        "max": round(float(np.max(values)), 3),
-        "n": len(values),
-    }
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far (Linux reports KiB)."""
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def db_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
 # -- ingest ----------------------------------------------------------------------------------

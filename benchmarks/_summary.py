@@ -6,6 +6,10 @@ from typing import Any
 
 SLACK_MS = 10.0
 TARGETS = {"lexical": 10.0, "hybrid": 25.0, "million": 60.0, "overhead": 1.5, "turns_per_s": 250.0}
+PEER_TARGETS = {"lexical": 2.0, "hybrid": 2.0, "build": 5.0}
+"""Ours against the peers at the largest peers size (issue 20): select_for_task lexical p50 at
+most 2x bm25s, hybrid p50 at most 2x (chromadb query + one query embedding), build rate at
+least 5x chromadb's."""
 
 _QUALITY_NOTE = (
     "Evidence recall: share of gold evidence turns covered by what is injected (a fact or summary "
@@ -91,8 +95,76 @@ def targets(lat: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _ratio(size: dict[str, Any], ours: str, peers: list[str], key: str) -> float | None:
+    for r in size.get("ratios", []):
+        if r["ours"] == ours and r["peers"] == peers and key in r:
+            value: float | None = r[key]
+            return value
+    return None
+
+
+def peer_targets(peers: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(what, measured, target, verdict) rows of ours against the peers, at the largest size."""
+    sizes = sorted(peers.get("sizes", {}).values(), key=lambda s: s["n"])
+    if not sizes:
+        return []
+    size = sizes[-1]
+    n = size["n"]
+    rows: list[tuple[str, str, str, str]] = []
+    for label, ours, theirs, key, target, at_most in (
+        (
+            "select_for_task lexical p50 / bm25s retrieve p50",
+            "ours-select-lexical",
+            ["bm25s"],
+            "p50",
+            PEER_TARGETS["lexical"],
+            True,
+        ),
+        (
+            "select_for_task hybrid p50 / (chromadb query p50 + one MiniLM query embedding p50)",
+            "ours-select-hybrid",
+            ["chromadb", "minilm"],
+            "p50",
+            PEER_TARGETS["hybrid"],
+            True,
+        ),
+        (
+            "build rate (texts + given vectors, no embedding): ours / chromadb",
+            "ours-select-hybrid",
+            ["chromadb"],
+            "build",
+            PEER_TARGETS["build"],
+            False,
+        ),
+    ):
+        v = _ratio(size, ours, theirs, key)
+        bound = f"{'<=' if at_most else '>='} {target:g}x"
+        rows.append((f"{label} at N={n}", _fmt(v, "x"), bound, _mark(v, target, at_most=at_most)))
+    needed = {"ours-select-lexical", "ours-select-hybrid", "bm25s", "chromadb", "minilm"}
+    absent = sorted(needed - size["systems"].keys())
+    measured = (
+        "ours and the peers side by side, alternated in blocks"
+        if not absent
+        else f"missing {', '.join(absent)}"
+    )
+    rows.append(
+        (
+            f"every figure of the three rows above from one run at N={n}",
+            measured,
+            "one run",
+            "met" if not absent else "not run",
+        )
+    )
+    return rows
+
+
 def render(
-    machine: dict[str, Any], lat: dict[str, Any] | None, quality: dict[str, Any] | None, notes: list[str]
+    machine: dict[str, Any],
+    lat: dict[str, Any] | None,
+    quality: dict[str, Any] | None,
+    notes: list[str],
+    *,
+    peers: dict[str, Any] | None = None,
 ) -> str:
     """The whole SUMMARY.md."""
     out = [
@@ -111,13 +183,18 @@ def render(
     ]
     if notes:
         out += ["## Notes", "", *[f"- {n}" for n in notes], ""]
-    if lat is not None:
+    rows = (targets(lat) if lat is not None else []) + (peer_targets(peers) if peers is not None else [])
+    if rows:
         out += ["## Targets", "", "| figure | measured | target | verdict |", "|---|---|---|---|"]
-        out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in targets(lat)]
-        out += ["", *_latency_tables(lat), *_throughput_table(lat), *_sources_table(lat), *_writes_table(lat)]
+        out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+        out += [""]
+    if lat is not None:
+        out += [*_latency_tables(lat), *_throughput_table(lat), *_sources_table(lat), *_writes_table(lat)]
+    if peers is not None:
+        out += _peers_tables(peers)
     if quality is not None:
         out += _quality_table(quality)
-    out += ["", "Plots: `latency_vs_n.png`, `throughput.png`, `quality.png`.", ""]
+    out += ["", "Plots: `latency_vs_n.png`, `throughput.png`, `peers.png`, `quality.png`.", ""]
     return "\n".join(out)
 
 
@@ -271,3 +348,61 @@ def _quality_table(q: dict[str, Any]) -> list[str]:
             f"| {c['irrelevant_memory_rate']} | {c['tokens_per_turn']} |"
         )
     return [*out, "", _QUALITY_NOTE]
+
+
+def _mib(v: float | None) -> str:
+    return "-" if v is None else f"{v:g}"
+
+
+def _peers_tables(peers: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    includes: dict[str, str] = {}
+    for key, size in sorted(peers.get("sizes", {}).items(), key=lambda kv: kv[1]["n"]):
+        out += [
+            "",
+            f"## Peers at N={key}: the same corpus and tasks, each system in its own process",
+            "",
+            (
+                "| system | p50 / p95 / p99 ms | calls | cores per call | calls returning nothing "
+                "(all / trivial / content tasks) | mean results | build items/s | RSS ready / end / peak MiB "
+                "| disk |"
+            ),
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, s in size["systems"].items():
+            lat, rss, build = s["latency_ms"], s["rss_mb"], s["build"]
+            disk = "in memory" if s["disk_bytes"] is None else f"{s['disk_bytes'] / 2**20:.1f} MiB"
+            out.append(
+                f"| {name} | {lat['p50']} / {lat['p95']} / {lat['p99']} | {lat['n']} | {s['cores_per_call']} "
+                f"| {s['empty_share']} / {s['empty_share_trivial']} / {s['empty_share_content']} "
+                f"| {s['mean_results']} | {build['per_s'] if build['per_s'] is not None else '-'} "
+                f"| {_mib(rss['ready'])} / {_mib(rss['end'])} / {_mib(rss['peak'])} | {disk} |"
+            )
+            includes[name] = s["includes"]
+        ratio_rows = [r for r in size.get("ratios", []) if "p50" in r]
+        build_rows = [r for r in size.get("ratios", []) if "build" in r]
+        if ratio_rows or build_rows:
+            out += ["", "| ours / peer | p50 | p99 |", "|---|---|---|"]
+            out += [f"| {r['compares']} | {r['p50']}x | {r['p99']}x |" for r in ratio_rows]
+            out += [f"| {r['compares']} (items/s) | {r['build']}x | - |" for r in build_rows]
+        for name, msg in size.get("failed", {}).items():
+            out += ["", f"{name} failed: {msg.splitlines()[0]}"]
+    if includes:
+        out += ["", "What each timed call includes:", ""]
+        out += [f"- `{name}`: {text}." for name, text in includes.items()]
+        out += [
+            "",
+            (
+                "Ratios over two peers add their p50s (p99s), each timed on its own: an embedding then a "
+                "query. Build: items/s of the system's own index from the same texts (ours: all six "
+                "sources written, in hybrid with the same vectors given; chromadb: vectors given; LangGraph: "
+                "one `put` per item, its vector looked up, not computed), in the process that serves. RSS "
+                "ready: after the build and a few warm-up calls; peak: the process's high-water mark, "
+                "build included. Calls returning nothing: chromadb and LangGraph always return their top "
+                "10 and bm25s its matches (none only when no task word is indexed), so a peer does not "
+                "abstain; ours applies the calibrated floor, and these tasks are words of memories never "
+                "stored, so it seldom selects anything here (relevance is measured on real conversations "
+                "below)."
+            ),
+        ]
+    return out

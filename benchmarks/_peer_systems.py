@@ -1,0 +1,360 @@
+"""The systems of the peers benchmark: ours and what a user would pick instead.
+
+Each system builds its own index from one `Corpus` (the same N texts, vectors and tasks for
+all) and answers one kind of call per task; `_peer_worker` runs each in its own process and
+times it. Imports are lazy, so a peer's process holds the peer and not our package (except
+where the peer needs our embedder). `INCLUDES` says what each timed call does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from contextlib import AsyncExitStack
+    from pathlib import Path
+
+K: Final = 10
+"""Results per call: our latency runs select at budget 10, so the peers return their top 10."""
+CHROMA_COLLECTION: Final = "peers"
+
+INCLUDES: Final = {
+    "ours-select-lexical": (
+        "`select_for_task`, budget 10: all seven sources concurrently under the 100 ms deadline, "
+        "exact FTS5 search, calibrated floor (may return nothing)"
+    ),
+    "ours-select-hybrid": (
+        "`select_for_task`, budget 10, hybrid: seven sources, the task's MiniLM embedding inside, "
+        "exact FTS5 and exact cosine over the stored vectors, calibrated floor"
+    ),
+    "ours-recall-lexical": (
+        "`MemoryStore.recall`, limit 10: the store's entries only (one source), exact FTS5, calibrated floor"
+    ),
+    "ours-recall-hybrid": (
+        "`MemoryStore.recall`, limit 10, hybrid: entries only, MiniLM embedding inside, exact FTS5 "
+        "and exact cosine, calibrated floor"
+    ),
+    "minilm": "one query embedding: our int8 MiniLM on onnxruntime (`embed([task])`)",
+    "bm25s": (
+        "`bm25s.tokenize` + `BM25.retrieve` top 10: exact BM25 over all N texts in one index, English "
+        "stop words, no stemmer, no embedding; top 10 always returned (only score > 0 counted)"
+    ),
+    "chromadb": (
+        "`Collection.query` top 10, cosine HNSW (approximate), the query vector given (embedding "
+        "outside), persistent client"
+    ),
+    "langgraph": (
+        "`InMemoryStore.search` top 10 with an index: the query embedded inside through our MiniLM, "
+        "exact cosine over every stored vector (lists converted to numpy on each call)"
+    ),
+}
+SYSTEMS: Final = tuple(INCLUDES)
+REQUIRES: Final = {"bm25s": "bm25s", "chromadb": "chromadb", "langgraph": "langgraph.store.memory"}
+"""The module each peer needs (the `bench` extra installs them)."""
+
+
+@attrs.frozen(kw_only=True)
+class Corpus:
+    """The texts every system indexes, their vectors, and the tasks with their query vectors."""
+
+    n: int
+    seed: int
+    texts: list[str]
+    vectors: npt.NDArray[np.float32]
+    tasks: list[str]
+    trivial: list[bool]
+    task_vectors: npt.NDArray[np.float32]
+
+    def write(self, workdir: Path) -> None:
+        meta = {
+            "n": self.n,
+            "seed": self.seed,
+            "texts": self.texts,
+            "tasks": self.tasks,
+            "trivial": self.trivial,
+        }
+        (workdir / "corpus.json").write_text(json.dumps(meta), encoding="utf-8")
+        np.save(workdir / "vectors.npy", self.vectors)
+        np.save(workdir / "task_vectors.npy", self.task_vectors)
+
+    @classmethod
+    def read(cls, workdir: Path) -> Corpus:
+        meta = json.loads((workdir / "corpus.json").read_text(encoding="utf-8"))
+        return cls(
+            n=meta["n"],
+            seed=meta["seed"],
+            texts=meta["texts"],
+            vectors=np.load(workdir / "vectors.npy"),
+            tasks=meta["tasks"],
+            trivial=meta["trivial"],
+            task_vectors=np.load(workdir / "task_vectors.npy"),
+        )
+
+
+class System(Protocol):
+    """One system in one process: build (timed inside), then one call per task index."""
+
+    async def start(self, stack: AsyncExitStack) -> dict[str, Any]:
+        """Build the index; return {"items", "seconds"} (an empty dict when nothing is built)."""
+
+    async def call(self, i: int) -> int:
+        """Answer task `i`; return how many results came back."""
+
+    def disk_bytes(self) -> int | None:
+        """Bytes on disk (None: in memory only)."""
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+# -- ours --------------------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class Ours:
+    """Our store built from the same generator as the latency runs; `select_for_task` or `recall`."""
+
+    corpus: Corpus
+    workdir: Path
+    mode: str
+    api: str
+    _store: Any = None
+    _selector: Any = None
+    _path: Path | None = None
+
+    async def start(self, stack: AsyncExitStack) -> dict[str, Any]:
+        from broker import open_selector  # noqa: PLC0415 - lazy: peers' processes never import us
+        from sources import MemoryStore, default_sources, load_default_embedder  # noqa: PLC0415
+
+        from . import _synthetic  # noqa: PLC0415
+        from ._latency import DEADLINE, NO_BREAKER  # noqa: PLC0415
+
+        hybrid = self.mode == "hybrid"
+        embedder = load_default_embedder() if hybrid else None
+        pool = np.load(self.workdir / "pool.npy") if hybrid else None
+        self._path = self.workdir / f"ours-{self.api}-{self.mode}.db"
+        gen = _synthetic.Generator(seed=self.corpus.seed + self.corpus.n)
+        built = _synthetic.build(
+            self._path, self.corpus.n, gen, pool=pool, model_id=embedder.model_id if embedder else ""
+        )
+        self._store = MemoryStore.open(self._path, embedder=embedder, mode=self.mode)
+        stack.callback(self._store.close)
+        if self.api == "select_for_task":
+            self._selector = await stack.enter_async_context(
+                open_selector(
+                    default_sources(self._store),
+                    deadline=DEADLINE,
+                    mode=self.mode,
+                    breaker_threshold=NO_BREAKER,
+                )
+            )
+        # Texts and, in hybrid, the given vectors: no embedding in the build, as for chromadb.
+        return {"items": self.corpus.n, "seconds": built.seconds + built.vector_seconds}
+
+    async def call(self, i: int) -> int:
+        from ._latency import BUDGET  # noqa: PLC0415
+        from ._synthetic import NS  # noqa: PLC0415
+
+        task = self.corpus.tasks[i]
+        if self._selector is not None:
+            result = await self._selector.select_for_task(task, namespace=NS, budget=BUDGET)
+            return len(result.blocks)
+        return len(self._store.recall(task, namespace=NS, limit=K, mode=self.mode))
+
+    def disk_bytes(self) -> int | None:
+        from ._measure import db_bytes  # noqa: PLC0415
+
+        return None if self._path is None else db_bytes(self._path)
+
+
+@attrs.define(eq=False)
+class MiniLM:
+    """One query embedding with our model: the cost a vector store's user adds to each query."""
+
+    corpus: Corpus
+    _embedder: Any = None
+
+    async def start(self, stack: AsyncExitStack) -> dict[str, Any]:  # noqa: ARG002 - protocol
+        from sources import load_default_embedder  # noqa: PLC0415
+
+        self._embedder = load_default_embedder()
+        return {}
+
+    async def call(self, i: int) -> int:
+        return len(self._embedder.embed([self.corpus.tasks[i]]))
+
+    def disk_bytes(self) -> int | None:
+        return None
+
+
+# -- bm25s -------------------------------------------------------------------------------------
+
+
+def bm25s_index(texts: Sequence[str]) -> Any:  # noqa: ANN401 - bm25s is untyped
+    """A bm25s index with the library's defaults, English stop words, no stemmer."""
+    import bm25s  # noqa: PLC0415 - optional benchmark dependency
+
+    model = bm25s.BM25()
+    model.index(bm25s.tokenize(list(texts), stopwords="en", show_progress=False), show_progress=False)
+    return model
+
+
+def bm25s_top(model: Any, query: str, k: int) -> list[tuple[int, float]]:  # noqa: ANN401
+    """(document index, score) of the top `k` with a score above zero."""
+    import bm25s  # noqa: PLC0415
+
+    tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
+    if not tokens.vocab:
+        return []
+    hits, scores = model.retrieve(tokens, k=k, show_progress=False)
+    return [(int(i), float(s)) for i, s in zip(hits[0], scores[0], strict=True) if s > 0]
+
+
+@attrs.define(eq=False)
+class Bm25s:
+    corpus: Corpus
+    _model: Any = None
+
+    async def start(self, stack: AsyncExitStack) -> dict[str, Any]:  # noqa: ARG002 - protocol
+        texts = self.corpus.texts
+        seconds = _timed(lambda: setattr(self, "_model", bm25s_index(texts)))
+        return {"items": len(texts), "seconds": seconds}
+
+    async def call(self, i: int) -> int:
+        return len(bm25s_top(self._model, self.corpus.tasks[i], min(K, len(self.corpus.texts))))
+
+    def disk_bytes(self) -> int | None:
+        return None
+
+
+# -- chromadb ----------------------------------------------------------------------------------
+
+
+def chroma_client(path: Path) -> Any:  # noqa: ANN401 - chromadb is an optional dependency
+    """A persistent Chroma client with telemetry off."""
+    os.environ["ANONYMIZED_TELEMETRY"] = "False"
+    import chromadb  # noqa: PLC0415
+    from chromadb.config import Settings  # noqa: PLC0415
+
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def chroma_collection(
+    client: Any,  # noqa: ANN401
+    name: str,
+    vectors: npt.NDArray[np.float32],
+    documents: Sequence[str],
+) -> Any:  # noqa: ANN401
+    """A cosine HNSW collection holding `documents` with their `vectors` (ids are the positions).
+
+    No embedding function: the vectors are given, and Chroma's default function (which would
+    download a model) is never called.
+    """
+    col = client.create_collection(name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+    batch = client.get_max_batch_size()
+    for start in range(0, len(documents), batch):
+        end = min(len(documents), start + batch)
+        col.add(
+            ids=[str(i) for i in range(start, end)],
+            embeddings=vectors[start:end],
+            documents=list(documents[start:end]),
+        )
+    return col
+
+
+@attrs.define(eq=False)
+class Chroma:
+    corpus: Corpus
+    workdir: Path
+    _col: Any = None
+
+    async def start(self, stack: AsyncExitStack) -> dict[str, Any]:  # noqa: ARG002 - protocol
+        client = chroma_client(self.workdir / "chroma")
+        c = self.corpus
+        seconds = _timed(
+            lambda: setattr(self, "_col", chroma_collection(client, CHROMA_COLLECTION, c.vectors, c.texts))
+        )
+        return {"items": len(c.texts), "seconds": seconds}
+
+    async def call(self, i: int) -> int:
+        got = self._col.query(query_embeddings=self.corpus.task_vectors[i : i + 1], n_results=K)
+        return len(got["ids"][0])
+
+    def disk_bytes(self) -> int | None:
+        from ._measure import dir_bytes  # noqa: PLC0415
+
+        return dir_bytes(self.workdir / "chroma")
+
+
+# -- LangGraph ---------------------------------------------------------------------------------
+
+
+def langgraph_store(
+    known: dict[str, list[float]],
+    embed: Callable[[Sequence[str]], npt.NDArray[np.float32]],
+    dims: int,
+) -> Any:  # noqa: ANN401 - langgraph is an optional dependency
+    """LangGraph's `InMemoryStore` with a vector index on the `text` field.
+
+    Its embedding function returns the given vector of a text it knows (the stored memories:
+    no embedding in the build) and embeds any other text, each query, with `embed`.
+    """
+    from langgraph.store.memory import InMemoryStore  # noqa: PLC0415
+
+    def embedding(texts: Sequence[str]) -> list[list[float]]:
+        unknown = [t for t in texts if t not in known]
+        fresh = dict(zip(unknown, embed(unknown).tolist(), strict=True)) if unknown else {}
+        return [known[t] if t in known else fresh[t] for t in texts]
+
+    return InMemoryStore(index={"dims": dims, "embed": embedding, "fields": ["text"]})
+
+
+@attrs.define(eq=False)
+class LangGraph:
+    corpus: Corpus
+    _store: Any = None
+    _ns: tuple[str, ...] = ("bench", "synthetic")
+
+    async def start(self, stack: AsyncExitStack) -> dict[str, Any]:  # noqa: ARG002 - protocol
+        from sources import load_default_embedder  # noqa: PLC0415
+
+        embedder = load_default_embedder()
+        c = self.corpus
+        known = dict(zip(c.texts, c.vectors.tolist(), strict=True))
+        self._store = langgraph_store(known, embedder.embed, embedder.dim)
+        # One `put` per memory (its public write API); the vector is looked up, not computed.
+        seconds = _timed(
+            lambda: [self._store.put(self._ns, str(i), {"text": t}) for i, t in enumerate(c.texts)]
+        )
+        return {"items": len(c.texts), "seconds": seconds}
+
+    async def call(self, i: int) -> int:
+        return len(self._store.search(self._ns, query=self.corpus.tasks[i], limit=K))
+
+    def disk_bytes(self) -> int | None:
+        return None
+
+
+def make(name: str, corpus: Corpus, workdir: Path) -> System:
+    """The system called `name` (one of SYSTEMS)."""
+    if name.startswith("ours-"):
+        _, api, mode = name.split("-")
+        return Ours(corpus, workdir, mode, "select_for_task" if api == "select" else "recall")
+    factories: dict[str, Callable[[], System]] = {
+        "minilm": lambda: MiniLM(corpus),
+        "bm25s": lambda: Bm25s(corpus),
+        "chromadb": lambda: Chroma(corpus, workdir),
+        "langgraph": lambda: LangGraph(corpus),
+    }
+    return factories[name]()
