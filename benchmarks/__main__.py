@@ -150,9 +150,13 @@ async def _run_quality(*, quick: bool) -> dict[str, Any]:
         embedder=None if quick else load_default_embedder(),
         max_questions=10 if quick else None,
         conversations=2 if quick else None,
-        baselines=("bm25",) if quick else ("bm25", "dense"),
+        baselines=("bm25",) if quick else ("bm25", "dense", *_installed("chromadb", "langgraph")),
         log=log,
     )
+
+
+def _installed(*peers: str) -> tuple[str, ...]:
+    return tuple(p for p in peers if _peers.missing(p) is None)
 
 
 def _latency_notes(cfg: _latency.Config, latency: dict[str, Any]) -> list[str]:

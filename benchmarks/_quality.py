@@ -1,10 +1,14 @@
 """Relevance quality on the LoCoMo dev conversations: the broker in each mode against the
-baselines a user would pick instead (plain BM25 top-k, plain dense top-k with no floor).
+baselines a user would pick instead (bm25s top-k, exact dense top-k with no floor, and the
+peers of the latency comparison: a Chroma collection and LangGraph's `InMemoryStore`).
 
 The broker runs the real selector over every default source (loaded by
 `load_dev_sources.load_sources`, turns included), budget 40. The baselines index the same
 texts per tenant (turns, observation facts, session summaries; each maps to its dia_ids as
 `load_dev_sources.evidence_ids` does) and always inject their top 40 (BM25: matching ones).
+The dense ones use the vectors our store computed (MiniLM) and embed each question with it:
+`dense-top40` is exact cosine in numpy, `chromadb-top40` Chroma's HNSW (one persistent
+collection per tenant), `langgraph-top40` LangGraph's search (one namespace per tenant).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 from broker import EstimatingTokenCounter, MemorySelector, open_selector
 from sources import MemoryStore, _vectors, default_sources
 
-from . import _locomo
+from . import _locomo, _peer_systems
 from .load_dev_sources import evidence_ids, load_sources
 
 if TYPE_CHECKING:
@@ -70,55 +74,98 @@ def docs(store: MemoryStore, conv: _locomo.Conversation) -> tuple[list[Doc], lis
 
 
 def bm25_retriever(store: MemoryStore, convs: Sequence[_locomo.Conversation]) -> Callable[..., Any]:
-    import bm25s  # noqa: PLC0415 - optional benchmark dependency
-
+    """bm25s per tenant, as in the peers benchmark (`_peer_systems.bm25s_index`)."""
     index: dict[str, tuple[Any, list[Doc]]] = {}
     for c in convs:
         ds, _ = docs(store, c)
-        model = bm25s.BM25()
-        model.index(
-            bm25s.tokenize([d.text for d in ds], stopwords="en", show_progress=False), show_progress=False
-        )
-        index[c.sample_id] = (model, ds)
+        index[c.sample_id] = (_peer_systems.bm25s_index([d.text for d in ds]), ds)
 
     async def retrieve(task: str, conv: _locomo.Conversation) -> Retrieved:
         model, ds = index[conv.sample_id]
-        tokens = bm25s.tokenize([task], stopwords="en", show_progress=False)
-        if not tokens.vocab:
-            return []
-        hits, scores = model.retrieve(tokens, k=min(BUDGET, len(ds)), show_progress=False)
-        return [
-            (set(ds[int(i)].evidence), ds[int(i)].text)
-            for i, s in zip(hits[0], scores[0], strict=True)
-            if s > 0
-        ]
+        top = _peer_systems.bm25s_top(model, task, min(BUDGET, len(ds)))
+        return [(set(ds[i].evidence), ds[i].text) for i, _ in top]
 
     return retrieve
+
+
+def doc_vectors(
+    store: MemoryStore, conv: _locomo.Conversation, embedder: MiniLMEmbedder
+) -> tuple[list[Doc], np.ndarray]:
+    """The tenant's baseline documents and the vectors our store holds for them."""
+    ds, keys = docs(store, conv)
+    with store.db.read() as conn:
+        blobs = [
+            conn.execute(
+                "SELECT vec FROM vectors WHERE corpus = ? AND src_rowid = ? AND model_id = ?",
+                (corpus, rowid, embedder.model_id),
+            ).fetchone()[0]
+            for corpus, rowid in keys
+        ]
+    return ds, _vectors.from_blobs(blobs, embedder.dim)
+
+
+class _QueryVectors:
+    """Each question embedded once, whichever retriever or tenant asks."""
+
+    def __init__(self, embedder: MiniLMEmbedder) -> None:
+        self._embedder = embedder
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __call__(self, task: str) -> np.ndarray:
+        if task not in self._cache:
+            self._cache[task] = self._embedder.embed([task])[0]
+        return self._cache[task]
 
 
 def dense_retriever(
     store: MemoryStore, convs: Sequence[_locomo.Conversation], embedder: MiniLMEmbedder
 ) -> Callable[..., Any]:
-    index: dict[str, tuple[np.ndarray, list[Doc]]] = {}
-    for c in convs:
-        ds, keys = docs(store, c)
-        with store.db.read() as conn:
-            vecs = []
-            for corpus, rowid in keys:
-                blob = conn.execute(
-                    "SELECT vec FROM vectors WHERE corpus = ? AND src_rowid = ? AND model_id = ?",
-                    (corpus, rowid, embedder.model_id),
-                ).fetchone()[0]
-                vecs.append(blob)
-        index[c.sample_id] = (_vectors.from_blobs(vecs, embedder.dim), ds)
-    cache: dict[str, np.ndarray] = {}
+    index = {c.sample_id: doc_vectors(store, c, embedder) for c in convs}
+    query = _QueryVectors(embedder)
 
     async def retrieve(task: str, conv: _locomo.Conversation) -> Retrieved:
-        matrix, ds = index[conv.sample_id]
-        if task not in cache:
-            cache[task] = embedder.embed([task])[0]
-        top = np.argsort(-(matrix @ cache[task]))[:BUDGET]
+        ds, matrix = index[conv.sample_id]
+        top = np.argsort(-(matrix @ query(task)))[:BUDGET]
         return [(set(ds[int(i)].evidence), ds[int(i)].text) for i in top]
+
+    return retrieve
+
+
+def chroma_retriever(
+    store: MemoryStore, convs: Sequence[_locomo.Conversation], embedder: MiniLMEmbedder, path: Path
+) -> Callable[..., Any]:
+    """One cosine HNSW collection per tenant in a persistent client; vectors given, question embedded."""
+    client = _peer_systems.chroma_client(path)
+    index: dict[str, tuple[Any, list[Doc]]] = {}
+    for c in convs:
+        ds, matrix = doc_vectors(store, c, embedder)
+        col = _peer_systems.chroma_collection(client, f"locomo-{c.sample_id}", matrix, [d.text for d in ds])
+        index[c.sample_id] = (col, ds)
+    query = _QueryVectors(embedder)
+
+    async def retrieve(task: str, conv: _locomo.Conversation) -> Retrieved:
+        col, ds = index[conv.sample_id]
+        got = col.query(query_embeddings=query(task)[None, :], n_results=min(BUDGET, len(ds)), include=[])
+        return [(set(ds[int(i)].evidence), ds[int(i)].text) for i in got["ids"][0]]
+
+    return retrieve
+
+
+def langgraph_retriever(
+    store: MemoryStore, convs: Sequence[_locomo.Conversation], embedder: MiniLMEmbedder
+) -> Callable[..., Any]:
+    """LangGraph's `InMemoryStore`, one namespace per tenant; it embeds each question with our MiniLM."""
+    indexed = {c.sample_id: doc_vectors(store, c, embedder) for c in convs}
+    known = {d.text: v for ds, m in indexed.values() for d, v in zip(ds, m.tolist(), strict=True)}
+    lg = _peer_systems.langgraph_store(known, embedder.embed, embedder.dim)
+    for sample_id, (ds, _) in indexed.items():
+        for i, d in enumerate(ds):
+            lg.put(("locomo", sample_id), str(i), {"text": d.text})
+
+    async def retrieve(task: str, conv: _locomo.Conversation) -> Retrieved:
+        ds = indexed[conv.sample_id][0]
+        got = lg.search(("locomo", conv.sample_id), query=task, limit=BUDGET)
+        return [(set(ds[int(item.key)].evidence), ds[int(item.key)].text) for item in got]
 
     return retrieve
 
@@ -251,6 +298,18 @@ async def run(
                     dense_retriever(store, convs, embedder), convs, max_questions=max_questions
                 )
                 log("quality: dense done")
+            if "chromadb" in baselines and embedder is not None:
+                out["systems"]["chromadb-top40"] = await evaluate(
+                    chroma_retriever(store, convs, embedder, Path(tmp) / "chroma"),
+                    convs,
+                    max_questions=max_questions,
+                )
+                log("quality: chromadb done")
+            if "langgraph" in baselines and embedder is not None:
+                out["systems"]["langgraph-top40"] = await evaluate(
+                    langgraph_retriever(store, convs, embedder), convs, max_questions=max_questions
+                )
+                log("quality: langgraph done")
         finally:
             store.close()
     return out

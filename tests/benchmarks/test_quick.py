@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks._peer_systems import SYSTEMS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -83,3 +85,24 @@ def test_quality_results_when_dev_data_is_present(results: Path) -> None:
             "tokens_per_turn",
             "category_5",
         } <= figures.keys()
+
+
+def test_peers_results_have_every_figure(results: Path) -> None:
+    """peers.json holds every system's latency, cores, build rate, RSS and disk, or why it was skipped."""
+    peers = json.loads((results / "peers.json").read_text(encoding="utf-8"))
+    size = next(iter(peers["sizes"].values()))
+    assert not size["failed"]
+    for name in SYSTEMS:
+        if name in peers["skipped"]:
+            assert "not installed" in peers["skipped"][name]
+            continue
+        figures = size["systems"][name]
+        assert {"p50", "p95", "p99"} <= figures["latency_ms"].keys()
+        assert {"ready", "end", "peak"} <= figures["rss_mb"].keys()
+        assert {"cores_per_call", "empty_share", "disk_bytes", "includes", "first_call_ms"} <= figures.keys()
+        assert "per_s" in figures["build"]
+    assert any("/" in r["compares"] for r in size["ratios"])
+    summary = (results / "SUMMARY.md").read_text(encoding="utf-8")
+    assert "## Peers at N=" in summary
+    assert "bm25s retrieve p50" in summary
+    assert (results / "peers.png").read_bytes().startswith(b"\x89PNG")
