@@ -198,7 +198,7 @@ def _peers_notes(cfg: _peers.Config, peers: dict[str, Any]) -> list[str]:
     notes += [f"Peers: {message}." for message in peers["skipped"].values()]
     for key, size in peers["sizes"].items():
         notes += [
-            f"Peers at N={key}: {name} failed (see the log in its work directory): {msg.splitlines()[0]}"
+            f"Peers at N={key}: {name} failed: {msg.splitlines()[0]} (peers.json has its log's tail)"
             for name, msg in size["failed"].items()
         ]
     return notes

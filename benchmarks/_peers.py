@@ -105,7 +105,10 @@ def prepare(workdir: Path, n: int, cfg: Config, embedder: MiniLMEmbedder, trivia
     task_vectors = np.concatenate(
         [embedder.embed(task_texts[i : i + 64]) for i in range(0, len(task_texts), 64)]
     )
-    corpus = Corpus(
+    if len(texts) != n:  # every source's memories, once each
+        raise RuntimeError(f"the corpus holds {len(texts)} texts, not {n}")
+    return Corpus.write(
+        workdir,
         n=n,
         seed=cfg.seed,
         texts=texts,
@@ -114,8 +117,6 @@ def prepare(workdir: Path, n: int, cfg: Config, embedder: MiniLMEmbedder, trivia
         trivial=[t for _, t in tasks],
         task_vectors=task_vectors,
     )
-    corpus.write(workdir)
-    return corpus
 
 
 def _dump(path: Path, pool: np.ndarray, seed: int) -> tuple[list[str], np.ndarray]:
@@ -190,8 +191,9 @@ class Worker:
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
-            tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
-            raise RuntimeError(f"{self.name} exited ({self.proc.returncode}) before {key!r}:\n{tail}")
+            tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-2000:].strip()
+            last = tail.splitlines()[-1] if tail else "no output"
+            raise RuntimeError(f"{self.name} exited ({self.proc.returncode}) before {key!r}: {last}\n{tail}")
         msg: dict[str, Any] = json.loads(line)[key]
         return msg
 
@@ -285,6 +287,17 @@ def ratios(systems: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _step(
+    worker: Worker, fn: Callable[[Worker], None], failed: dict[str, str], log: Callable[[str], None]
+) -> None:
+    """Run one exchange with a worker; a worker that dies is reported and left out, not fatal."""
+    try:
+        fn(worker)
+    except RuntimeError as exc:
+        failed[worker.name] = str(exc)
+        log(f"  peers: {worker.name} failed: {str(exc).splitlines()[0]}")
+
+
 def measure_size(
     n: int, cfg: Config, embedder: MiniLMEmbedder, trivial: Sequence[str], log: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -292,7 +305,7 @@ def measure_size(
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp_s:
         workdir = Path(tmp_s)
         corpus = prepare(workdir, n, cfg, embedder, trivial)
-        log(f"  peers {n}: corpus of {len(corpus.texts)} texts, {cfg.turns} tasks")
+        log(f"  peers {n}: corpus of {corpus.n} texts, {cfg.turns} tasks")
         workers: dict[str, Worker] = {}
         out: dict[str, Any] = {"n": n, "tasks": cfg.turns, "systems": {}, "failed": {}}
         try:
@@ -310,13 +323,17 @@ def measure_size(
                 )
             for block in schedule(cfg, list(workers)):
                 for name, indices in block:
-                    workers[name].block(indices)
-            for w in workers.values():
-                w.quit()
+                    if name not in out["failed"]:
+                        _step(workers[name], lambda w, idx=indices: w.block(idx), out["failed"], log)
+            for name, w in workers.items():
+                if name not in out["failed"]:
+                    _step(w, Worker.quit, out["failed"], log)
         finally:
             for w in workers.values():
                 w.kill()
         for name, w in workers.items():
+            if name in out["failed"]:
+                continue
             out["systems"][name] = figures(w, corpus)
             lat = out["systems"][name]["latency_ms"]
             log(f"  peers {n}: {name} p50 {lat['p50']} p99 {lat['p99']} ms")

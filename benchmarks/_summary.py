@@ -16,7 +16,10 @@ _QUALITY_NOTE = (
     "covers the turns it cites). Irrelevant: an injected memory covering none of the question's "
     "evidence (every memory injected on trivial and foreign turns counts); LoCoMo marks one or two "
     "turns per question, so this is an upper bound. The baselines inject their top 40 (BM25: those "
-    "matching a term) and otherwise never abstain."
+    "matching a term) and otherwise never abstain. bm25-top40 is bm25s (as in the peers section); the "
+    "dense ones use our MiniLM vectors: dense-top40 exact cosine in numpy, chromadb-top40 Chroma's "
+    "approximate HNSW, langgraph-top40 LangGraph's `InMemoryStore.search` (exact cosine, so it should "
+    "match dense-top40)."
 )
 
 
