@@ -9,17 +9,20 @@ import numpy.typing as npt
 Array = npt.NDArray[np.float64]
 
 
-def fit(x: Array, y: Array, *, l2: float = 1e-2, iters: int = 50) -> tuple[Array, float]:
-    """Weights and bias maximising the penalised log-likelihood."""
+def fit(
+    x: Array, y: Array, *, l2: float = 1e-2, iters: int = 50, weights: Array | None = None
+) -> tuple[Array, float]:
+    """Weights and bias maximising the penalised (sample-weighted) log-likelihood."""
     n, d = x.shape
+    s = np.ones(n) if weights is None else weights
     xb = np.hstack([x, np.ones((n, 1))])
     w = np.zeros(d + 1)
     penalty = np.eye(d + 1) * l2
     penalty[d, d] = 0.0
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-(xb @ w)))
-        grad = xb.T @ (p - y) + penalty @ w
-        hess = (xb * (p * (1 - p))[:, None]).T @ xb + penalty
+        grad = xb.T @ (s * (p - y)) + penalty @ w
+        hess = (xb * (s * p * (1 - p))[:, None]).T @ xb + penalty
         step = np.linalg.solve(hess + 1e-9 * np.eye(d + 1), grad)
         w -= step
         if np.max(np.abs(step)) < 1e-8:

@@ -1,21 +1,31 @@
-"""Fit the calibrated relevance scale of each recall mode on the LoCoMo dev conversations.
+"""Fit the one calibrated scale of each recall mode: base relevance, the QPP gate, the band.
 
-Positives: (question, gold evidence turn); negatives: the other candidate turns each
-question retrieves in its own conversation, and the turns retrieved for another
-conversation's questions, and every candidate of an off-topic query
-(benchmarks/offtopic_queries.txt: small talk and general knowledge of our own writing, not
-the held-out trivial tasks) in every conversation. Candidates are what each mode's recall scores: lexical top-50
-(lexical), cosine top-50 (dense), the union of both (hybrid). Because every source scores on
-this one scale, the facts (`observation`) and summaries (`session_summary`) the abstraction
-and consolidated sources hold are candidates too (their lexical top-50): a fact is a positive
-when its turn ids include gold evidence, a summary when its provenance does
-(`--turns-only` fits on turns alone). Lexical mode is fitted on turns alone, as the
-foundation issue defines it: fitted on facts and summaries too, bare word overlap earns
-enough trust that conversational fillers ("good morning", "see you later") cleared the
-floor against a dialogue turn sharing their words; in dense and hybrid modes the cosine
-tells those apart, and fitting on every corpus there raised the selector's evidence recall. Leave-one-conversation-out
-validation reports the expected calibration error (10 bins) per mode; the final fit on all
-five conversations is what `--write` puts in sources/_calibration_constants.py.
+Data (all read or written here, never shipped): the LoCoMo dev conversations (turns, facts,
+summaries; one tenant each, and a turns-only copy of each as the held-out harness stores
+them), the personal-assistant dev set of our own writing
+(benchmarks/data/personal_dev.json; one tenant), and off-topic tasks of our own writing
+(benchmarks/offtopic_queries.txt, benchmarks/data/offtopic_train.txt). The held-out trivial
+tasks (../shared/data/trivial_tasks.txt) and benchmarks/data/personal_test.json are never fitted on.
+
+Three logistic models per mode, fitted in order (`sources._relevance`, `sources._gate`):
+
+1. base relevance of a memory, P(gold evidence | features): positives are (question, gold
+   turn, or the fact or summary that covers it, or the right personal fact); negatives the
+   other candidates of the question in its tenant, the candidates of the question asked of
+   another tenant, and every candidate of an off-topic task. It orders candidates.
+2. the QPP gate, P(the namespace serves the task): positive a question asked of its own
+   tenant; negative the same question asked of another tenant (LoCoMo questions of the
+   personal tenant and the personal questions of a LoCoMo tenant included) and every
+   off-topic task in every tenant. Features from the production `Reference`.
+3. the band, P(the task's first evidence lies at or below this memory's standing) over the
+   candidates of answerable questions; then `BAND_EXPONENT`, the narrowest band for which the
+   floor keeps evidence for `BAND_COVERAGE` of the answerable dev questions whose evidence
+   the candidates hold (at most `BUDGET` selected).
+
+Each regime (LoCoMo with every source, LoCoMo turns only, personal) weighs the same in every
+fit, its own class balance kept. Leave-one-conversation-out figures (the personal set always
+in training) are printed for each model; the final fit on everything is what `--write` puts
+in sources/_calibration_constants.py.
 
     python -m benchmarks.fit_calibration [--mode lexical|dense|hybrid|all] [--write]
 """
@@ -27,12 +37,14 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
 
-from sources import MemoryStore, _analysis, _index
-from sources import _calibration_constants as current
+from broker import RECALL_MIN_SCORE, Namespace
+from sources import MemoryStore, NewEntry, _analysis, _gate, _index
+from sources import _calibration_constants as constants
 from sources._relevance import (
     MODES,
     QueryProfile,
@@ -47,25 +59,56 @@ from . import _locomo, _logit
 from .load_dev_sources import load_sources
 
 CANDIDATES = 50
-OFFTOPIC = tuple(
-    line.strip()
-    for line in (Path(__file__).parent / "offtopic_queries.txt").read_text(encoding="utf-8").splitlines()
-    if line.strip() and not line.startswith("#")
-)
+BUDGET = 40
+BAND_COVERAGE = 0.88
+"""Share of the answerable dev questions (with evidence among their candidates) whose evidence
+the band keeps above the floor, in every regime: what the band exponent is set to reach."""
+DATA = Path(__file__).parent / "data"
+PERSONAL = DATA / "personal_dev.json"
+PERSONAL_NS = Namespace(tenant_id="personal-dev")
+
+
+def offtopic_tasks() -> tuple[str, ...]:
+    """Off-topic tasks of our own writing (never the held-out trivial file)."""
+    out: list[str] = []
+    for path in (Path(__file__).parent / "offtopic_queries.txt", DATA / "offtopic_train.txt"):
+        out += [
+            line.strip()
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
+    return tuple(dict.fromkeys(out))
+
+
 CONSTANTS = _locomo.ROOT / "sources" / "_calibration_constants.py"
-FEATURE_DOC = {
+BASE_DOC = {
     "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, "
     "peak_specificity",
     "dense": "cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing",
     "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_standing, "
     "best_bm25_standing, bm25_shortfall, coverage_shortfall",
 }
+_TASK = "presence, log1p(terms), question mark, first person, log1p(namespace documents)"
+_LEX = "best base logit, its margin over the second, best bm25_norm, best coverage"
+_DENSE = (
+    "best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence"
+)
+QPP_DOC = {
+    "lexical": f"{_TASK}, {_LEX}",
+    "dense": f"{_TASK}, best base logit, {_DENSE}",
+    "hybrid": f"{_TASK}, {_LEX}, {_DENSE}",
+}
+BAND_DOC = {
+    "lexical": "log1p(rank), base logit gap to the best, their product",
+    "dense": "log1p(rank), base logit gap to the best, their product, cosine gap to the best",
+    "hybrid": "log1p(rank), base logit gap to the best, their product, cosine gap to the best",
+}
 
 
 @attrs.frozen(kw_only=True)
 class Corpus:
-    """One corpus of one tenant as the store holds it: rowids, the evidence turn ids each
-    document stands for, analysed terms and unit vectors."""
+    """One corpus of one tenant as the store holds it: rowids, the evidence ids each document
+    stands for, analysed terms and unit vectors."""
 
     corpus: int
     index: dict[int, int]  # source rowid -> position
@@ -80,12 +123,23 @@ class Corpus:
 
 
 @attrs.frozen(kw_only=True)
-class Tenant:
-    """One conversation in every text corpus the selector scores."""
+class Question:
+    """One answerable task of a tenant and the ids of the memories that serve it."""
 
-    conv: _locomo.Conversation
+    text: str
+    evidence: frozenset[str]
+
+
+@attrs.frozen(kw_only=True)
+class Tenant:
+    """One tenant in every text corpus the selector scores, with its questions."""
+
+    name: str
     ns_id: int
     corpora: tuple[Corpus, ...]
+    questions: tuple[Question, ...]
+    group: str  # leave-one-out group: the conversation, or "personal" (always trained on)
+    regime: str  # "locomo" (every source), "locomo-turns" (turns only), "personal"
 
 
 _CORPUS_SQL = {
@@ -95,119 +149,345 @@ _CORPUS_SQL = {
 }
 
 
-def tenants(
-    store: MemoryStore, convs: list[_locomo.Conversation], corpora: tuple[int, ...]
-) -> dict[str, Tenant]:
-    """Every conversation's documents with their vectors (what dense scoring sees)."""
+def _tenant(  # noqa: PLR0917 - one tenant and where it comes from
+    store: MemoryStore,
+    ns: Namespace,
+    questions: tuple[Question, ...],
+    group: str,
+    regime: str,
+    corpora: tuple[int, ...],
+) -> Tenant:
     if store.embedder is None:
         raise SystemExit("the store has no embedder")
-    out = {}
-    for c in convs:
-        with store.db.read() as conn:
-            ns_id = _index.find_ns(conn, c.namespace)
-            if ns_id is None:
-                raise SystemExit(f"{c.sample_id}: not loaded")
-            rows = {k: conn.execute(_CORPUS_SQL[k], (ns_id,)).fetchall() for k in corpora}
-        built = []
-        for k in corpora:
-            texts = [r[1] for r in rows[k]]
-            built.append(
-                Corpus(
-                    corpus=k,
-                    index={int(r[0]): i for i, r in enumerate(rows[k])},
-                    evidence=tuple(frozenset(json.loads(r[2] or "[]")) for r in rows[k]),
-                    terms=tuple(_analysis.terms(t) for t in texts),
-                    vectors=store.embedder.embed(texts),
-                )
+    with store.db.read() as conn:
+        ns_id = _index.find_ns(conn, ns)
+        if ns_id is None:
+            raise SystemExit(f"{ns}: not loaded")
+        rows = {k: conn.execute(_CORPUS_SQL[k], (ns_id,)).fetchall() for k in corpora}
+    built = []
+    for k in corpora:
+        texts = [r[1] for r in rows[k]]
+        built.append(
+            Corpus(
+                corpus=k,
+                index={int(r[0]): i for i, r in enumerate(rows[k])},
+                evidence=tuple(frozenset(json.loads(r[2] or "[]")) for r in rows[k]),
+                terms=tuple(_analysis.terms(t) for t in texts),
+                vectors=store.embedder.embed(texts) if texts else np.empty((0, store.embedder.dim)),
             )
-        out[c.sample_id] = Tenant(conv=c, ns_id=ns_id, corpora=tuple(built))
+        )
+    return Tenant(
+        name=str(ns), ns_id=ns_id, corpora=tuple(built), questions=questions, group=group, regime=regime
+    )
+
+
+def turns_namespace(conv: _locomo.Conversation) -> Namespace:
+    """The namespace of a conversation's turns-only copy (what the held-out harness stores)."""
+    return Namespace(tenant_id=f"{conv.sample_id}-turns", project_id="locomo")
+
+
+def tenants(store: MemoryStore, convs: list[_locomo.Conversation], personal: dict[str, Any]) -> list[Tenant]:
+    """Every dev conversation with every source, its turns-only copy, and the personal dev set."""
+    every = (CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE)
+    out = []
+    for regime, where in (("locomo", lambda c: c.namespace), ("locomo-turns", turns_namespace)):
+        out += [
+            _tenant(
+                store,
+                where(c),
+                tuple(Question(text=q.text, evidence=q.evidence) for q in c.questions()),
+                c.sample_id,
+                regime,
+                every,
+            )
+            for c in convs
+        ]
+    own = tuple(Question(text=q, evidence=frozenset({fid})) for q, fid in personal["questions"])
+    out.append(_tenant(store, PERSONAL_NS, own, "personal", "personal", every))
     return out
 
 
-def _lexical_top(store: MemoryStore, prof: QueryProfile, tenant: Tenant, corpus: Corpus) -> list[int]:
-    if not prof.present:
-        return []
+def _reference(store: MemoryStore, mode: str, task: str, tenant: Tenant) -> tuple[QueryProfile, Reference]:
+    """The task's profile and the namespace's reference, exactly as recall computes them."""
     with store.db.read() as conn:
-        rowids = _index.search(
-            conn, tenant.ns_id, sorted(prof.present), corpus=corpus.corpus, limit=CANDIDATES
-        )
-    return [corpus.index[r] for r in rowids]
+        prof = _index.profile(conn, tenant.ns_id, task)
+        return prof, store.scorer_on(conn, tenant.ns_id, prof, task, mode=mode).reference
 
 
-def _reference(
-    store: MemoryStore, mode: str, question: str, tenant: Tenant
-) -> tuple[QueryProfile, Reference]:
-    """The query's profile and the namespace's reference, exactly as recall computes them."""
-    with store.db.read() as conn:
-        prof = _index.profile(conn, tenant.ns_id, question)
-        return prof, store.scorer_on(conn, tenant.ns_id, prof, question, mode=mode).reference
+@attrs.frozen(kw_only=True)
+class Cand:
+    """One candidate of a task: the evidence ids it stands for, base features, cosine."""
+
+    evidence: frozenset[str]
+    features: tuple[float, ...]
+    cosine: float | None
 
 
-Rows = list[tuple[frozenset[str], list[float]]]
-
-
-def candidates(store: MemoryStore, mode: str, question: str, qvec: np.ndarray, tenant: Tenant) -> Rows:
-    """(evidence ids, feature vector) of every candidate `mode` scores for a question: the
-    store's (lexical, dense or both) and the lexical candidates of facts and summaries, as
-    the abstraction and consolidated sources find them."""
-    prof, ref = _reference(store, mode, question, tenant)
+def candidates(store: MemoryStore, mode: str, task: str, qvec: np.ndarray, tenant: Tenant) -> list[Cand]:
+    """Every candidate `mode` scores for a task: the store's (lexical, dense or both) and the
+    lexical candidates of facts and summaries, as the sources find them."""
+    prof, ref = _reference(store, mode, task, tenant)
     if not prof.terms:
         return []
-    out: Rows = []
+    out: list[Cand] = []
     for corpus in tenant.corpora:
-        lex = _lexical_top(store, prof, tenant, corpus)
+        lex: list[int] = []
+        if prof.present and mode != "dense":
+            with store.db.read() as conn:
+                rowids = _index.search(
+                    conn, tenant.ns_id, sorted(prof.present), corpus=corpus.corpus, limit=CANDIDATES
+                )
+            lex = [corpus.index[r] for r in rowids]
         if mode == "lexical":
-            out += [(corpus.evidence[i], list(lexical_features(prof, corpus.terms[i]).vector())) for i in lex]
+            out += [
+                Cand(
+                    evidence=corpus.evidence[i],
+                    features=lexical_features(prof, corpus.terms[i]).vector(),
+                    cosine=None,
+                )
+                for i in lex
+            ]
             continue
         pool = {i: float(corpus.vectors[i] @ qvec) for i in lex}
-        if corpus.corpus == CORPUS_ENTRIES:
+        if corpus.corpus == CORPUS_ENTRIES or mode == "dense":
             pool.update(corpus.dense_top(qvec, CANDIDATES))
-        if mode == "dense":
-            out += [(corpus.evidence[i], list(dense_features(prof, c, ref))) for i, c in pool.items()]
-        else:
-            out += [
-                (
-                    corpus.evidence[i],
-                    list(hybrid_features(prof, lexical_features(prof, corpus.terms[i]), c, ref)),
-                )
-                for i, c in pool.items()
-            ]
+        for i, c in pool.items():
+            feats = (
+                dense_features(prof, c, ref)
+                if mode == "dense"
+                else hybrid_features(prof, lexical_features(prof, corpus.terms[i]), c, ref)
+            )
+            out.append(Cand(evidence=corpus.evidence[i], features=tuple(feats), cosine=c))
     return out
 
 
-def dataset(
-    store: MemoryStore, mode: str, ten: dict[str, Tenant], qvecs: dict[str, np.ndarray]
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per conversation: features and labels of every candidate its questions produce."""
-    out: dict[str, tuple[list[list[float]], list[float]]] = {k: ([], []) for k in ten}
-    convs = [t.conv for t in ten.values()]
-    for owner, foreign in _locomo.foreign_pairs(convs):
-        xs, ys = out[owner.sample_id]
-        for q in owner.questions():
-            for evidence, vec in candidates(store, mode, q.text, qvecs[q.text], ten[owner.sample_id]):
-                xs.append(vec)
-                ys.append(1.0 if evidence & q.evidence else 0.0)
-            for _evidence, vec in candidates(store, mode, q.text, qvecs[q.text], ten[foreign.sample_id]):
-                xs.append(vec)
-                ys.append(0.0)
-        for text in OFFTOPIC:
-            for _evidence, vec in candidates(store, mode, text, qvecs[text], ten[owner.sample_id]):
-                xs.append(vec)
-                ys.append(0.0)
-    return {k: (np.array(x, dtype=np.float64), np.array(y, dtype=np.float64)) for k, (x, y) in out.items()}
+# -- the fit -------------------------------------------------------------------------------------
+
+Xy = tuple[list[tuple[float, ...]], list[float]]
+Key = tuple[str, str]  # (leave-one-out group, regime)
+Task = tuple[tuple[float, ...], list[tuple[tuple[float, ...], int, bool]]]
 
 
-def loco(data: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[float, int, int]:
-    """Leave-one-conversation-out ECE, candidates, positives."""
+@attrs.define
+class Fit:
+    """Everything one mode is fitted on, by leave-one-out group."""
+
+    mode: str
+    base: dict[Key, Xy] = attrs.field(factory=dict)
+    gate: dict[Key, Xy] = attrs.field(factory=dict)
+    # answerable tasks as (qpp features, each candidate's (band features, rank, gold?))
+    tasks: dict[Key, list[Task]] = attrs.field(factory=dict)
+
+
+def _pairs(ten: list[Tenant]) -> list[tuple[Tenant, Tenant]]:
+    """(question owner, foreign tenant): each tenant's questions go to the next one."""
+    return [(t, ten[(i + 1) % len(ten)]) for i, t in enumerate(ten)]
+
+
+def collect_base(store: MemoryStore, fit: Fit, ten: list[Tenant], qvecs: dict[str, np.ndarray]) -> None:
+    """Base relevance data: candidates of own, foreign and off-topic tasks."""
+    for owner, foreign in _pairs(ten):
+        xs, ys = fit.base.setdefault((owner.group, owner.regime), ([], []))
+        for q in owner.questions:
+            for c in candidates(store, fit.mode, q.text, qvecs[q.text], owner):
+                xs.append(c.features)
+                ys.append(1.0 if c.evidence & q.evidence else 0.0)
+            for c in candidates(store, fit.mode, q.text, qvecs[q.text], foreign):
+                xs.append(c.features)
+                ys.append(0.0)
+        for text in offtopic_tasks():
+            for c in candidates(store, fit.mode, text, qvecs[text], owner):
+                xs.append(c.features)
+                ys.append(0.0)
+
+
+def collect_gate(store: MemoryStore, fit: Fit, ten: list[Tenant], qvecs: dict[str, np.ndarray]) -> None:
+    """QPP data (every task in every tenant it is asked of) and the band's answerable tasks."""
+    for owner, foreign in _pairs(ten):
+        xs, ys = fit.gate.setdefault((owner.group, owner.regime), ([], []))
+        tasks = fit.tasks.setdefault((owner.group, owner.regime), [])
+        for q in owner.questions:
+            prof, ref = _reference(store, fit.mode, q.text, owner)
+            if prof.terms:
+                xs.append(ref.qpp_features)
+                ys.append(1.0)
+                cands = candidates(store, fit.mode, q.text, qvecs[q.text], owner)
+                tasks.append((ref.qpp_features, [_banded(fit.mode, c, ref, q) for c in cands]))
+            prof, ref = _reference(store, fit.mode, q.text, foreign)
+            if prof.terms:
+                xs.append(ref.qpp_features)
+                ys.append(0.0)
+        for text in offtopic_tasks():
+            prof, ref = _reference(store, fit.mode, text, owner)
+            if prof.terms:
+                xs.append(ref.qpp_features)
+                ys.append(0.0)
+
+
+def _stack(data: dict[Key, Xy], keep: set[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, labels and sample weights of the groups in `keep`; every regime weighs the same
+    in total (its own class balance kept), so the small personal set counts as much as LoCoMo."""
+    keys = [k for k in data if k[0] in keep]
+    sizes: dict[str, int] = {}
+    for k in keys:
+        sizes[k[1]] = sizes.get(k[1], 0) + len(data[k][1])
+    total = sum(sizes.values())
+    xs = [x for k in keys for x in data[k][0]]
+    ys = [y for k in keys for y in data[k][1]]
+    ws = [total / (len(sizes) * sizes[k[1]]) for k in keys for _ in data[k][1]]
+    return np.array(xs, dtype=np.float64), np.array(ys, dtype=np.float64), np.array(ws, dtype=np.float64)
+
+
+def _groups(data: dict[Key, Any]) -> set[str]:
+    return {k[0] for k in data}
+
+
+def _base_weights(mode: str) -> tuple[tuple[float, ...], float]:
+    name = mode.upper()
+    return getattr(constants, f"{name}_WEIGHTS"), getattr(constants, f"{name}_BIAS")
+
+
+def _set(mode: str, kind: str, weights: np.ndarray, bias: float) -> None:
+    """Put fitted weights into the live constants module (what the next computation reads)."""
+    prefix = mode.upper() + ("" if kind == "base" else f"_{kind.upper()}")
+    setattr(constants, f"{prefix}_WEIGHTS", tuple(float(v) for v in weights))
+    setattr(constants, f"{prefix}_BIAS", float(bias))
+
+
+def _banded(mode: str, cand: Cand, ref: Reference, q: Question) -> tuple[tuple[float, ...], int, bool]:
+    """A candidate's band features against the production reference, its rank, and whether it is gold."""
+    weights, bias = _base_weights(mode)
+    base = float(_logit.predict(np.array([cand.features]), np.array(weights), bias)[0])
+    lg = _gate.logit(base)
+    return (
+        _gate.band_features(mode, lg, cand.cosine, ref),
+        _gate.rank_of(lg, ref.pool),
+        bool(cand.evidence & q.evidence),
+    )
+
+
+def band_rows(tasks: list[Task]) -> tuple[np.ndarray, np.ndarray]:
+    """Band features of every candidate of every answerable task, labelled 1 when the task's
+    first evidence stands at or below it."""
+    xs, ys = [], []
+    for _qf, cands in tasks:
+        first = min((rank for _f, rank, gold in cands if gold), default=10**9)
+        for f, rank, _gold in cands:
+            xs.append(f)
+            ys.append(1.0 if first >= rank else 0.0)
+    return np.array(xs, dtype=np.float64), np.array(ys, dtype=np.float64)
+
+
+def coverage(mode: str, tasks: list[Task], exponent: float) -> tuple[float, float]:
+    """(share of answerable tasks with evidence among their candidates whose evidence clears the
+    floor within the budget, mean candidates clearing it) at a band exponent."""
+    name = mode.upper()
+    qw, qb = getattr(constants, f"{name}_QPP_WEIGHTS"), getattr(constants, f"{name}_QPP_BIAS")
+    bw, bb = getattr(constants, f"{name}_BAND_WEIGHTS"), getattr(constants, f"{name}_BAND_BIAS")
+    at_best = _logit.predict(np.zeros((1, len(bw))), np.array(bw), bb)[0]
+    held = kept = 0
+    sizes: list[int] = []
+    for qf, cands in tasks:
+        if not any(g for _f, _r, g in cands):
+            continue
+        held += 1
+        qpp = _logit.predict(np.array([qf]), np.array(qw), qb)[0]
+        band = np.minimum(
+            1.0, _logit.predict(np.array([f for f, _r, _g in cands]), np.array(bw), bb) / at_best
+        )
+        scores = qpp * band**exponent
+        order = np.argsort(-scores, kind="stable")[:BUDGET]
+        chosen = [i for i in order if scores[i] >= RECALL_MIN_SCORE]
+        sizes.append(len(chosen))
+        kept += any(cands[i][2] for i in chosen)
+    return kept / max(held, 1), float(np.mean(sizes)) if sizes else 0.0
+
+
+def fit_exponent(mode: str, regimes: list[list[Task]]) -> float:
+    """The largest exponent (narrowest band) whose coverage reaches BAND_COVERAGE in every regime."""
+    lo, hi = 0.02, 4.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if min(coverage(mode, tasks, mid)[0] for tasks in regimes) >= BAND_COVERAGE:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _fit(data: dict[Key, Xy], keep: set[str], l2: float) -> tuple[np.ndarray, float]:
+    x, y, w = _stack(data, keep)
+    return _logit.fit(x, y, l2=l2, weights=w)
+
+
+def loco_gate(fit: Fit) -> str:
+    """Leave-one-conversation-out rates of the gate at the floor, per regime (the personal set
+    has no held-out fold here: its held-out figures are benchmarks.personal's test set)."""
+    groups = _groups(fit.gate)
+    passed: dict[tuple[str, float], list[bool]] = {}
     preds, labels = [], []
-    for held in data:
-        x = np.vstack([data[k][0] for k in data if k != held])
-        y = np.concatenate([data[k][1] for k in data if k != held])
-        w, b = _logit.fit(x, y)
-        preds.append(_logit.predict(data[held][0], w, b))
-        labels.append(data[held][1])
+    for held in groups - {"personal"}:
+        w, b = _fit(fit.gate, groups - {held}, 1.0)
+        for key in [k for k in fit.gate if k[0] == held]:
+            hx, hy = np.array(fit.gate[key][0]), np.array(fit.gate[key][1])
+            p = _logit.predict(hx, w, b)
+            preds.append(p)
+            labels.append(hy)
+            for label in (1.0, 0.0):
+                passed.setdefault((key[1], label), []).extend(p[hy == label] >= RECALL_MIN_SCORE)
     p, y = np.concatenate(preds), np.concatenate(labels)
-    return _logit.ece(p, y), len(y), int(y.sum())
+    _x, every, _w = _stack(fit.gate, groups)
+    rates = "; ".join(
+        f"{regime} answerable {np.mean(passed[(regime, 1.0)]):.3f} others {np.mean(passed[(regime, 0.0)]):.3f}"
+        for regime in sorted({r for r, _ in passed})
+    )
+    return (
+        f"{int(every.sum())} answerable tasks against {int((every == 0).sum())} others; LOCO pass at the "
+        f"floor: {rates}; ECE {_logit.ece(p, y):.4f}"
+    )
+
+
+def loco_base(fit: Fit) -> str:
+    groups = _groups(fit.base)
+    preds, labels = [], []
+    for held in groups - {"personal"}:
+        w, b = _fit(fit.base, groups - {held}, 1e-2)
+        hx, hy, _w = _stack(fit.base, {held})
+        preds.append(_logit.predict(hx, w, b))
+        labels.append(hy)
+    p, y = np.concatenate(preds), np.concatenate(labels)
+    return f"{len(y)} held-out candidates, {int(y.sum())} positives, LOCO ECE {_logit.ece(p, y):.4f}"
+
+
+def band_data(tasks: dict[Key, list[Task]]) -> dict[Key, Xy]:
+    """Band rows by (group, regime), for the regime-weighted fit."""
+    out: dict[Key, Xy] = {}
+    for key, ts in tasks.items():
+        x, y = band_rows(ts)
+        out[key] = ([tuple(r) for r in x.tolist()], y.tolist())
+    return out
+
+
+def fit_mode(store: MemoryStore, mode: str, ten: list[Tenant], qvecs: dict[str, np.ndarray]) -> None:
+    """Fit base, gate and band of one mode into the live constants, printing LOCO figures."""
+    fit = Fit(mode=mode)
+    collect_base(store, fit, ten, qvecs)
+    print(f"{mode} base: {loco_base(fit)}")
+    _set(mode, "base", *_fit(fit.base, _groups(fit.base), 1e-2))
+    store._references.clear()
+    collect_gate(store, fit, ten, qvecs)
+    print(f"{mode} gate: {loco_gate(fit)}")
+    _set(mode, "qpp", *_fit(fit.gate, _groups(fit.gate), 1.0))
+    _set(mode, "band", *_fit(band_data(fit.tasks), _groups(fit.tasks), 1.0))
+    regimes = {r: [t for k, ts in fit.tasks.items() if k[1] == r for t in ts] for _g, r in fit.tasks}
+    exponent = fit_exponent(mode, list(regimes.values()))
+    constants.BAND_EXPONENTS = {**getattr(constants, "BAND_EXPONENTS", {}), mode: exponent}
+    for regime, tasks in sorted(regimes.items()):
+        kept, size = coverage(mode, tasks, exponent)
+        print(
+            f"{mode} band ({regime}): exponent {exponent:.3f}: evidence kept {kept:.3f}, "
+            f"mean above the floor {size:.1f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,65 +496,71 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mode", choices=(*MODES, "all"), default="all")
     parser.add_argument("--write", action="store_true", help="write the fitted constants into the package")
-    parser.add_argument(
-        "--turns-only", action="store_true", help="fit every mode on conversation turns alone"
-    )
     args = parser.parse_args(argv)
     _locomo.require_data()
     convs = _locomo.load()
+    personal = json.loads(PERSONAL.read_text(encoding="utf-8"))
     modes = MODES if args.mode == "all" else (args.mode,)
-    fitted: dict[str, tuple[tuple[float, ...], float]] = {
-        "lexical": (current.LEXICAL_WEIGHTS, current.LEXICAL_BIAS),
-        "dense": (current.DENSE_WEIGHTS, current.DENSE_BIAS),
-        "hybrid": (current.HYBRID_WEIGHTS, current.HYBRID_BIAS),
-    }
     with tempfile.TemporaryDirectory() as tmp:
         store = _locomo.build_store(Path(tmp) / "dev.db", convs)
         load_sources(store, convs)
-        every = tenants(store, convs, (CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE))
-        turns = {k: attrs.evolve(t, corpora=t.corpora[:1]) for k, t in every.items()}
+        for c in convs:
+            store.add_entries(c.entries(), namespace=turns_namespace(c))
+        store.add_entries(
+            [NewEntry(id=k, text=v, memory_type="semantic") for k, v in personal["facts"].items()],
+            namespace=PERSONAL_NS,
+        )
+        ten = tenants(store, convs, personal)
         if store.embedder is None:
             raise SystemExit("the store has no embedder")
-        texts = sorted({q.text for c in convs for q in c.questions()} | set(OFFTOPIC))
+        texts = sorted({q.text for t in ten for q in t.questions} | set(offtopic_tasks()))
         qvecs = dict(zip(texts, store.embedder.embed(texts), strict=True))
         for mode in modes:
-            ten = turns if args.turns_only or mode == "lexical" else every
-            data = dataset(store, mode, ten, qvecs)
-            ece, n, pos = loco(data)
-            print(f"{mode}: {n} candidates, {pos} positives, LOCO ECE (10 bins) = {ece:.4f}")
-            w, b = _logit.fit(
-                np.vstack([d[0] for d in data.values()]), np.concatenate([d[1] for d in data.values()])
-            )
-            print(f"  features: {FEATURE_DOC[mode]}")
-            print("  weights:", ", ".join(f"{v:.4f}" for v in w), f"bias: {b:.4f}")
-            fitted[mode] = (tuple(float(v) for v in w), b)
+            fit_mode(store, mode, ten, qvecs)
         store.close()
     if args.write:
-        CONSTANTS.write_text(_render(fitted), encoding="utf-8")
+        CONSTANTS.write_text(_render(), encoding="utf-8")
         print(f"wrote {CONSTANTS}", file=sys.stderr)
     return 0
 
 
-def _render(fitted: dict[str, tuple[tuple[float, ...], float]]) -> str:
+def _tuple(name: str, values: tuple[float, ...]) -> list[str]:
+    return [f"{name}: tuple[float, ...] = (", *(f"    {v:.6f}," for v in values), ")"]
+
+
+def _render() -> str:
     lines = [
-        '"""Fitted constants of the calibrated relevance scale, one logistic per recall mode.',
+        '"""Fitted constants of the one calibrated scale: per recall mode, the base relevance of a',
+        "memory, the QPP gate of a task and the band of a memory (sources._relevance, sources._gate).",
         "",
-        "Written by benchmarks/fit_calibration.py on the LoCoMo dev conversations; do not edit by hand.",
+        "Written by benchmarks/fit_calibration.py on the dev data; do not edit by hand.",
         '"""',
         "",
         "from __future__ import annotations",
     ]
     for mode in MODES:
-        w, b = fitted[mode]
         name = mode.upper()
-        lines += [
-            "",
-            f"# {mode} features: {FEATURE_DOC[mode]}.",
-            f"{name}_WEIGHTS: tuple[float, ...] = (",
-            *(f"    {v:.6f}," for v in w),
-            ")",
-            f"{name}_BIAS: float = {b:.6f}",
-        ]
+        for kind, doc, prefix in (
+            ("base", BASE_DOC[mode], name),
+            ("qpp", QPP_DOC[mode], f"{name}_QPP"),
+            ("band", BAND_DOC[mode], f"{name}_BAND"),
+        ):
+            lines += [
+                "",
+                f"# {mode} {kind} features: {doc}.",
+                *_tuple(f"{prefix}_WEIGHTS", getattr(constants, f"{prefix}_WEIGHTS")),
+                f"{prefix}_BIAS: float = {getattr(constants, f'{prefix}_BIAS'):.6f}",
+            ]
+    exponents = getattr(constants, "BAND_EXPONENTS", {})
+    lines += [
+        "",
+        "# Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.",
+    ]
+    lines += [
+        "BAND_EXPONENTS: dict[str, float] = {",
+        *(f'    "{m}": {exponents[m]:.6f},' for m in MODES),
+        "}",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -27,7 +27,14 @@ import anyio
 import attrs
 
 from benchmarks import _locomo
-from broker import RECALL_MIN_SCORE, Candidate, Namespace, SelectedBlock, ValidationError
+from broker import (
+    RECALL_MIN_SCORE,
+    Candidate,
+    EstimatingTokenCounter,
+    Namespace,
+    SelectedBlock,
+    ValidationError,
+)
 from broker._floor import select
 from broker.abc import Source, SourceRequest
 from sources import DEFAULT_SOURCES, MemoryStore, NewFact, StoreSource, Writers, default_sources
@@ -163,6 +170,7 @@ def _graph(writers: Writers, ns: Namespace, raw: Mapping[str, Any], facts: list[
 
 
 CURVE_FLOORS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.42)
+_COUNTER = EstimatingTokenCounter()
 
 
 def _node_id(name: str) -> str:
@@ -188,6 +196,9 @@ class _Tally:
     asked: int = 0
     abstained: dict[str, int] = attrs.field(factory=dict)
     hit: dict[str, int] = attrs.field(factory=dict)
+    injected: int = 0  # selected memories, tokens, and selected memories covering no evidence
+    tokens: int = 0
+    off: int = 0
 
     def add(self, name: str, *, abstained: bool, hit: bool) -> None:
         self.abstained[name] = self.abstained.get(name, 0) + abstained
@@ -215,6 +226,9 @@ async def _ask(  # noqa: PLR0917 - one call site, each argument named
     blocks = select(everything, budget=40)
     found = set().union(*(evidence_ids(b) for b in blocks))
     tally.add("selected", abstained=not blocks, hit=bool(found & evidence))
+    tally.injected += len(blocks)
+    tally.tokens += sum(_COUNTER.count(b.text) for b in blocks)
+    tally.off += sum(1 for b in blocks if not evidence_ids(b) & evidence)
     for floor, at in curve.items():
         at.asked += 1
         blocks = select(everything, budget=40, floor=floor)
@@ -272,12 +286,16 @@ def _report(out: dict[str, _Tally]) -> None:
     for label, values in rows.items():
         print(f"{label:12}" + "".join(f"{v:>13.3f}" for v in values))
     print(f"questions: answerable={a.asked} trivial={t.asked} foreign={f.asked}")
+    print(
+        f"answerable turns: {a.injected / a.asked:.1f} memories and {a.tokens / a.asked:.0f} tokens selected "
+        f"on average; {a.off / max(a.injected, 1):.3f} of the selected memories cover no evidence"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, help="store file (default: a temporary file)")
-    parser.add_argument("--mode", choices=("lexical", "dense", "hybrid"), default="lexical")
+    parser.add_argument("--mode", choices=("lexical", "dense", "hybrid"), default="hybrid")
     parser.add_argument("--measure", action="store_true", help="print per-source rates on the dev questions")
     parser.add_argument(
         "--curve",

@@ -7,6 +7,7 @@ from ._broker import Context as Context
 from ._broker import ContextBroker as ContextBroker
 from ._broker import Turn as Turn
 from ._broker import open_broker as open_broker
+from ._broker import query_of as query_of
 from ._exceptions import BrokerClosedError as BrokerClosedError
 from ._exceptions import BrokerError as BrokerError
 from ._exceptions import ConfigError as ConfigError
@@ -56,4 +57,5 @@ __all__ = [
     "ValidationError",
     "open_broker",
     "open_selector",
+    "query_of",
 ]

@@ -5,11 +5,14 @@ Contributors, one per kind, no parallel authority path:
 - `user`: the active task block (priority 100, never evicted); its description and status
   come from the TaskStateRepository, the one authority on tasks.
 - `memory`: the ONLY memory contributor. It asks the selector once, keyed ONLY on the active
-  task's description (never on history or past-task text), and renders each selected memory
+  task: its description, plus the turn's `message` (the active task's latest user message)
+  when there is one — never on history or past-task text — and renders each selected memory
   as quoted data under its block name. A closed or failing selector makes it abstain: zero
   memory blocks, and the trace says why.
-- `history`: completed tasks only (status from the TaskStateRepository, bodies from the
-  ConversationStateRepository), every past user turn labelled as context, priority 30.
+- `history`: the completed tasks the selector found relevant to this turn's task (the
+  `past_tasks` source: a past task clears the one floor like a memory, or stays out), each
+  confirmed completed by the TaskStateRepository with its bodies from the
+  ConversationStateRepository, every past user turn labelled as context, priority 30.
 
 Context order: memory blocks (persona_memories, memorules, memory, consolidated; best
 first within each), then history (oldest first), then the active task LAST, so the one
@@ -30,6 +33,7 @@ import structlog
 
 from . import _admission, _render
 from ._exceptions import BrokerClosedError, ConfigError, ValidationError
+from ._floor import RECALL_MIN_SCORE
 from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
 from ._tokens import EstimatingTokenCounter as DefaultTokenCounter
 from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
@@ -63,6 +67,9 @@ MEMORY_ORDER: tuple[str, ...] = ("persona_memories", "memorules", "memory", "con
 
 DEFAULT_SELECT_BUDGET = 20
 """Most memories asked of the selector per turn; the token budgets then trim further."""
+
+HISTORY_BLOCK = "history"
+"""The selector's block name of a past task (the `past_tasks` source)."""
 
 KIND_TASK = "task"
 KIND_MEMORY = "memory"
@@ -134,6 +141,8 @@ class Turn:
     input_budget: int = attrs.field(validator=_non_negative)
     """Tokens the whole assembled context may take."""
     context: SessionContext | None = None
+    message: str | None = attrs.field(default=None, validator=attrs.validators.optional(_non_empty))
+    """The active task's latest user message: with it the selection follows the conversation."""
     types: tuple[str, ...] | None = attrs.field(default=None, converter=_types, validator=_known_types)
     budget: int = attrs.field(default=DEFAULT_SELECT_BUDGET, validator=_positive)
     """Most memories to select (before the token budgets)."""
@@ -154,6 +163,7 @@ class Block:
     tokens: int
     entry_id: str | None = None
     score: float | None = None
+    band: float | None = None
     source: str | None = None
 
 
@@ -178,8 +188,15 @@ class _Memories:
 
 
 @attrs.frozen(kw_only=True)
+class _Past:
+    task: TaskRecord
+    turns: tuple[ConversationTurn, ...]
+    selected: SelectedBlock
+
+
+@attrs.frozen(kw_only=True)
 class _History:
-    tasks: tuple[tuple[TaskRecord, tuple[ConversationTurn, ...]], ...]
+    tasks: tuple[_Past, ...]
     unavailable: str | None
 
 
@@ -212,22 +229,8 @@ class ContextBroker:
         log = logger.bind(turn_id=turn.turn_id)
         start = anyio.current_time()
         task = await self._active_task(turn)
-        memories: _Memories | None = None
-        history: _History | None = None
-
-        async def run_memory() -> None:
-            nonlocal memories
-            memories = await self._memory(turn, task)
-
-        async def run_history() -> None:
-            nonlocal history
-            history = await self._history(turn)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_memory)
-            tg.start_soon(run_history)
-        assert memories is not None  # noqa: S101 - both ran to completion in the group
-        assert history is not None  # noqa: S101
+        memories = await self._memory(turn, task)
+        history = await self._history(turn, memories)
         context = self._build(turn, task, memories, history, start)
         event = dict(context.trace)
         event.pop("turn_id")
@@ -251,7 +254,7 @@ class ContextBroker:
         start = anyio.current_time()
         try:
             selection = await self._selector.select_for_task(
-                task.description,
+                query_of(task.description, turn.message),
                 namespace=turn.namespace,
                 types=turn.types,
                 budget=turn.budget,
@@ -268,29 +271,35 @@ class ContextBroker:
             selection=selection, elapsed_ms=1000 * (anyio.current_time() - start), unavailable=None
         )
 
-    async def _history(self, turn: Turn) -> _History:
-        """Run the history contributor: completed tasks only, with their conversations."""
-        if self._history_limit == 0:
+    async def _history(self, turn: Turn, memories: _Memories) -> _History:
+        """Run the history contributor: the past tasks the selector found relevant, confirmed
+        completed by the task authority, with their conversations (best first, at most
+        `history_limit`)."""
+        selection = memories.selection
+        picked = [] if selection is None else [b for b in selection.blocks if b.block == HISTORY_BLOCK]
+        picked = [b for b in picked if b.entry_id != turn.task_id][: self._history_limit]
+        if not picked:
             return _History(tasks=(), unavailable=None)
         try:
             with anyio.fail_after(turn.deadline) if turn.deadline is not None else contextlib.nullcontext():
-                done = await self._tasks.completed_tasks(namespace=turn.namespace, limit=self._history_limit)
-                pairs = []
-                for past in done:
-                    if past.status != "completed" or past.task_id == turn.task_id:
+                pasts = []
+                for block in picked:
+                    past = await self._tasks.get_task(block.entry_id, namespace=turn.namespace)
+                    if past is None or past.status != "completed":
                         continue
                     turns = await self._conversations.turns(past.task_id, namespace=turn.namespace)
-                    pairs.append((past, tuple(turns)))
+                    pasts.append(_Past(task=past, turns=tuple(turns), selected=block))
         except TimeoutError:
             return _History(tasks=(), unavailable="history timeout")
         except Exception as exc:  # noqa: BLE001 - fail closed: no history this turn
             return _History(tasks=(), unavailable=f"history failed: {type(exc).__name__}")
-        return _History(tasks=tuple(pairs), unavailable=None)
+        return _History(tasks=tuple(pasts), unavailable=None)
 
     def _build(
         self, turn: Turn, task: TaskRecord, memories: _Memories, history: _History, start: float
     ) -> Context:
-        selected = memories.selection.blocks if memories.selection is not None else ()
+        chosen = memories.selection.blocks if memories.selection is not None else ()
+        selected = tuple(b for b in chosen if b.block != HISTORY_BLOCK)
         nonce = _render.new_nonce(_texts(task, selected, history))
         rendered = self._rendered(task, selected, history, nonce)
         memory_budget = self._memory_budget_for(turn)
@@ -316,6 +325,9 @@ class ContextBroker:
             memory_budget=admission.memory_budget,
             input_budget=turn.input_budget,
             task_over_budget=admission.task_over_budget,
+            floor=RECALL_MIN_SCORE,
+            query_has_message=turn.message is not None,
+            history_selected=len(chosen) - len(selected),
             task_text=task.description,
         )
         trace = turn_completed(facts, include_text=self._include_text)
@@ -348,24 +360,27 @@ class ContextBroker:
                 tokens=self._counter.count(text),
                 entry_id=s.entry_id,
                 score=s.score,
+                band=s.band,
                 source=s.source,
             )
             out[f"memory:{s.entry_id}"] = (
                 _admittable(f"memory:{s.entry_id}", block, s.score, memory=True),
                 block,
             )
-        newest_first = history.tasks
-        for age, (past, turns) in enumerate(newest_first):
-            text = _render.render_past_task(past, turns, nonce=nonce)
+        for past in history.tasks:
+            text = _render.render_past_task(past.task, past.turns, nonce=nonce)
             block = Block(
                 name="history",
                 kind=KIND_HISTORY,
                 text=text,
                 tokens=self._counter.count(text),
-                entry_id=past.task_id,
+                entry_id=past.task.task_id,
+                score=past.selected.score,
+                band=past.selected.band,
+                source=past.selected.source,
             )
-            recency = 1.0 / (1 + age)  # older past tasks are dropped first
-            out[f"history:{past.task_id}"] = (_admittable(f"history:{past.task_id}", block, recency), block)
+            key = f"history:{past.task.task_id}"
+            out[key] = (_admittable(key, block, past.selected.score), block)
         text = _render.render_active_task(task, nonce=nonce)
         user = Block(
             name="user", kind=KIND_TASK, text=text, tokens=self._counter.count(text), entry_id=task.task_id
@@ -393,19 +408,24 @@ def _admittable(
 
 def _texts(task: TaskRecord, selected: Sequence[SelectedBlock], history: _History) -> list[str]:
     texts = [task.description, *(s.text for s in selected), *(s.entry_id for s in selected)]
-    for past, turns in history.tasks:
-        texts += [past.description, past.task_id, *(t.text for t in turns)]
+    for past in history.tasks:
+        texts += [past.task.description, past.task.task_id, *(t.text for t in past.turns)]
     return texts
 
 
+def query_of(description: str, message: str | None) -> str:
+    """The selection query of a turn: the active task, and its latest user message if any."""
+    return description if message is None else f"{description}\n{message}"
+
+
 def _context_order(blocks: Iterable[Block]) -> tuple[Block, ...]:
-    """Memory blocks by group then score, history oldest first, the active task last."""
+    """Memory blocks by group then score, history by score, the active task last."""
     items = list(blocks)
     memories = sorted(
         (b for b in items if b.kind == KIND_MEMORY),
         key=lambda b: (_group(b.name), -(b.score or 0.0)),
     )
-    history = [b for b in items if b.kind == KIND_HISTORY][::-1]
+    history = sorted((b for b in items if b.kind == KIND_HISTORY), key=lambda b: -(b.score or 0.0))
     tasks = [b for b in items if b.kind == KIND_TASK]
     return (*memories, *history, *tasks)
 
@@ -421,6 +441,7 @@ def _block_trace(block: Block) -> BlockTrace:
         tokens=block.tokens,
         entry_id=block.entry_id,
         score=block.score,
+        band=block.band,
         source=block.source,
         text=block.text,
     )

@@ -19,8 +19,8 @@ MEMORY_TYPES: tuple[str, ...] = (
 )
 """The memory types a memory may be classified as (or left unclassified: None)."""
 
-MEMORY_BLOCKS: tuple[str, ...] = ("memory", "persona_memories", "consolidated", "memorules")
-"""The context blocks a selected memory can belong in."""
+MEMORY_BLOCKS: tuple[str, ...] = ("memory", "persona_memories", "consolidated", "memorules", "history")
+"""The context blocks a selected candidate can belong in (`history`: a past task)."""
 
 _NS_MAX = 200
 
@@ -65,9 +65,16 @@ def _unit(_instance: object, attribute: attrs.Attribute[float], value: float) ->
         raise ValueError(msg)
 
 
+_optional_unit = attrs.validators.optional(_unit)
+
+
 @attrs.frozen(kw_only=True)
 class Candidate:
-    """One memory a source proposes, scored on the one calibrated scale."""
+    """One memory a source proposes, scored on the one calibrated scale.
+
+    `score` = `qpp` x `band` when the source reports the parts: the task's gate in the
+    namespace and the memory's standing in the task's evidence band.
+    """
 
     entry_id: str
     source: str
@@ -77,6 +84,8 @@ class Candidate:
     memory_type: str | None = None
     created_at: str | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
+    qpp: float | None = attrs.field(default=None, validator=_optional_unit)
+    band: float | None = attrs.field(default=None, validator=_optional_unit)
 
 
 @attrs.frozen(kw_only=True)
@@ -92,6 +101,8 @@ class SelectedBlock:
     text: str
     created_at: str | None
     metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
+    qpp: float | None = None
+    band: float | None = None
 
     @classmethod
     def from_candidate(cls, c: Candidate, sources: tuple[str, ...]) -> SelectedBlock:
@@ -106,6 +117,8 @@ class SelectedBlock:
             text=c.text,
             created_at=c.created_at,
             metadata=c.metadata,
+            qpp=c.qpp,
+            band=c.band,
         )
 
 
@@ -140,6 +153,8 @@ class SelectionResult:
     types_queried: tuple[str, ...] | None
     sources: tuple[SourceOutcome, ...]
     mode: str = "lexical"
+    qpp: float | None = None
+    """The task's gate in the namespace, as the sources reported it (None: no candidate)."""
 
     @property
     def selected_count(self) -> int:

@@ -16,9 +16,9 @@ import attrs
 from ._actor import DEFAULT_CONCURRENCY, DEFAULT_MAILBOX_SIZE, SourceActor
 from ._breaker import DEFAULT_COOLDOWN, DEFAULT_THRESHOLD, CircuitBreaker
 from ._exceptions import BrokerClosedError, ConfigError, FieldError, ValidationError
-from ._floor import select
+from ._floor import Fate, fates, select
 from ._gather import gather
-from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
+from ._model import MEMORY_TYPES, Candidate, Namespace, SelectionResult, SessionContext
 from .abc import RECALL_MODES, Source, SourceRequest
 
 if TYPE_CHECKING:
@@ -70,6 +70,52 @@ class MemorySelector:
         ValidationError on bad input and BrokerClosedError after close; a source problem
         never raises, it shows as that source's status in `result.sources`.
         """
+        result, _ = await self._select(
+            task_description,
+            namespace=namespace,
+            types=types,
+            budget=budget,
+            context=context,
+            deadline=deadline,
+            mode=mode,
+        )
+        return result
+
+    async def explain_task(  # noqa: PLR0913 - select_for_task's keywords
+        self,
+        task_description: str,
+        *,
+        namespace: Namespace,
+        types: Iterable[str] | None = None,
+        budget: int = 10,
+        context: SessionContext | None = None,
+        deadline: float | None = None,
+        mode: str | None = None,
+    ) -> tuple[SelectionResult, tuple[Fate, ...]]:
+        """`select_for_task`, and the fate of every candidate the sources returned (selected,
+        below the floor, deduplicated, cut by the budget), as `context-broker explain` shows."""
+        result, candidates = await self._select(
+            task_description,
+            namespace=namespace,
+            types=types,
+            budget=budget,
+            context=context,
+            deadline=deadline,
+            mode=mode,
+        )
+        return result, fates(candidates, budget=budget)
+
+    async def _select(  # noqa: PLR0913 - select_for_task's keywords
+        self,
+        task_description: str,
+        *,
+        namespace: Namespace,
+        types: Iterable[str] | None,
+        budget: int,
+        context: SessionContext | None,
+        deadline: float | None,
+        mode: str | None,
+    ) -> tuple[SelectionResult, tuple[Candidate, ...]]:
         if self._closed:
             raise BrokerClosedError("the memory selector is closed")
         checked_types = _check_call(
@@ -90,13 +136,15 @@ class MemorySelector:
         )
         timeout = self._deadline if deadline is None else deadline
         candidates, outcomes = await gather(self._actors, request, deadline=anyio.current_time() + timeout)
-        return SelectionResult(
+        result = SelectionResult(
             blocks=select(candidates, budget=budget),
             candidates_evaluated=len(candidates),
             types_queried=checked_types,
             sources=outcomes,
             mode=request.mode or DEFAULT_MODE,
+            qpp=max((c.qpp for c in candidates if c.qpp is not None), default=None),
         )
+        return result, candidates
 
     def _close(self) -> None:
         self._closed = True

@@ -16,14 +16,16 @@ import attrs
 if TYPE_CHECKING:
     from ._model import Namespace, SelectionResult
 
-INFERENCE_TRACE_SCHEMA_VERSION = 5
-"""Version of the `turn.completed` event. v5 added the `memory_*` fields; every field added
-since is optional, and readers ignore keys they do not know."""
+INFERENCE_TRACE_SCHEMA_VERSION = 6
+"""Version of the `turn.completed` event. v5 added the `memory_*` fields; v6 made a score the
+product of the task's gate and the memory's band (`qpp`, per-block `band`), with the floor,
+whether the query carried the turn's message, and past tasks gated by the floor. Readers
+ignore keys they do not know."""
 
 TURN_COMPLETED = "turn.completed"
 """The event name, stable across versions."""
 
-SCHEMA_RESOURCE = "trace-v5.schema.json"
+SCHEMA_RESOURCE = "trace-v6.schema.json"
 _ERROR_CHARS = 200
 
 
@@ -36,6 +38,7 @@ class BlockTrace:
     tokens: int
     entry_id: str | None = None
     score: float | None = None
+    band: float | None = None
     source: str | None = None
     reason: str | None = None
     text: str | None = attrs.field(default=None, repr=False)
@@ -43,7 +46,7 @@ class BlockTrace:
     def as_dict(self, *, include_text: bool) -> dict[str, Any]:
         """Return the JSON shape; `text` only when the host asked for text."""
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "tokens": self.tokens}
-        for key in ("entry_id", "score", "source", "reason"):
+        for key in ("entry_id", "score", "band", "source", "reason"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -68,6 +71,9 @@ class TurnFacts:
     memory_budget: int
     input_budget: int
     task_over_budget: bool
+    floor: float
+    query_has_message: bool = False
+    history_selected: int = 0
     task_text: str | None = attrs.field(default=None, repr=False)
 
 
@@ -100,8 +106,12 @@ def turn_completed(facts: TurnFacts, *, include_text: bool = False) -> dict[str,
             "total_ms": round(facts.total_ms, 3),
             "selection_ms": None if facts.selection_ms is None else round(facts.selection_ms, 3),
         },
+        "qpp": None if sel is None else sel.qpp,
+        "floor": facts.floor,
+        "query_has_message": facts.query_has_message,
         "memory_candidates": 0 if sel is None else sel.candidates_evaluated,
-        "memory_selected": 0 if sel is None else sel.selected_count,
+        "memory_selected": 0 if sel is None else sel.selected_count - facts.history_selected,
+        "history_selected": facts.history_selected,
         "memory_abstained": not any(b.kind == "memory" for b in facts.admitted),
         "memory_types_queried": None if sel is None or sel.types_queried is None else list(sel.types_queried),
         "irrelevant_memory_rate": None if sel is None else sel.irrelevant_memory_rate,

@@ -5,7 +5,8 @@ no model is loaded, outbound network refused), writes memories, neurons, past ta
 active task, assembles real turns through the default sources plus a failing one, and
 checks: a trivial task gets zero memories; importance alone never injects; TaskState
 supremacy (a past task's text never displaces or outranks the active task block, and recall
-ignores it); the memory sub-budget holds; a failing source does not fail the turn.
+ignores it; a past task enters only when it clears the floor for the turn's task); the memory
+sub-budget holds; a failing source does not fail the turn.
 
 Exits 1 with one `canary violation: ...` line per broken invariant, else prints `canary ok`.
 This module is a composition root: it may import `sources`.
@@ -44,6 +45,8 @@ ACTIVE = "Plan the Postgres upgrade of the billing database cluster"
 TRIVIAL = "what time is it"
 PAST = "Rotate the expiring Kafka broker TLS certificates"
 PAST_REPLY = "Rotated the Kafka broker TLS certificates; keystores reloaded without downtime."
+RELATED_PAST = "Plan the Postgres upgrade of the reporting database replica"
+RELATED_REPLY = "The reporting replica upgrade plan used pg_upgrade with a rehearsal on a restored backup."
 
 ACTIVE_MEMORIES = (
     (
@@ -150,6 +153,10 @@ def _seed(store: MemoryStore, repo: SqliteTaskRepository) -> None:
     repo.append_turn("past", "user", PAST, namespace=NS)
     repo.append_turn("past", "assistant", PAST_REPLY, namespace=NS)
     repo.set_status("past", "completed", namespace=NS)
+    repo.create_task(RELATED_PAST, namespace=NS, task_id="past-pg")
+    repo.append_turn("past-pg", "user", f"{RELATED_PAST}; ignore the billing cluster", namespace=NS)
+    repo.append_turn("past-pg", "assistant", RELATED_REPLY, namespace=NS)
+    repo.set_status("past-pg", "completed", namespace=NS)
     repo.create_task(ACTIVE, namespace=NS, task_id="active")
     repo.create_task(TRIVIAL, namespace=NS, task_id="trivial")
 
@@ -189,6 +196,7 @@ class _Checks:
 def _check_trivial(c: _Checks, ctx: Context) -> None:
     c.expect(not _memory_blocks(ctx), f"trivial task got {len(_memory_blocks(ctx))} memories, expected 0")
     c.expect(ctx.trace["memory_abstained"] is True, "trivial task: trace does not say memory_abstained")
+    c.expect(not _ids(ctx, kind="history"), "trivial task got past tasks: a past task must clear the floor")
 
 
 def _check_importance(c: _Checks, contexts: Mapping[str, Context]) -> None:
@@ -208,7 +216,9 @@ def _check_supremacy(c: _Checks, ctx: Context, tight: Context) -> None:
     last = ctx.blocks[-1] if ctx.blocks else None
     c.expect(last is not None and last.kind == "task", "the active task block is not the last block")
     c.expect(ctx.trace["blocks"][-1].get("entry_id") == "active", "trace: active task is not the last block")
-    c.expect("past" in _ids(ctx, kind="history"), "the completed past task is missing from history")
+    history = _ids(ctx, kind="history")
+    c.expect("past-pg" in history, "the completed past task relevant to the active task is missing")
+    c.expect("past" not in history, "a completed past task unrelated to the active task was injected")
     leaked = _ids(ctx) & {i for i, _ in PAST_ONLY_MEMORIES}
     c.expect(not leaked, f"recall followed past-task text: {sorted(leaked)} selected for the active task")
     c.expect(bool(_ids(ctx) & {i for i, _ in ACTIVE_MEMORIES}), "recall found nothing for the active task")
@@ -216,7 +226,7 @@ def _check_supremacy(c: _Checks, ctx: Context, tight: Context) -> None:
     c.expect("task" in kinds, "under a tight input budget the active task block was dropped")
     c.expect("history" not in kinds, "under a tight input budget history outlived its budget")
     dropped = {d.get("entry_id"): d["reason"] for d in tight.trace["dropped"]}
-    c.expect(dropped.get("past") == "input budget", "history was not dropped with reason `input budget`")
+    c.expect(dropped.get("past-pg") == "input budget", "history was not dropped with reason `input budget`")
 
 
 def _check_budget(c: _Checks, ctx: Context) -> None:

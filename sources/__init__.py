@@ -32,9 +32,10 @@ from ._memorules import session_errors as session_errors
 from ._memorules import update_memorule as update_memorule
 from ._neurons import NeuronSource as NeuronSource
 from ._neurons import NeuronWriter as NeuronWriter
+from ._past_tasks import PastTaskSource as PastTaskSource
 from ._relevance import MODES as RECALL_MODES
-from ._relevance import Scorer as Scorer
 from ._schema import ensure_memory_type_column as ensure_memory_type_column
+from ._scorer import Scorer as Scorer
 from ._source_base import StoreReader as StoreReader
 from ._store import Memory as Memory
 from ._store import MemoryStore as MemoryStore
@@ -71,6 +72,7 @@ __all__ = [
     "NeuronWriter",
     "NewEntry",
     "NewFact",
+    "PastTaskSource",
     "PersonaSource",
     "RecallMatch",
     "Recalled",

@@ -11,6 +11,7 @@ from ._consolidated import ConsolidatedSource, KnowledgeWriter
 from ._graphs import GraphSource, GraphWriter
 from ._memorules import MemorulesSource
 from ._neurons import NeuronSource, NeuronWriter
+from ._past_tasks import PastTaskSource
 from ._source_base import ReaderSource, StoreReader, new_limiter
 from ._store_source import PersonaSource, StoreSource
 
@@ -29,6 +30,7 @@ DEFAULT_SOURCES: tuple[str, ...] = (
     "consolidated",
     "persona",
     "memorules",
+    "past_tasks",
 )
 """The sources of a store, in registration (and trace) order."""
 
@@ -42,6 +44,7 @@ _SOURCE_TYPES: dict[str, type[ReaderSource]] = {
         ConsolidatedSource,
         PersonaSource,
         MemorulesSource,
+        PastTaskSource,
     )
 }
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from broker.abc import SourceRequest
 
-    from ._relevance import Scorer
+    from ._scorer import Relevance, Scorer
     from ._store import MemoryStore
 
 MAX_KEY_TERMS = 4
@@ -311,11 +311,32 @@ class GraphSource(ReaderSource):
         )
         return best_first(
             (
-                _candidate(self.name, nodes[rowid], text, score * HOP_DECAY[hops[rowid]], hops[rowid])
-                for (_, rowid, text), score in zip(kept, scores, strict=True)
+                _candidate(self.name, nodes[rowid], text, rel, hops[rowid])
+                for (_, rowid, text), rel in zip(kept, scores, strict=True)
             ),
             limit,
         )
+
+
+REFERENCE_NODES = 5
+"""Nodes a task names that the namespace's reference counts among its evidence."""
+
+
+def mentioned_texts(conn: sqlite3.Connection, ns_id: int, task: str) -> list[str]:
+    """The texts (name: description) of the first nodes the task names, as evidence the
+    namespace holds for it (`sources._reference`)."""
+    rowids = _mentioned(conn, ns_id, task)[:REFERENCE_NODES]
+    if not rowids:
+        return []
+    rows = select_in(
+        conn,
+        "SELECT rowid, id, name, aliases, description, created_at FROM graph_nodes "
+        "WHERE ns_id = ? AND rowid IN ({marks})",
+        rowids,
+        (ns_id,),
+    )
+    nodes = {n.rowid: n for n in map(_Node.from_row, rows)}
+    return [render(n, nodes, None) for n in nodes.values()]
 
 
 def _mentioned(conn: sqlite3.Connection, ns_id: int, task: str) -> list[int]:
@@ -406,11 +427,15 @@ def render(node: _Node, nodes: dict[int, _Node], edge: Edge | None) -> str:
     return f"{head}; {node.name}: {node.description}"
 
 
-def _candidate(source: str, node: _Node, text: str, score: float, hop: int) -> Candidate:
+def _candidate(source: str, node: _Node, text: str, rel: Relevance, hop: int) -> Candidate:
+    """A node's candidate: its band decayed by the hops from the entity the task names."""
+    band = rel.band * HOP_DECAY[hop]
     return Candidate(
         entry_id=f"graph:{node.id}",
         source=source,
-        score=min(max(score, 0.0), 1.0),
+        score=min(max(rel.qpp * band, 0.0), 1.0),
+        qpp=rel.qpp,
+        band=band,
         text=text,
         block="memory",
         memory_type=GRAPH_TYPE,

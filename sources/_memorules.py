@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder, SourceRequest
 
+    from ._scorer import Relevance
+
 logger = structlog.get_logger(__name__)
 
 MEMORULE_KINDS: Final[tuple[str, ...]] = (
@@ -169,6 +171,8 @@ class RecallMatch:
     written_at: str | None = None
     overlap: int | None = None
     rank_weight: int | None = None
+    qpp: float | None = None
+    band: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -955,6 +959,8 @@ def context_overlap(applies_to: Mapping[str, str], context: SessionContext) -> i
 class _Hit:
     current: _Current
     score: float
+    qpp: float | None = None
+    band: float | None = None
 
 
 def _visible_namespaces(conn: sqlite3.Connection, namespace: Namespace) -> tuple[int | None, list[int]]:
@@ -1053,9 +1059,13 @@ class _Probe:
         else:
             prof, where = home, ns_id
         scores = self._scores(ns_id, where, prof, found)
-        return [_Hit(current=c, score=s) for c, s in zip(found, scores, strict=True)]
+        return [
+            _Hit(current=c, score=r.score, qpp=r.qpp, band=r.band) for c, r in zip(found, scores, strict=True)
+        ]
 
-    def _scores(self, home: int, ns_id: int | None, prof: QueryProfile, found: list[_Current]) -> list[float]:
+    def _scores(
+        self, home: int, ns_id: int | None, prof: QueryProfile, found: list[_Current]
+    ) -> list[Relevance]:
         """Score memorules of namespace `home` on the store's calibrated scale in its mode
         (lexical without an embedder), with the reference of the namespace `ns_id` the query
         was profiled in."""
@@ -1065,7 +1075,7 @@ class _Probe:
         mode = "lexical" if embedder is None else self.mode
         scorer = self.store.scorer_on(self.conn, ns_id, prof, self.query, mode=mode, embedder=embedder)
         if mode == "lexical" or embedder is None:
-            return [scorer.score(_analysis.terms(c.text)) for c in found]
+            return [scorer.relevance(_analysis.terms(c.text)) for c in found]
         stored = _vectors.stored_vectors(
             self.conn,
             home,
@@ -1074,7 +1084,10 @@ class _Probe:
             embedder.model_id,
             embedder.dim,
         )
-        return scorer.score_texts([c.text for c in found], [stored.get(c.rowid) for c in found])
+        texts = [c.text for c in found]
+        return scorer.relevances(
+            [_analysis.terms(t) for t in texts], texts, [stored.get(c.rowid) for c in found]
+        )
 
 
 def recall_memorules_on(  # noqa: PLR0913
@@ -1134,6 +1147,8 @@ def _match(hit: _Hit, overlap: int | None) -> RecallMatch:
         kind="memorule",
         text=c.text,
         score=hit.score,
+        qpp=hit.qpp,
+        band=hit.band,
         memory_type=c.memory_type,
         created_at=c.created_at,
         memorule_kind=f.memorule_kind,
@@ -1210,7 +1225,7 @@ def _recall_memory_on(  # noqa: PLR0913
         m = r.memory
         current = _current(conn, namespace, m.id) if m.kind == "memorule" else None
         if current is not None:
-            out.append(_match(_Hit(current=current, score=r.score), None))
+            out.append(_match(_Hit(current=current, score=r.score, qpp=r.qpp, band=r.band), None))
         else:
             out.append(
                 RecallMatch(
@@ -1268,6 +1283,8 @@ class MemorulesSource(ReaderSource):
             entry_id=m.id,
             source=self.name,
             score=m.score,
+            qpp=m.qpp,
+            band=m.band,
             text=m.text,
             block="memorules",
             memory_type=m.memory_type,

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from broker.abc import SourceRequest
 
+    from ._scorer import Relevance
     from ._store import MemoryStore
 
 NEURON_TYPE = "associative"
@@ -284,11 +285,13 @@ def _neurons(
     return rows
 
 
-def _candidate(source: str, row: Sequence[Any], score: float, matched: list[str]) -> Candidate:
+def _candidate(source: str, row: Sequence[Any], rel: Relevance, matched: list[str]) -> Candidate:
     return Candidate(
         entry_id=row[1],
         source=source,
-        score=score,
+        score=rel.score,
+        qpp=rel.qpp,
+        band=rel.band,
         text=row[3],
         block="memory",
         memory_type=row[2],

@@ -1,15 +1,16 @@
-"""The namespace's best evidence for a query (`Reference`), computed once and shared.
+"""The namespace's best evidence for a task (`Reference`) and the task's gate, computed once.
 
-Dense and hybrid scores use it (lexical mode does not).
+Relative features ("how far is this memory behind the namespace's best?") must mean the same
+whichever source scores a text, so the reference is a function of the task and the
+namespace only: over every corpus the namespace holds (entries, facts, knowledge), never the
+typed subset or one source's candidates.
 
-Relative features ("is this the namespace's best match?") must mean the same whichever
-source scores a text, so the reference is a function of the query and the namespace only:
-over every corpus the namespace holds (entries, facts, knowledge), never the typed subset
-or one source's candidates.
-
-- lexical: the best `bm25_norm` and `coverage` among the namespace's `REFERENCE_DEPTH` best
-  FTS matches (ranked by FTS5's BM25 on the namespace's own table);
-- dense: the best cosine of the query with any stored vector of the namespace.
+The namespace's candidates for the task are its `REFERENCE_DEPTH` best FTS matches (lexical
+and hybrid modes) and the `REFERENCE_DEPTH` nearest vectors of each corpus (dense and hybrid).
+From them: the best BM25 and coverage, the best cosines and the mean cosine of the query over
+the namespace (the background), and the base relevance of every candidate (its logit, best
+first: the `pool` a memory's rank is read from). The task's gate (`qpp`) is computed from
+these and the task (`sources._gate`).
 
 Every source of a turn asks for the same reference at about the same time, so the store
 computes it once (`sources._singleflight`) and keeps recent ones keyed by the namespace's
@@ -24,8 +25,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from . import _analysis, _schema
-from ._relevance import QueryProfile, Reference, lexical_features
+import attrs
+
+from . import _analysis, _gate, _schema, _vectors
+from ._graphs import mentioned_texts
+from ._relevance import (
+    DENSE_MODES,
+    LexicalFeatures,
+    QueryProfile,
+    Reference,
+    dense_probability,
+    hybrid_probability,
+    lexical_features,
+    lexical_probability,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -33,53 +46,148 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from broker.abc import Embedder
+
     from ._vectors import VectorIndex
 
 REFERENCE_DEPTH: Final = 50
-"""Top FTS matches over which the namespace's best lexical evidence is taken."""
+"""Candidates per retrieval (FTS matches; nearest vectors of each corpus) the reference reads."""
 _CORPORA: Final = (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE)
 
+_GRAPH: Final = -1  # the pool's key space of graph nodes (not a stored corpus)
 
-def compute_reference(
+Key = tuple[int, int]  # (corpus, source rowid)
+
+
+def compute_reference(  # noqa: PLR0913 - the task, where, and how it is searched
     conn: sqlite3.Connection,
     ns_id: int,
     prof: QueryProfile,
+    task: str,
+    *,
+    mode: str,
     query_vector: npt.NDArray[np.float32] | None,
     vindex: VectorIndex | None,
+    embedder: Embedder | None = None,
 ) -> Reference:
-    """The namespace's best lexical evidence and best cosine (None without a query vector)."""
-    return Reference(
-        **_lexical_best(conn, ns_id, prof),
-        best_cosine=_dense_best(conn, ns_id, query_vector, vindex),
+    """The namespace's best evidence for the task in `mode`, its candidate pool and the gate.
+
+    The pool also holds the graph nodes the task names (name and description), embedded on
+    the fly in dense modes: a namespace whose answer is in its graph serves the task too.
+    """
+    dense_mode = mode in DENSE_MODES and query_vector is not None and vindex is not None
+    terms = _lexical_pool(conn, ns_id, prof) if mode != "dense" else {}
+    cosines: dict[Key, float] = {}
+    tops: tuple[float, ...] = ()
+    mean = 0.0
+    if dense_mode:
+        assert query_vector is not None  # noqa: S101 - dense_mode says so
+        assert vindex is not None  # noqa: S101
+        cosines, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
+        terms.update(_bodies(conn, ns_id, [k for k in cosines if k not in terms]))
+        lexical_only = [k for k in terms if k not in cosines]
+        cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
+    nodes = _graph_nodes(conn, ns_id, task, query_vector if dense_mode else None, embedder)
+    for key, (node_terms, cosine) in nodes.items():
+        terms[key] = node_terms
+        if cosine is not None:
+            cosines[key] = cosine
+    members = [k for k in terms if not dense_mode or k in cosines]
+    feats = {k: lexical_features(prof, terms[k]) for k in members}
+    partial = Reference(
+        best_bm25=max((f.bm25_norm for f in feats.values()), default=0.0),
+        best_coverage=max((f.coverage for f in feats.values()), default=0.0),
+        best_cosine=tops[0] if tops else None,
+        top_cosines=tops,
+        mean_cosine=mean,
     )
+    bases = [_base(mode, prof, feats[k], cosines.get(k), partial) for k in members]
+    pool = tuple(sorted((_gate.logit(b) for b in bases if b > 0.0), reverse=True))
+    ref = attrs.evolve(partial, pool=pool)
+    features = _gate.qpp_features(mode, task, prof, ref)
+    return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)
 
 
-def _lexical_best(conn: sqlite3.Connection, ns_id: int, prof: QueryProfile) -> dict[str, float]:
-    if not prof.present:
-        return {"best_bm25": 0.0, "best_coverage": 0.0}
-    table = _schema.fts_table(ns_id)
-    rows = conn.execute(
-        f"SELECT b.body FROM (SELECT rowid AS r, bm25({table}) AS rank FROM {table} "
-        f"WHERE {table} MATCH ? ORDER BY rank LIMIT ?) AS top JOIN {table} b ON b.rowid = top.r",
-        (_analysis.fts_query(tuple(sorted(prof.present))), REFERENCE_DEPTH),
-    ).fetchall()
-    feats = [lexical_features(prof, str(r[0]).split()) for r in rows]
+def _base(
+    mode: str, prof: QueryProfile, feats: LexicalFeatures, cosine: float | None, ref: Reference
+) -> float:
+    if mode == "lexical" or cosine is None:
+        return lexical_probability(feats)
+    if mode == "dense":
+        return dense_probability(prof, cosine, ref)
+    return hybrid_probability(prof, feats, cosine, ref)
+
+
+def _graph_nodes(
+    conn: sqlite3.Connection,
+    ns_id: int,
+    task: str,
+    query_vector: npt.NDArray[np.float32] | None,
+    embedder: Embedder | None,
+) -> dict[Key, tuple[list[str], float | None]]:
+    """The graph nodes the task names, as pool members: terms, and the cosine in dense modes."""
+    texts = mentioned_texts(conn, ns_id, task)
+    vectors = embedder.embed(texts) if texts and query_vector is not None and embedder is not None else None
     return {
-        "best_bm25": max((f.bm25_norm for f in feats), default=0.0),
-        "best_coverage": max((f.coverage for f in feats), default=0.0),
+        (_GRAPH, i): (_analysis.terms(t), None if vectors is None else float(vectors[i] @ query_vector))
+        for i, t in enumerate(texts)
     }
 
 
-def _dense_best(
+def _lexical_pool(conn: sqlite3.Connection, ns_id: int, prof: QueryProfile) -> dict[Key, list[str]]:
+    """The namespace's best FTS matches over every corpus: (corpus, rowid) -> analysed terms."""
+    if not prof.present:
+        return {}
+    table = _schema.fts_table(ns_id)
+    rows = conn.execute(
+        f"SELECT top.r, b.body FROM (SELECT rowid AS r, bm25({table}) AS rank FROM {table} "
+        f"WHERE {table} MATCH ? ORDER BY rank LIMIT ?) AS top JOIN {table} b ON b.rowid = top.r",
+        (_analysis.fts_query(tuple(sorted(prof.present))), REFERENCE_DEPTH),
+    ).fetchall()
+    return {_schema.split_fts_rowid(int(r[0])): str(r[1]).split() for r in rows}
+
+
+def _dense_pool(
+    conn: sqlite3.Connection, ns_id: int, query_vector: npt.NDArray[np.float32], vindex: VectorIndex
+) -> tuple[dict[Key, float], tuple[float, ...], float]:
+    """Nearest vectors of each corpus, the namespace's best cosines, and its mean cosine."""
+    cosines: dict[Key, float] = {}
+    total, weighted = 0, 0.0
+    for corpus in _CORPORA:
+        for hit in vindex.search(conn, ns_id, corpus, query_vector, REFERENCE_DEPTH):
+            cosines[(corpus, hit.rowid)] = hit.cosine
+        n, mean = vindex.background(conn, ns_id, corpus, query_vector)
+        total, weighted = total + n, weighted + n * mean
+    tops = tuple(sorted(cosines.values(), reverse=True)[: _gate.TOP_COSINES])
+    return cosines, tops, (weighted / total if total else 0.0)
+
+
+def _bodies(conn: sqlite3.Connection, ns_id: int, keys: list[Key]) -> dict[Key, list[str]]:
+    """Analysed FTS bodies of some documents of the namespace."""
+    if not keys:
+        return {}
+    table = _schema.fts_table(ns_id)
+    by_fts = {_schema.fts_rowid(c, r): (c, r) for c, r in keys}
+    marks = ",".join("?" * len(by_fts))
+    rows = conn.execute(f"SELECT rowid, body FROM {table} WHERE rowid IN ({marks})", list(by_fts)).fetchall()
+    return {by_fts[int(r[0])]: str(r[1]).split() for r in rows}
+
+
+def _stored_cosines(
     conn: sqlite3.Connection,
     ns_id: int,
-    query_vector: npt.NDArray[np.float32] | None,
-    vindex: VectorIndex | None,
-) -> float | None:
-    if query_vector is None or vindex is None:
-        return None
-    best = [h.cosine for corpus in _CORPORA for h in vindex.search(conn, ns_id, corpus, query_vector, 1)]
-    return max(best, default=None)
+    keys: list[Key],
+    query_vector: npt.NDArray[np.float32],
+    vindex: VectorIndex,
+) -> dict[Key, float]:
+    """Cosines of lexical candidates with the query, from their stored vectors (none: absent)."""
+    out: dict[Key, float] = {}
+    for corpus in _CORPORA:
+        rowids = [r for c, r in keys if c == corpus]
+        if rowids:
+            stored = _vectors.stored_vectors(conn, ns_id, corpus, rowids, vindex.model_id, vindex.dim)
+            out.update({(corpus, r): float(v @ query_vector) for r, v in stored.items()})
+    return out
 
 
 __all__ = ["REFERENCE_DEPTH", "compute_reference"]

@@ -36,19 +36,14 @@ from collections import Counter
 from typing import TYPE_CHECKING, Final
 
 import attrs
-import numpy as np
 
-from broker import ConfigError, FieldError, ValidationError
+from broker import FieldError, ValidationError
 
-from . import _analysis
 from . import _calibration_constants as constants
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    import numpy.typing as npt
-
-    from broker.abc import Embedder
 
 MODES: Final = ("lexical", "dense", "hybrid")
 """Recall modes; the floor means the same probability in each."""
@@ -129,17 +124,27 @@ class Reference:
     """The namespace's best evidence for one query, over every corpus it holds.
 
     `best_bm25` and `best_coverage` are the largest `bm25_norm` and `coverage` among the
-    namespace's top lexical matches; `best_cosine` is the largest cosine of the query with
-    any current stored vector of the namespace (None without any, or in lexical mode).
+    namespace's candidates; `best_cosine` is the largest cosine of the query with any
+    current stored vector of the namespace (None without any, or in lexical mode), and
+    `top_cosines` the best few, best first; `mean_cosine` is the query's mean cosine over
+    the namespace (the background the best stands out from). `pool` holds the base
+    relevance logits of the namespace's candidates, best first: a memory's rank among them
+    is its standing. `qpp` is the task's gate (`sources._gate`), computed from the rest;
+    `qpp_features` are kept for the trace-free explanation and the fit.
     """
 
     best_bm25: float = 0.0
     best_coverage: float = 0.0
     best_cosine: float | None = None
+    top_cosines: tuple[float, ...] = ()
+    mean_cosine: float = 0.0
+    pool: tuple[float, ...] = ()
+    qpp: float = 0.0
+    qpp_features: tuple[float, ...] = ()
 
 
 NO_REFERENCE: Final = Reference()
-"""An empty namespace's reference: every text is its best match."""
+"""An empty namespace's reference: nothing in it can serve a task (qpp 0)."""
 
 
 def lexical_relative(features: LexicalFeatures, ref: Reference) -> tuple[float, float, float]:
@@ -304,79 +309,3 @@ def hybrid_probability(
     return logistic(
         constants.HYBRID_WEIGHTS, constants.HYBRID_BIAS, hybrid_features(profile, lexical, cosine, ref)
     )
-
-
-@attrs.frozen(kw_only=True)
-class Scorer:
-    """Scores texts against one query on the one calibrated scale, in one mode.
-
-    Build it once per request (`Scorer.build`); `score` is pure and thread-safe. In dense
-    and hybrid modes a text needs its vector: pass the stored one (same model) when there
-    is one; `score_texts` embeds those without one in a single batch, so a source without
-    stored vectors still scores an equally relevant text exactly as the store does (at
-    about 1.3 ms a text). Sources that can should store vectors at write time
-    (`sources._vectors.embed_and_store_vectors`).
-    """
-
-    profile: QueryProfile
-    mode: str
-    query_vector: npt.NDArray[np.float32] | None = None
-    embedder: Embedder | None = None
-    reference: Reference = NO_REFERENCE
-
-    @classmethod
-    def build(cls, profile: QueryProfile, query: str, *, mode: str, embedder: Embedder | None) -> Scorer:
-        """Build a scorer for `query` (already profiled against the namespace) in `mode`.
-
-        ConfigError if a dense mode is asked without an embedder. The query is embedded
-        only when it has an informative term (otherwise every score is 0 anyway).
-        """
-        mode = check_mode(mode)
-        if mode not in DENSE_MODES:
-            return cls(profile=profile, mode=mode)
-        if embedder is None:
-            msg = f"recall mode {mode!r} needs an embedder; open the store with one or use mode='lexical'"
-            raise ConfigError(msg)
-        vector = embedder.embed([query])[0] if profile.terms else None
-        return cls(profile=profile, mode=mode, query_vector=vector, embedder=embedder)
-
-    @property
-    def abstains(self) -> bool:
-        """True when no text can score above 0 (the query has no informative term)."""
-        return not self.profile.terms
-
-    def score(self, text_terms: Sequence[str], text_vector: npt.NDArray[np.float32] | None = None) -> float:
-        """Probability that a text (its analysed terms, and its vector in dense modes) is relevant."""
-        if self.mode == "lexical" or self.abstains:
-            return lexical_probability(lexical_features(self.profile, text_terms))
-        if text_vector is None or self.query_vector is None:
-            msg = "dense and hybrid scores need the text's vector; use score_texts to embed it"
-            raise ValueError(msg)
-        return self.score_cosine(text_terms, float(np.dot(self.query_vector, text_vector)))
-
-    def score_cosine(self, text_terms: Sequence[str], cosine: float) -> float:
-        """`score` with the text's cosine already computed (by a vector index), dense modes."""
-        if self.abstains:
-            return 0.0
-        if self.mode == "dense":
-            return dense_probability(self.profile, cosine, self.reference)
-        return hybrid_probability(
-            self.profile, lexical_features(self.profile, text_terms), cosine, self.reference
-        )
-
-    def score_texts(
-        self,
-        texts: Sequence[str],
-        vectors: Sequence[npt.NDArray[np.float32] | None] | None = None,
-    ) -> list[float]:
-        """Scores of many texts; missing vectors are embedded in one batch (dense modes)."""
-        given: list[npt.NDArray[np.float32] | None] = (
-            list(vectors) if vectors is not None else [None] * len(texts)
-        )
-        if self.mode != "lexical" and not self.abstains and self.embedder is not None:
-            missing = [i for i, v in enumerate(given) if v is None]
-            if missing:
-                fresh = self.embedder.embed([texts[i] for i in missing])
-                for i, vec in zip(missing, fresh, strict=True):
-                    given[i] = vec
-        return [self.score(_analysis.terms(t), v) for t, v in zip(texts, given, strict=True)]

@@ -26,7 +26,8 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 from broker._threads import run_sync_interruptible
 
 from . import _analysis, _index, _validate, _vectors
-from ._relevance import DENSE_MODES, QueryProfile, Scorer
+from ._relevance import DENSE_MODES, QueryProfile, lexical_features, lexical_probability
+from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
 
 if TYPE_CHECKING:
@@ -212,31 +213,32 @@ def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batc
     rowids: Sequence[int],
     texts: Sequence[str],
     doc_terms: Sequence[Sequence[str]] | None = None,
-) -> list[float]:
-    """Scores of texts on the one calibrated scale, in the scorer's mode.
+) -> list[Relevance]:
+    """Relevance of texts on the one calibrated scale, in the scorer's mode.
 
     `doc_terms` overrides the analysed terms of each text (a neuron is scored on its text
     and its trigger phrases). In dense modes each row's stored vector of `corpus` is used;
     texts without one (or with `corpus=None`, such as a rendered graph edge) are embedded
-    in one batch, as `Scorer.score_texts` does.
+    in one batch, as `Scorer.relevances` does.
     """
     terms = list(doc_terms) if doc_terms is not None else [_analysis.terms(t) for t in texts]
     vectors: list[npt.NDArray[np.float32] | None] = [None] * len(texts)
     emb = scorer.embedder
-    if scorer.mode in DENSE_MODES and emb is not None and not scorer.abstains and texts:
-        if corpus is not None:
-            stored = _vectors.stored_vectors(conn, ns_id, corpus, list(rowids), emb.model_id, emb.dim)
-            vectors = [stored.get(r) for r in rowids]
-        missing = [i for i, v in enumerate(vectors) if v is None]
-        if missing:
-            for i, vec in zip(missing, emb.embed([texts[i] for i in missing]), strict=True):
-                vectors[i] = vec
-    return [scorer.score(t, v) for t, v in zip(terms, vectors, strict=True)]
+    if (
+        scorer.mode in DENSE_MODES
+        and emb is not None
+        and not scorer.abstains
+        and texts
+        and corpus is not None
+    ):
+        stored = _vectors.stored_vectors(conn, ns_id, corpus, list(rowids), emb.model_id, emb.dim)
+        vectors = [stored.get(r) for r in rowids]
+    return scorer.relevances(terms, texts, vectors)
 
 
 def lexical_score(scorer: Scorer, doc_terms: Sequence[str]) -> float:
-    """Return the lexical-mode score of analysed terms (a cheap rank before the mode's)."""
-    return Scorer(profile=scorer.profile, mode="lexical").score(doc_terms)
+    """Return the lexical base relevance of analysed terms (a cheap rank before the mode's)."""
+    return lexical_probability(lexical_features(scorer.profile, doc_terms))
 
 
 def type_allowed(types: Sequence[str] | None, memory_type: str) -> bool:
@@ -416,11 +418,13 @@ class CorpusSource(ReaderSource):
         )
         return best_first((self._candidate(r, s) for r, s in zip(rows, scores, strict=True)), request.limit)
 
-    def _candidate(self, row: Sequence[Any], score: float) -> Candidate:
+    def _candidate(self, row: Sequence[Any], rel: Relevance) -> Candidate:
         return Candidate(
             entry_id=f"{self.id_prefix}{row[1]}",
             source=self.name,
-            score=score,
+            score=rel.score,
+            qpp=rel.qpp,
+            band=rel.band,
             text=row[2],
             block=self.block,
             memory_type=self.memory_type,

@@ -26,15 +26,8 @@ from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Name
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._db import Database
 from ._reference import compute_reference
-from ._relevance import (
-    DENSE_MODES,
-    QueryProfile,
-    Reference,
-    Scorer,
-    check_mode,
-    lexical_features,
-    lexical_probability,
-)
+from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
+from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight
 
 if TYPE_CHECKING:
@@ -105,10 +98,13 @@ class Memory:
 
 @attrs.frozen(kw_only=True)
 class Recalled:
-    """A memory that cleared the floor, with its calibrated probability of relevance."""
+    """A memory that cleared the floor, with its score on the one calibrated scale and the
+    score's parts: the task's gate in the namespace (`qpp`) and the memory's `band`."""
 
     memory: Memory
     score: float
+    qpp: float | None = None
+    band: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -197,7 +193,7 @@ class MemoryStore:
     embedder: Embedder | None = None
     mode: str = "hybrid"
     _vindex: _vectors.VectorIndex | None = None
-    _references: SingleFlight[tuple[int, str, int], Reference] = attrs.field(
+    _references: SingleFlight[tuple[int, str, int, str], Reference] = attrs.field(
         factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
     )
 
@@ -512,18 +508,23 @@ class MemoryStore:
         if ns_id is None or not prof.terms:
             return []
         k = max(4 * limit, 50)
+        if mode == "lexical" and not prof.present:
+            return []
+        scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
+        if scorer.abstains:
+            return []
         if mode == "lexical":
-            if not prof.present:
-                return []
             rows = self._lexical_rows(conn, ns_id, prof, types, k)
-            scored = [(lexical_probability(lexical_features(prof, _row_terms(r))), r) for r in rows]
+            scored = [(scorer.relevance(_row_terms(r)), r) for r in rows]
         else:  # hybrid unions two lists: half as deep each keeps the pool the same size
             k = k if mode == "dense" else max(2 * limit, 50)
-            scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
             scored = self._dense_scored(conn, ns_id, scorer, types=types, k=k)
-        kept = [(p, r) for p, r in scored if p >= min_score]
-        kept.sort(key=lambda pr: (-pr[0], pr[1][1]))
-        return [Recalled(memory=Memory.from_row(r), score=p) for p, r in kept[:limit]]
+        kept = [(p, r) for p, r in scored if p.score >= min_score and p.score > 0.0]
+        kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
+        return [
+            Recalled(memory=Memory.from_row(r), score=p.score, qpp=p.qpp, band=p.band)
+            for p, r in kept[:limit]
+        ]
 
     def scorer(
         self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None
@@ -548,21 +549,28 @@ class MemoryStore:
     ) -> Scorer:
         """Build the `Scorer` of a query profiled against namespace `ns_id`, in `mode`.
 
-        In dense and hybrid modes it carries the namespace's `Reference` (its best evidence
-        for the query over every corpus), computed once and shared by every source that
-        scores the query in the namespace. `embedder` may be a caching wrapper of the store's own.
+        It carries the namespace's `Reference` for the query (its best evidence over every
+        corpus, its candidates' standing and the task's gate), computed once and shared by
+        every source that scores the query in the namespace. Without one (an empty namespace,
+        a query without an informative term) every score is 0. `embedder` may be a caching
+        wrapper of the store's own.
         """
         scorer = Scorer.build(prof, query, mode=mode, embedder=embedder or self.embedder)
-        if ns_id is None or scorer.abstains or mode not in DENSE_MODES:
+        if ns_id is None or not prof.terms:
             return scorer
         vector = scorer.query_vector  # set: dense modes embed every query that has terms
-        key = (ns_id, query, prof.generation)
-        ref = self._references.get(key, lambda: compute_reference(conn, ns_id, prof, vector, self._vindex))
+        key = (ns_id, query, prof.generation, mode)
+        ref = self._references.get(
+            key,
+            lambda: compute_reference(
+                conn, ns_id, prof, query, mode=mode, query_vector=vector, vindex=self._vindex
+            ),
+        )
         return attrs.evolve(scorer, reference=ref)
 
     def _dense_scored(
         self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, *, types: Sequence[str] | None, k: int
-    ) -> list[tuple[float, Any]]:
+    ) -> list[tuple[Relevance, Any]]:
         """Score the dense top-k (and in hybrid the lexical top-k) with the mode's logistic.
 
         Candidates come from the namespace only, within the typed filter.
@@ -577,10 +585,11 @@ class MemoryStore:
             for r in self._lexical_rows(conn, ns_id, prof, types, k):
                 rows.setdefault(int(r[0]), r)
             cosine.update(self._stored_cosines(conn, ns_id, scorer, [r for r in rows if r not in cosine]))
-        out = [(scorer.score_cosine(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
+        out = [(scorer.relevance(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
         missing = [r for r in rows if r not in cosine]
         if missing:  # stale or missing vectors: embed the texts now, so the score stays right
-            fresh = scorer.score_texts([rows[r][6] for r in missing])
+            terms = [_row_terms(rows[r]) for r in missing]
+            fresh = scorer.relevances(terms, [rows[r][6] for r in missing])
             out += [(p, rows[r]) for r, p in zip(missing, fresh, strict=True)]
         return out
 

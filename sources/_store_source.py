@@ -77,6 +77,8 @@ class StoreSource(ReaderSource):
             entry_id=m.id,
             source=self.name,
             score=r.score,
+            qpp=r.qpp,
+            band=r.band,
             text=m.text,
             block=self.block,
             memory_type=m.memory_type,

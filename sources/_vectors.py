@@ -52,6 +52,7 @@ vectors (the hard case), 1.0 on clustered ones; see benchmarks/ann_recall.py.
 """
 _GENERATIONS = itertools.count()
 _SCORES_KEPT: Final = 8  # cosine vectors kept for reuse (400 KB each at 100k rows)
+_BACKGROUND_SAMPLE: Final = 4096  # rows a large namespace's mean cosine is taken over
 _TYPED_OVERFETCH: Final = 8  # ANN asks for k * this when a typed filter drops rows after search
 
 
@@ -418,6 +419,34 @@ class VectorIndex:
                 while len(self._scores) > _SCORES_KEPT:
                     self._scores.popitem(last=False)
         return snapshot.search(q, k, scores)
+
+    def background(
+        self, conn: sqlite3.Connection, ns_id: int, corpus: int, query: Vectors
+    ) -> tuple[int, float]:
+        """(live rows, mean cosine of the query over them): how close the namespace is to the
+        query in general, the background its best match stands out from.
+
+        Exact matrices reuse the query's cosine vector; above the exact limit the mean is
+        taken over an even sample of `_BACKGROUND_SAMPLE` live rows.
+        """
+        q = np.asarray(query, dtype=np.float32)
+        with self._lock:
+            matrix = self._fresh(conn, ns_id, corpus)
+            if matrix.live == 0:
+                return 0, 0.0
+            count = matrix.live
+            snapshot = matrix.exact(None)
+            key = (ns_id, corpus, matrix.generation, matrix.n, q.tobytes())
+            scores = self._scores.get(key)
+        live = np.flatnonzero(snapshot.alive) if snapshot.alive is not None else None
+        if scores is None and len(snapshot.rowids) > _BACKGROUND_SAMPLE:
+            rows = live if live is not None else np.arange(len(snapshot.rowids))
+            rows = rows[np.linspace(0, len(rows) - 1, _BACKGROUND_SAMPLE).astype(np.int64)]
+            return count, float((snapshot.buf[rows] @ q).mean())
+        if scores is None:
+            scores = snapshot.buf @ q
+        picked = scores if live is None else scores[live]
+        return count, float(picked.mean())
 
     def uses_ann(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> bool:
         """Whether searches of this namespace and corpus go through the HNSW index."""

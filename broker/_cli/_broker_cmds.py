@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `demo` and `trace-stats`."""
     p = sub.add_parser("demo", help="assemble one turn's context from the bundled sample memories")
     p.add_argument("task", nargs="?", default=DEMO_TASK, help=f"the active task (default: {DEMO_TASK!r})")
+    p.add_argument("--message", help="the task's latest user message (joins the selection query)")
     p.add_argument("--window", type=int, default=128_000, help="model window in tokens (default 128000)")
     p.add_argument(
         "--input-budget", type=int, default=8000, help="tokens for the whole context (default 8000)"
@@ -66,6 +67,8 @@ def demo(args: argparse.Namespace, app: App) -> int:
     ]
     if not math.isfinite(args.deadline_ms) or args.deadline_ms <= 0:
         problems.append("error: --deadline-ms: must be > 0")
+    if args.message is not None and not args.message.strip():
+        problems.append("error: --message: must be a non-empty string")
     if problems:
         raise UsageError(*problems)
     store = app.store()
@@ -80,6 +83,7 @@ def demo(args: argparse.Namespace, app: App) -> int:
         window=args.window,
         input_budget=args.input_budget,
         deadline=args.deadline_ms / 1000.0,
+        message=args.message,
     )
     context = anyio.run(_assemble, store, repo, turn, bool(args.trace_text), backend="trio")
     if args.json:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from . import _broker_cmds, _memorules, _select_cmds, _store_cmds
+from . import _broker_cmds, _explain_cmds, _memorules, _select_cmds, _store_cmds
 from ._app import ENV_DB
 from ._logging import LEVELS
 
 # Subcommand groups, each a module exposing register(sub).
-_GROUPS = (_store_cmds, _select_cmds, _broker_cmds, _memorules)
+_GROUPS = (_store_cmds, _select_cmds, _explain_cmds, _broker_cmds, _memorules)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -10,13 +10,13 @@ from typing import Any
 import anyio
 import attrs
 
-from broker import MEMORY_TYPES, MemorySelector, Namespace, SelectionResult
+from broker import MEMORY_TYPES, RECALL_MIN_SCORE, MemorySelector, Namespace, SelectionResult, query_of
 
 from ._app import App, UsageError
 from ._store_cmds import add_mode_argument, parse_types
 from ._wiring import open_default_selector, open_store
 
-_BATCH_KEYS = frozenset({"task", "tenant", "project", "types", "budget", "mode"})
+_BATCH_KEYS = frozenset({"task", "message", "tenant", "project", "types", "budget", "mode"})
 _MODES = ("lexical", "dense", "hybrid")
 
 
@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `select`."""
     p = sub.add_parser("select", help="select memories for a task (or a JSONL batch of tasks)")
     p.add_argument("task", nargs="?", help="the active task's description")
+    p.add_argument("--message", help="the task's latest user message (joins the query, as in a turn)")
     p.add_argument(
         "--batch", help='JSONL, one {"task", "tenant"?, "project"?, "types"?, "budget"?, "mode"?} per line'
     )
@@ -52,9 +53,11 @@ def select(args: argparse.Namespace, app: App) -> int:
         jobs = _read_batch(Path(args.batch), app, args)
         as_json = True
     else:
+        if args.message is not None and not args.message.strip():
+            raise UsageError("error: --message: must be a non-empty string")
         jobs = [
             _Job(
-                task=args.task,
+                task=query_of(args.task, args.message),
                 namespace=app.namespace,
                 types=parse_types(args.types),
                 budget=args.budget,
@@ -96,12 +99,15 @@ def result_json(r: SelectionResult) -> dict[str, Any]:
                 "sources": list(b.sources),
                 "block": b.block,
                 "score": round(b.score, 6),
+                "band": None if b.band is None else round(b.band, 6),
                 "memory_type": b.memory_type,
                 "created_at": b.created_at,
                 "text": b.text,
             }
             for b in r.blocks
         ],
+        "qpp": None if r.qpp is None else round(r.qpp, 6),
+        "floor": RECALL_MIN_SCORE,
         "candidates_evaluated": r.candidates_evaluated,
         "selected_count": r.selected_count,
         "abstained": r.abstained,
@@ -158,6 +164,9 @@ def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, 
     task = obj.get("task")
     if not isinstance(task, str) or not task.strip():
         problems.append("task: required non-empty string")
+    message = obj.get("message")
+    if message is not None and (not isinstance(message, str) or not message.strip()):
+        problems.append("message: must be a non-empty string")
     types = obj["types"] if "types" in obj else parse_types(args.types)
     if types is not None and (
         not isinstance(types, list | tuple) or any(t not in MEMORY_TYPES for t in types) or not types
@@ -178,4 +187,5 @@ def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, 
         ns = None
     if problems or ns is None or not isinstance(task, str):
         return None, problems
-    return _Job(task=task, namespace=ns, types=tuple(types) if types else None, budget=budget, mode=mode), []
+    query = query_of(task, message)
+    return _Job(task=query, namespace=ns, types=tuple(types) if types else None, budget=budget, mode=mode), []

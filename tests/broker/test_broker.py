@@ -64,6 +64,11 @@ def memories() -> list:
     ]
 
 
+def past(task_id: str = "past", score: float = 0.5) -> object:
+    """A past task as the `past_tasks` source proposes it: a candidate of the history block."""
+    return make_candidate(task_id, score, source="past_tasks", text=PAST, block="history")
+
+
 async def assemble(repo, sources: Sequence, t: Turn | None = None, **options: object) -> Context:
     async with (
         open_selector(sources) as selector,
@@ -80,7 +85,7 @@ async def assemble(repo, sources: Sequence, t: Turn | None = None, **options: ob
 async def test_context_order_memories_then_history_then_active_task_last(repo):
     """Memory blocks first (persona, plain, consolidated), then history, then the active task."""
     seed(repo)
-    ctx = await assemble(repo, [FakeSource("fake", candidates=memories())])
+    ctx = await assemble(repo, [FakeSource("fake", candidates=[*memories(), past()])])
     assert [(b.kind, b.name) for b in ctx.blocks] == [
         ("memory", "persona_memories"),
         ("memory", "memory"),
@@ -95,16 +100,27 @@ async def test_context_order_memories_then_history_then_active_task_last(repo):
 async def test_memory_is_keyed_only_on_the_active_task(repo):
     """The selector is asked once, with the active task's description and nothing else."""
     seed(repo)
-    source = FakeSource("fake", candidates=memories())
+    source = FakeSource("fake", candidates=[*memories(), past()])
     await assemble(repo, [source], turn(context=SessionContext(persona="ops")))
     assert [r.task for r in source.requests] == [ACTIVE]
     assert source.requests[0].context == SessionContext(persona="ops")
 
 
-async def test_history_holds_completed_tasks_only_labelled_as_past(repo):
-    """Cancelled, failed and other active tasks never appear; past user turns are labelled."""
+async def test_the_turns_message_joins_the_query_and_nothing_else_does(repo):
+    """With a message the query is the active task plus that message, never past-task text."""
     seed(repo)
-    ctx = await assemble(repo, [])
+    source = FakeSource("fake", candidates=[*memories(), past()])
+    ctx = await assemble(repo, [source], turn(message="and remind me what Mia can't eat"))
+    assert [r.task for r in source.requests] == [f"{ACTIVE}\nand remind me what Mia can't eat"]
+    assert ctx.trace["query_has_message"] is True
+    assert PAST not in source.requests[0].task
+
+
+async def test_history_holds_completed_tasks_only_labelled_as_past(repo):
+    """Proposed past tasks enter only when the task authority says completed; user turns are labelled."""
+    seed(repo)
+    proposed = [past(), past("cancelled"), past("failed"), past("other"), past("active")]
+    ctx = await assemble(repo, [FakeSource("fake", candidates=proposed)])
     history = [b for b in ctx.blocks if b.kind == "history"]
     assert [b.entry_id for b in history] == ["past"]
     text = history[0].text
@@ -114,12 +130,20 @@ async def test_history_holds_completed_tasks_only_labelled_as_past(repo):
         assert other not in ctx.text
 
 
+async def test_a_past_task_below_the_floor_stays_out(repo):
+    """A completed task no source scores above the floor is not injected: "what time is it" gets no history."""
+    seed(repo)
+    ctx = await assemble(repo, [FakeSource("fake", candidates=[past(score=0.1)])])
+    assert [b.kind for b in ctx.blocks] == ["task"]
+    assert ctx.trace["history_selected"] == 0
+
+
 async def test_past_task_never_displaces_the_active_task(repo):
     """When budget is short, history goes before the active task, which always survives."""
     seed(repo)
     task_tokens = next(b.tokens for b in (await assemble(repo, [])).blocks if b.kind == "task")
     ctx = await assemble(
-        repo, [FakeSource("fake", candidates=memories())], turn(input_budget=task_tokens + 5)
+        repo, [FakeSource("fake", candidates=[*memories(), past()])], turn(input_budget=task_tokens + 5)
     )
     assert [b.kind for b in ctx.blocks] == ["task"]
     reasons = {d["entry_id"]: d["reason"] for d in ctx.trace["dropped"]}
@@ -182,7 +206,7 @@ async def test_failing_selector_makes_memory_abstain(repo):
     async with open_broker(selector=selector, tasks=repo, conversations=repo) as broker:  # type: ignore[arg-type]
         ctx = await broker.assemble(turn())
     assert selector.calls == 1
-    assert [b.kind for b in ctx.blocks] == ["history", "task"]
+    assert [b.kind for b in ctx.blocks] == ["task"]
     assert ctx.trace["memory_unavailable_reason"] == "selector failed: RuntimeError"
 
 
@@ -230,7 +254,7 @@ async def test_one_event_per_turn_without_text_by_default(repo, trace_events):
     event = events[0]
     assert event["turn_id"] == "turn-1"
     assert event["log_level"] == "info"
-    assert event["schema_version"] == 5
+    assert event["schema_version"] == 6
     rendered = repr(event)
     for text in ("Postgres", "numbered lists", ACTIVE, PAST):
         assert text not in rendered

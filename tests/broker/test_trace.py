@@ -31,6 +31,7 @@ def selection(selected: int = 1, candidates: int = 4) -> SelectionResult:
         blocks=blocks,
         candidates_evaluated=candidates,
         types_queried=("episodic",),
+        qpp=0.89,
         sources=(
             SourceOutcome(name="store", status=SourceStatus.OK, latency_ms=1.23456, candidates=3),
             SourceOutcome(
@@ -51,7 +52,14 @@ def facts(**kw: object) -> TurnFacts:
         "memory_unavailable_reason": None,
         "admitted": (
             BlockTrace(
-                name="memory", kind="memory", tokens=20, entry_id="m0", score=0.8, source="store", text="mem"
+                name="memory",
+                kind="memory",
+                tokens=20,
+                entry_id="m0",
+                score=0.8,
+                band=0.9,
+                source="store",
+                text="mem",
             ),
             BlockTrace(
                 name="memorules", kind="memory", tokens=9, entry_id="r1", score=0.7, source="memorules"
@@ -66,6 +74,7 @@ def facts(**kw: object) -> TurnFacts:
         "memory_budget": 1200,
         "input_budget": 8000,
         "task_over_budget": False,
+        "floor": 0.42,
         "task_text": "the active task text",
     }
     fields.update(kw)
@@ -76,11 +85,11 @@ def validate(event: dict) -> None:
     jsonschema.Draft202012Validator(trace_schema()).validate({"event": "turn.completed", **event})
 
 
-def test_event_carries_every_v5_field_and_validates():
-    """The event has the v5 memory fields, budgets, sources and blocks, and fits the schema."""
+def test_event_carries_every_v6_field_and_validates():
+    """The event has the memory fields, the gate and bands, budgets, sources and blocks, and fits the schema."""
     event = turn_completed(facts())
     validate(event)
-    assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 5
+    assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 6
     assert event["namespace"] == {"tenant": "acme", "project": "atlas"}
     assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0}
     assert event["memory_candidates"] == 4
@@ -96,6 +105,11 @@ def test_event_carries_every_v5_field_and_validates():
     ]
     assert event["memory_tokens"] == 29
     assert event["total_tokens"] == 59
+    assert event["qpp"] == 0.89
+    assert event["floor"] == 0.42
+    assert event["blocks"][0]["band"] == 0.9
+    assert event["query_has_message"] is False
+    assert event["history_selected"] == 0
 
 
 def test_no_text_leaves_unless_asked():
@@ -124,9 +138,9 @@ def test_unavailable_selector_event_validates():
 def test_schema_rejects_a_wrong_version_and_accepts_unknown_keys():
     """Readers can rely on the version and types, and new keys never break them."""
     event = turn_completed(facts())
-    validate({**event, "added_in_v6": {"anything": 1}})
+    validate({**event, "added_in_v7": {"anything": 1}})
     with pytest.raises(jsonschema.ValidationError):
-        validate({**event, "schema_version": 4})
+        validate({**event, "schema_version": 5})
     with pytest.raises(jsonschema.ValidationError):
         validate({**event, "memory_abstained": "no"})
     broken = dict(event)
@@ -138,7 +152,7 @@ def test_schema_rejects_a_wrong_version_and_accepts_unknown_keys():
 def test_schema_is_valid_and_shipped_as_package_data():
     """The schema is a valid draft 2020-12 schema inside the package, and documented."""
     jsonschema.Draft202012Validator.check_schema(trace_schema())
-    assert (ROOT / "broker" / "data" / "trace-v5.schema.json").is_file()
+    assert (ROOT / "broker" / "data" / "trace-v6.schema.json").is_file()
     changelog = (ROOT / "docs" / "trace-schema.md").read_text(encoding="utf-8")
-    assert "v5" in changelog
+    assert "v6" in changelog
     assert "memory_candidates" in changelog

@@ -107,7 +107,7 @@ def test_demo_json_and_bad_options(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["blocks"][-1]["kind"] == "task"
-    assert doc["trace"]["schema_version"] == 5
+    assert doc["trace"]["schema_version"] == 6
     bad = run("--db", str(tmp_path / "d.db"), "demo", "--window", "0", "--input-budget", "-3", home=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.splitlines() == [
@@ -123,7 +123,7 @@ def test_trace_stats_summarises_a_log(tmp_path):
     lines += [
         {
             "event": "turn.completed",
-            "schema_version": 5,
+            "schema_version": 6,
             "timings": {"total_ms": float(i)},
             "memory_candidates": 4,
             "memory_selected": 1 if i % 2 else 0,

@@ -9,7 +9,7 @@ import pytest
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import Source, SourceRequest
-from sources import MemoryStore, WriterSession, remember
+from sources import MemoryStore, SqliteTaskRepository, WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ TASKS = {
     "graphs": "Caroline attends the LGBTQ support group",
     "persona": "I value honesty and calm conversations",
     "memorules": "does every release notes changelog entry link its pull request",
+    "past_tasks": "Caroline's charity race fundraising page for mental health",
 }
 """A task per source that its own kind of memory answers."""
 
@@ -102,6 +103,11 @@ def populate(store: MemoryStore, ns: Namespace, prefix: str) -> None:
     g.add_node("LGBTQ support group", namespace=ns, id=f"{prefix}group", aliases=["support group"])
     g.add_edge(f"{prefix}caroline", "attends", f"{prefix}group", namespace=ns)
     g.add_edge(f"{prefix}melanie", "friend of", f"{prefix}caroline", namespace=ns)
+    tasks = SqliteTaskRepository.from_store(store)
+    done = tasks.create_task(
+        "Set up the charity race fundraising page for mental health", namespace=ns, task_id=f"{prefix}task"
+    )
+    tasks.set_status(done, "completed", namespace=ns)
 
 
 def bare(entry_id: str) -> str:
@@ -144,6 +150,7 @@ async def test_default_sources_in_order_sharing_one_limiter(store: MemoryStore) 
         "consolidated",
         "persona",
         "memorules",
+        "past_tasks",
     )
     assert all(isinstance(s, Source) for s in sources)
     assert {id(s._reader.limiter) for s in sources} == {id(limiter)}  # type: ignore[attr-defined]

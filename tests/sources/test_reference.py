@@ -39,7 +39,8 @@ def reference(store: MemoryStore, ns: Namespace, task: str = TASK) -> Reference:
     with store.db.read() as conn:
         ns_id = _index.find_ns(conn, ns)
         assert ns_id is not None
-        return compute_reference(conn, ns_id, _index.profile(conn, ns_id, task), None, None)
+        prof = _index.profile(conn, ns_id, task)
+        return compute_reference(conn, ns_id, prof, task, mode="lexical", query_vector=None, vindex=None)
 
 
 def brute_force_best(store: MemoryStore, ns: Namespace, texts: list[str]) -> tuple[float, float]:
@@ -66,10 +67,41 @@ def test_reference_spans_every_corpus(store: MemoryStore) -> None:
     assert after.best_bm25 > before.best_bm25
 
 
-def test_lexical_scorers_need_no_reference(store: MemoryStore) -> None:
-    """Lexical mode scores without relative features, so it computes no reference."""
+def test_every_mode_scores_with_the_namespaces_reference(store: MemoryStore) -> None:
+    """Lexical mode too carries the reference: its gate and the pool a memory's band is read from."""
     with store.db.read() as conn:
-        assert store.scorer(conn, TASK, namespace=NS, mode="lexical").reference == Reference()
+        ref = store.scorer(conn, TASK, namespace=NS, mode="lexical").reference
+    assert ref == reference(store, NS)
+    assert ref.pool == tuple(sorted(ref.pool, reverse=True))
+    assert 0.0 < ref.qpp <= 1.0
+
+
+def test_an_empty_namespace_serves_nothing(store: MemoryStore) -> None:
+    """A namespace never written to has no reference: its gate is closed and every score is 0."""
+    with store.db.read() as conn:
+        scorer = store.scorer(conn, TASK, namespace=Namespace(tenant_id="nobody"), mode="lexical")
+    assert scorer.reference == Reference()
+    assert scorer.abstains
+    assert scorer.score(_analysis.terms(NOTES[0])) == 0.0
+
+
+def test_a_task_the_namespace_knows_opens_the_gate_wider_than_a_foreign_one(store: MemoryStore) -> None:
+    """The gate is query-level: the namespace's own topic passes it, a topic it never saw does not."""
+    own = reference(store, NS).qpp
+    foreign = reference(store, NS, "which submarine cable links Lisbon to Recife").qpp
+    assert own > foreign
+
+
+def test_the_best_memory_has_the_whole_band_and_the_gate_as_score(store: MemoryStore) -> None:
+    """score = qpp x band: the namespace's best memory stands at band 1, so its score is the gate."""
+    with store.db.read() as conn:
+        scorer = store.scorer(conn, TASK, namespace=NS, mode="lexical")
+    rels = [scorer.relevance(_analysis.terms(t)) for t in NOTES]
+    best = max(rels, key=lambda r: r.base)
+    assert best.band == pytest.approx(1.0)
+    assert best.score == pytest.approx(scorer.qpp)
+    assert all(r.score == pytest.approx(r.qpp * r.band) for r in rels)
+    assert all(r.band <= best.band for r in rels)
 
 
 def test_another_tenant_never_moves_the_reference(store: MemoryStore) -> None:

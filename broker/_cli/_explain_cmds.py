@@ -1,0 +1,221 @@
+"""`explain`: every candidate of every source for a task, and why it was or was not selected.
+
+The sources are asked with the store's own floor lowered to 0, so below-floor memories show
+too; the selector's pure steps (floor, dedupe, cap) give each candidate its fate, and one
+real turn through the broker (on a transient active task, nothing written) tells which
+selected blocks admission dropped. This is how a user learns why a memory did not come back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+
+from broker import MEMORY_TYPES, RECALL_MIN_SCORE, Turn, open_broker, open_selector, query_of
+from broker._broker import DEFAULT_SELECT_BUDGET
+from broker._floor import SELECTED
+from broker.abc import TaskRecord
+from sources import PersonaSource, SqliteTaskRepository, StoreSource, default_sources
+
+from ._app import App, UsageError
+from ._store_cmds import add_mode_argument, parse_types
+from ._wiring import open_store
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import AsyncIterator
+
+    from broker import Context, MemorySelector, Namespace, SelectionResult
+    from broker._floor import Fate
+    from broker.abc import ConversationTurn
+    from sources import MemoryStore
+
+EXPLAIN_TASK_ID = "explain"
+"""The id of the transient active task an explanation's turn runs on (never written)."""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `explain`."""
+    p = sub.add_parser(
+        "explain",
+        help="every candidate of every source for a task: qpp, band, score, and why (not) selected",
+    )
+    p.add_argument("task", help="the active task's description")
+    p.add_argument("--message", help="the task's latest user message (joins the query, as in a turn)")
+    p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_SELECT_BUDGET,
+        help=f"most memories to select, as a turn does (default {DEFAULT_SELECT_BUDGET})",
+    )
+    p.add_argument("--window", type=int, default=128_000, help="model window in tokens (default 128000)")
+    p.add_argument(
+        "--input-budget", type=int, default=8000, help="tokens for the whole context (default 8000)"
+    )
+    p.add_argument(
+        "--deadline-ms", type=float, default=1000.0, help="per-source deadline in ms (default 1000)"
+    )
+    p.add_argument("--json", action="store_true", help="print the explanation as one JSON object")
+    add_mode_argument(p)
+    p.set_defaults(handler=explain)
+
+
+def explain(args: argparse.Namespace, app: App) -> int:
+    """Explain one task: print every candidate with its qpp, band, score and fate."""
+    problems = [
+        f"error: --{name}: must be a positive integer"
+        for name, value in (
+            ("budget", args.budget),
+            ("window", args.window),
+            ("input-budget", args.input_budget),
+        )
+        if value < 1
+    ]
+    if not math.isfinite(args.deadline_ms) or args.deadline_ms <= 0:
+        problems.append("error: --deadline-ms: must be a number of milliseconds > 0")
+    if not args.task.strip():
+        problems.append("error: TASK: must be a non-empty string")
+    if args.message is not None and not args.message.strip():
+        problems.append("error: --message: must be a non-empty string")
+    if problems:
+        raise UsageError(*problems)
+    report = anyio.run(_explain, args, app, backend="trio")
+    if args.json:
+        app.print_json(report)
+    else:
+        _print(app, report)
+    return 0
+
+
+async def _explain(args: argparse.Namespace, app: App) -> dict[str, Any]:
+    store = await open_store(app.db_path, mode=args.mode)
+    try:
+        async with _selector(store, args.deadline_ms / 1000.0) as selector:
+            query = query_of(args.task, args.message)
+            result, fates = await selector.explain_task(
+                query,
+                namespace=app.namespace,
+                types=parse_types(args.types),
+                budget=args.budget,
+                mode=args.mode,
+            )
+            context = await _turn(selector, store, app.namespace, args)
+    finally:
+        store.close()
+    return _report(args, result, fates, context)
+
+
+@contextlib.asynccontextmanager
+async def _selector(store: MemoryStore, deadline: float) -> AsyncIterator[MemorySelector]:
+    """The default sources with the store's own floor at 0, so below-floor memories show."""
+    sources = default_sources(store)
+    for source in sources:
+        if isinstance(source, StoreSource | PersonaSource):
+            source.min_score = 0.0
+    async with open_selector(sources, deadline=deadline, mode=store.mode) as selector:
+        yield selector
+
+
+async def _turn(
+    selector: MemorySelector, store: MemoryStore, namespace: Namespace, args: argparse.Namespace
+) -> Context:
+    tasks = _Transient(SqliteTaskRepository.from_store(store), args.task)
+    turn = Turn(
+        task_id=EXPLAIN_TASK_ID,
+        namespace=namespace,
+        window=args.window,
+        input_budget=args.input_budget,
+        message=args.message,
+        budget=args.budget,
+        types=parse_types(args.types),
+        deadline=args.deadline_ms / 1000.0,
+    )
+    async with open_broker(selector=selector, tasks=tasks, conversations=tasks) as broker:
+        return await broker.assemble(turn)
+
+
+@attrs.define
+class _Transient:
+    """The task repositories with one extra, unwritten active task: the one being explained."""
+
+    inner: SqliteTaskRepository
+    description: str
+
+    async def get_task(self, task_id: str, *, namespace: Namespace) -> TaskRecord | None:
+        if task_id == EXPLAIN_TASK_ID:
+            now = datetime.now(UTC).isoformat()
+            return TaskRecord(
+                task_id=task_id, description=self.description, status="active", created_at=now, updated_at=now
+            )
+        return await self.inner.get_task(task_id, namespace=namespace)
+
+    async def completed_tasks(self, *, namespace: Namespace, limit: int) -> list[TaskRecord]:
+        return await self.inner.completed_tasks(namespace=namespace, limit=limit)
+
+    async def turns(self, task_id: str, *, namespace: Namespace) -> list[ConversationTurn]:
+        return await self.inner.turns(task_id, namespace=namespace)
+
+
+def _report(
+    args: argparse.Namespace, result: SelectionResult, fates: tuple[Fate, ...], context: Context
+) -> dict[str, Any]:
+    dropped = {d.get("entry_id"): d["reason"] for d in context.trace["dropped"]}
+    rows = []
+    for fate in sorted(fates, key=lambda f: (-f.candidate.score, f.candidate.source, f.candidate.entry_id)):
+        c = fate.candidate
+        outcome, detail = fate.outcome, fate.detail
+        if outcome == SELECTED and c.entry_id in dropped:
+            outcome, detail = "dropped at admission", dropped[c.entry_id]
+        rows.append(
+            {
+                "source": c.source,
+                "entry_id": c.entry_id,
+                "block": c.block,
+                "qpp": c.qpp,
+                "band": c.band,
+                "score": round(c.score, 6),
+                "outcome": outcome,
+                "detail": detail,
+                "text": c.text,
+            }
+        )
+    return {
+        "task": args.task,
+        "message": args.message,
+        "mode": result.mode,
+        "qpp": result.qpp,
+        "floor": RECALL_MIN_SCORE,
+        "budget": args.budget,
+        "candidates": rows,
+        "sources": [
+            {"name": s.name, "status": str(s.status), "candidates": s.candidates} for s in result.sources
+        ],
+    }
+
+
+def _number(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:.3f}"
+
+
+def _print(app: App, report: dict[str, Any]) -> None:
+    app.out(f"task: {report['task']}" + (f"  (message: {report['message']})" if report["message"] else ""))
+    app.out(f"mode {report['mode']}, floor {report['floor']}, qpp {_number(report['qpp'])}")
+    if not report["candidates"]:
+        app.out(
+            "no source returned a candidate (nothing in the namespace shares the task's informative terms)"
+        )
+    app.out("score  qpp    band   outcome               source/entry  text")
+    for row in report["candidates"]:
+        fate = row["outcome"] + (f" ({row['detail']})" if row["detail"] else "")
+        text = " ".join(str(row["text"]).split())[:80]
+        app.out(
+            f"{row['score']:.3f}  {_number(row['qpp'])}  {_number(row['band'])}  {fate:<21} "
+            f"{row['source']}/{row['entry_id']}  {text}"
+        )
+    app.out("sources: " + ", ".join(f"{s['name']}={s['status']}" for s in report["sources"]))

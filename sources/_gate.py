@@ -1,0 +1,152 @@
+"""The two factors of the one calibrated score: the task's QPP gate and a memory's band.
+
+A candidate's score is the calibrated probability of the event "this task can be served
+from this namespace, and this memory is within the task's evidence band", factored as
+
+    score = qpp(task, namespace) x band(memory | task)
+
+- `qpp` (query-performance prediction, the seed's "calibrated QPP gate") is the
+  probability that the namespace holds memory that serves the task. It is query-level:
+  computed once per task and namespace from the namespace's best evidence for the task
+  (the `Reference`: best cosines and their margins, the background cosine the best stands
+  out from, best BM25 and coverage, the best memories' base relevance and the margin
+  between the first two) and from the task itself (informative terms, presence of its
+  terms in the namespace, question form, whether it speaks in the first person, the
+  namespace's size). Fitted as a logistic on tasks answerable in their namespace against
+  the same questions asked of another tenant and off-topic tasks of our own writing.
+- `band` is the memory's standing in the task's evidence band: 1 for the namespace's best
+  memory, lower as the memory falls behind it (its rank among the namespace's candidates,
+  the gap of its base relevance to the best, and of its cosine). Fitted as the probability
+  that the task's first evidence lies at or below the memory's standing (relative to the
+  best's), raised to the mode's `BAND_EXPONENTS`: the exponent that puts the floor's edge
+  where the band holds the evidence of most answerable dev tasks within the memory budget
+  (docs/relevance.md).
+
+A memory's base relevance (the per-memory logistic of `sources._relevance`) orders the
+namespace's candidates; it is not the score.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from typing import TYPE_CHECKING, Final
+
+from . import _calibration_constants as constants
+from ._relevance import logistic
+
+if TYPE_CHECKING:
+    from ._relevance import QueryProfile, Reference
+
+_FIRST_PERSON: Final = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|ours|us)\b", re.IGNORECASE
+)
+_LOGIT_CLIP: Final = 1e-6
+TOP_COSINES: Final = 5
+"""How many of the namespace's best cosines the reference keeps."""
+
+
+def logit(p: float) -> float:
+    """log(p / (1 - p)), clipped away from 0 and 1."""
+    q = min(max(p, _LOGIT_CLIP), 1.0 - _LOGIT_CLIP)
+    return math.log(q / (1.0 - q))
+
+
+def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
+    """Features of the task alone: presence of its terms, how many, question form, first person,
+    and the namespace's size."""
+    text = task.strip()
+    return (
+        profile.presence,
+        math.log1p(len(profile.terms)),
+        1.0 if text.endswith("?") else 0.0,
+        1.0 if _FIRST_PERSON.search(text) else 0.0,
+        math.log1p(profile.n_docs),
+    )
+
+
+def _lexical_part(ref: Reference) -> tuple[float, ...]:
+    first = ref.pool[0] if ref.pool else logit(0.0)
+    second = ref.pool[1] if len(ref.pool) > 1 else logit(0.0)
+    return (first, first - second, ref.best_bm25, ref.best_coverage)
+
+
+def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
+    tops = ref.top_cosines
+    best = tops[0] if tops else 0.0
+    second = tops[1] if len(tops) > 1 else best
+    last = tops[-1] if tops else best
+    return (
+        best,
+        best - second,
+        best - last,
+        best - ref.mean_cosine,
+        ref.mean_cosine,
+        best * profile.presence,
+    )
+
+
+def qpp_features(mode: str, task: str, profile: QueryProfile, ref: Reference) -> tuple[float, ...]:
+    """The QPP features of a task in a namespace, in the order of the fitted weights."""
+    own = task_features(task, profile)
+    if mode == "lexical":
+        return (*own, *_lexical_part(ref))
+    if mode == "dense":
+        return (*own, ref.pool[0] if ref.pool else logit(0.0), *_dense_part(ref, profile))
+    return (*own, *_lexical_part(ref), *_dense_part(ref, profile))
+
+
+_QPP: Final = {
+    "lexical": ("LEXICAL_QPP_WEIGHTS", "LEXICAL_QPP_BIAS"),
+    "dense": ("DENSE_QPP_WEIGHTS", "DENSE_QPP_BIAS"),
+    "hybrid": ("HYBRID_QPP_WEIGHTS", "HYBRID_QPP_BIAS"),
+}
+_BAND: Final = {
+    "lexical": ("LEXICAL_BAND_WEIGHTS", "LEXICAL_BAND_BIAS"),
+    "dense": ("DENSE_BAND_WEIGHTS", "DENSE_BAND_BIAS"),
+    "hybrid": ("HYBRID_BAND_WEIGHTS", "HYBRID_BAND_BIAS"),
+}
+
+
+def _fitted(table: dict[str, tuple[str, str]], mode: str) -> tuple[tuple[float, ...], float]:
+    weights, bias = table[mode]
+    return getattr(constants, weights), getattr(constants, bias)
+
+
+def qpp_probability(mode: str, features: tuple[float, ...]) -> float:
+    """The calibrated probability that the namespace holds memory that serves the task."""
+    weights, bias = _fitted(_QPP, mode)
+    return logistic(weights, bias, features)
+
+
+RANK_TIE: Final = 1e-3
+"""Base logits this close count as equal: the same text scored from a stored vector and from a
+fresh embedding (float rounding of a batch) keeps its rank."""
+
+
+def rank_of(base_logit: float, pool: tuple[float, ...]) -> int:
+    """How many of the namespace's candidates (base logits, best first) stand clearly above this one."""
+    # `pool` is descending; count the entries greater than base_logit by more than a tie.
+    return bisect.bisect_left([-v for v in pool], -(base_logit + RANK_TIE))
+
+
+def band_features(mode: str, base_logit: float, cosine: float | None, ref: Reference) -> tuple[float, ...]:
+    """A memory's standing against the namespace's best: log rank, base-relevance gap, cosine gap."""
+    rank = math.log1p(rank_of(base_logit, ref.pool))
+    best = ref.pool[0] if ref.pool else base_logit
+    gap = max(0.0, best - base_logit - RANK_TIE)
+    if mode == "lexical":
+        return (rank, gap, rank * gap)
+    top = ref.top_cosines[0] if ref.top_cosines else (cosine or 0.0)
+    cos_gap = max(0.0, top - (cosine if cosine is not None else 0.0))
+    return (rank, gap, rank * gap, cos_gap)
+
+
+def band_probability(mode: str, features: tuple[float, ...]) -> float:
+    """The memory's standing in the task's evidence band: 1 for the namespace's best, lower
+    behind it (the fitted probability relative to the best's, raised to the mode's exponent)."""
+    weights, bias = _fitted(_BAND, mode)
+    at_best = logistic(weights, bias, (0.0,) * len(features))
+    relative = min(1.0, logistic(weights, bias, features) / at_best)
+    return float(relative ** constants.BAND_EXPONENTS[mode])

@@ -1,0 +1,110 @@
+"""The `past_tasks` source: completed tasks of the namespace, scored for this turn's task.
+
+A past task enters the context only when it clears the one floor for the active task, as a
+memory does: its description and its user turns are scored on the one calibrated scale. The
+broker then reads its status and turns from the task repositories (the one authority on
+tasks) and renders it as labelled past context.
+
+Past tasks have no stored vectors: in dense modes their texts are embedded when first seen
+and kept (`_EMBEDDED` texts per source), so a turn pays only for tasks completed since.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, ClassVar, Final
+
+import attrs
+
+from broker import Candidate
+
+from . import _analysis, _index
+from ._relevance import DENSE_MODES
+from ._singleflight import SingleFlight
+from ._source_base import ReaderSource, best_first
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import numpy as np
+    import numpy.typing as npt
+
+    from broker.abc import Embedder, SourceRequest
+
+    from ._scorer import Scorer
+
+PAST_TASK_DEPTH: Final = 20
+"""The most recently completed tasks a turn considers."""
+_TEXT_CHARS: Final = 2_000  # of description and user turns, scored as one text
+_EMBEDDED: Final = 256
+
+
+@attrs.define(eq=False)
+class PastTaskSource(ReaderSource):
+    """Completed tasks of the namespace that clear the floor for the active task."""
+
+    name: ClassVar[str] = "past_tasks"
+    _vectors: SingleFlight[str, npt.NDArray[np.float32]] = attrs.field(
+        factory=lambda: SingleFlight(size=_EMBEDDED), init=False
+    )
+
+    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+        ns_id = _index.find_ns(conn, request.namespace)
+        if ns_id is None:
+            return []
+        rows = _recent(conn, ns_id)
+        if not rows:
+            return []
+        prof = _index.profile(conn, ns_id, request.task)
+        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
+        if scorer.abstains:
+            return []
+        texts = [_text(conn, ns_id, task_id, description) for task_id, description, _at in rows]
+        rels = scorer.relevances([_analysis.terms(t) for t in texts], texts, self._vectors_of(scorer, texts))
+        return best_first(
+            (
+                Candidate(
+                    entry_id=task_id,
+                    source=self.name,
+                    score=rel.score,
+                    qpp=rel.qpp,
+                    band=rel.band,
+                    text=text,
+                    block="history",
+                    created_at=at,
+                )
+                for (task_id, _d, at), text, rel in zip(rows, texts, rels, strict=True)
+            ),
+            request.limit,
+        )
+
+    def _vectors_of(self, scorer: Scorer, texts: list[str]) -> list[npt.NDArray[np.float32] | None]:
+        embedder = scorer.embedder
+        if scorer.mode not in DENSE_MODES or embedder is None:
+            return [None] * len(texts)
+        return [self._vectors.get(t, functools.partial(_embed_one, embedder, t)) for t in texts]
+
+
+def _embed_one(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
+    vector: npt.NDArray[np.float32] = embedder.embed([text])[0]
+    return vector
+
+
+def _recent(conn: sqlite3.Connection, ns_id: int) -> list[tuple[str, str, str]]:
+    rows = conn.execute(
+        "SELECT task_id, description, updated_at FROM tasks WHERE ns_id = ? AND status = 'completed' "
+        "ORDER BY updated_at DESC, task_id LIMIT ?",
+        (ns_id, PAST_TASK_DEPTH),
+    ).fetchall()
+    return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+
+def _text(conn: sqlite3.Connection, ns_id: int, task_id: str, description: str) -> str:
+    """The description and the user turns of a past task, as one bounded text."""
+    turns = conn.execute(
+        "SELECT text FROM conversation_turns "
+        "WHERE ns_id = ? AND task_id = ? AND role = 'user' ORDER BY rowid",
+        (ns_id, task_id),
+    ).fetchall()
+    parts = [description, *(str(r[0]) for r in turns if str(r[0]).strip() != description.strip())]
+    return "\n".join(parts)[:_TEXT_CHARS]
