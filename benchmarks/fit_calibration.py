@@ -61,8 +61,9 @@ from .load_dev_sources import load_sources
 CANDIDATES = 50
 BUDGET = 40
 BAND_COVERAGE = 0.88
-"""Share of the answerable dev questions (with evidence among their candidates) whose evidence
-the band keeps above the floor, in every regime: what the band exponent is set to reach."""
+"""Share of the answerable dev questions (that pass the gate, with evidence among their
+candidates) whose evidence the band keeps above the floor, in every regime: what the band
+exponent is set to reach."""
 DATA = Path(__file__).parent / "data"
 PERSONAL = DATA / "personal_dev.json"
 PERSONAL_NS = Namespace(tenant_id="personal-dev")
@@ -379,8 +380,9 @@ def band_rows(tasks: list[Task]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def coverage(mode: str, tasks: list[Task], exponent: float) -> tuple[float, float]:
-    """(share of answerable tasks with evidence among their candidates whose evidence clears the
-    floor within the budget, mean candidates clearing it) at a band exponent."""
+    """(share of the answerable tasks that pass the gate and have evidence among their candidates
+    whose evidence clears the floor within the budget, mean candidates clearing it) at a band
+    exponent. Tasks the gate closes are the gate's misses, not the band's."""
     name = mode.upper()
     qw, qb = getattr(constants, f"{name}_QPP_WEIGHTS"), getattr(constants, f"{name}_QPP_BIAS")
     bw, bb = getattr(constants, f"{name}_BAND_WEIGHTS"), getattr(constants, f"{name}_BAND_BIAS")
@@ -388,10 +390,10 @@ def coverage(mode: str, tasks: list[Task], exponent: float) -> tuple[float, floa
     held = kept = 0
     sizes: list[int] = []
     for qf, cands in tasks:
-        if not any(g for _f, _r, g in cands):
+        qpp = _logit.predict(np.array([qf]), np.array(qw), qb)[0]
+        if qpp < RECALL_MIN_SCORE or not any(g for _f, _r, g in cands):
             continue
         held += 1
-        qpp = _logit.predict(np.array([qf]), np.array(qw), qb)[0]
         band = np.minimum(
             1.0, _logit.predict(np.array([f for f, _r, _g in cands]), np.array(bw), bb) / at_best
         )

@@ -93,7 +93,7 @@ def test_a_task_the_namespace_knows_opens_the_gate_wider_than_a_foreign_one(stor
 
 
 def test_the_best_memory_has_the_whole_band_and_the_gate_as_score(store: MemoryStore) -> None:
-    """score = qpp x band: the namespace's best memory stands at band 1, so its score is the gate."""
+    """Score = qpp x band: the namespace's best memory stands at band 1, so its score is the gate."""
     with store.db.read() as conn:
         scorer = store.scorer(conn, TASK, namespace=NS, mode="lexical")
     rels = [scorer.relevance(_analysis.terms(t)) for t in NOTES]

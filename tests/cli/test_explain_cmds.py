@@ -1,0 +1,89 @@
+"""`explain` driven as a subprocess: every candidate with its gate, band, score and fate."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from broker import RECALL_MIN_SCORE
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
+    env.pop("CONTEXT_BROKER_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "broker", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+NOTES = (
+    "The billing database runs Postgres 13 on three nodes in Frankfurt.",
+    "Upgrading Postgres needs a rehearsal on a restored backup first.",
+    "The design team meets on Thursdays to review mockups.",
+    "Lunch orders for the offsite are due on Friday.",
+    "The Postgres connection pool is capped at 200 clients.",
+)
+
+
+def seeded(tmp_path: Path) -> Path:
+    db = tmp_path / "m.db"
+    lines = [json.dumps({"id": f"n{i}", "text": t}) for i, t in enumerate(NOTES)]
+    (tmp_path / "notes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = run("--db", str(db), "ingest", str(tmp_path / "notes.jsonl"), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return db
+
+
+def test_explain_lists_every_candidate_with_its_parts_and_fate(tmp_path: Path) -> None:
+    """Each candidate carries qpp, band and score = qpp x band, and a fate; below-floor ones show too."""
+    db = seeded(tmp_path)
+    done = run(
+        "--db",
+        str(db),
+        "explain",
+        "How do we upgrade Postgres?",
+        "--json",
+        "--mode",
+        "lexical",
+        home=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["floor"] == RECALL_MIN_SCORE
+    rows = report["candidates"]
+    assert rows
+    for row in rows:
+        assert abs(row["score"] - row["qpp"] * row["band"]) < 1e-6
+        expected = "selected" if row["score"] >= RECALL_MIN_SCORE else "below the floor"
+        assert row["outcome"] in {expected, "deduplicated", "cut by the budget", "dropped at admission"}
+    assert {"n1"} <= {r["entry_id"] for r in rows if r["outcome"] == "selected"}
+    assert {s["name"] for s in report["sources"]} >= {"store", "past_tasks"}
+
+
+def test_explain_text_says_the_gate_and_each_fate(tmp_path: Path) -> None:
+    """The human output names the mode, the floor and qpp, and prints one line per candidate."""
+    db = seeded(tmp_path)
+    done = run("--db", str(db), "explain", "How do we upgrade Postgres?", "--mode", "lexical", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"floor {RECALL_MIN_SCORE}" in done.stdout
+    assert "selected" in done.stdout
+
+
+def test_explain_rejects_an_empty_task_and_message(tmp_path: Path) -> None:
+    """Bad input is one line per error and exit 2, never a traceback."""
+    done = run("--db", str(tmp_path / "x.db"), "explain", " ", "--message", "", home=tmp_path)
+    assert done.returncode == 2
+    assert "TASK" in done.stderr
+    assert "--message" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,86 @@
+"""The two factors of the one score: the task's gate (qpp) and a memory's band."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sources import _gate
+from sources._relevance import MODES, QueryProfile, Reference
+
+logits = st.floats(min_value=-14.0, max_value=14.0, allow_nan=False)
+pools = st.lists(logits, min_size=1, max_size=60).map(lambda xs: tuple(sorted(xs, reverse=True)))
+cosines = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
+modes = st.sampled_from(MODES)
+
+
+def _ref(pool: tuple[float, ...], top: float = 0.6) -> Reference:
+    return Reference(pool=pool, top_cosines=(top, top - 0.05, top - 0.1), mean_cosine=0.1, qpp=0.9)
+
+
+@given(pool=pools, base=logits)
+def test_rank_counts_the_candidates_clearly_above(pool: tuple[float, ...], base: float) -> None:
+    """A memory's rank is how many of the namespace's candidates stand above it by more than a tie."""
+    assert _gate.rank_of(base, pool) == sum(1 for v in pool if v > base + _gate.RANK_TIE)
+
+
+@given(mode=modes, pool=pools, cosine=cosines)
+def test_the_best_memory_has_the_whole_band(mode: str, pool: tuple[float, ...], cosine: float) -> None:
+    """At the namespace's best base relevance and best cosine the band is exactly 1."""
+    ref = _ref(pool, top=cosine)
+    band = _gate.band_probability(mode, _gate.band_features(mode, pool[0], cosine, ref))
+    assert band == 1.0
+
+
+@given(mode=modes, pool=pools, a=logits, b=logits, cosine=cosines)
+def test_band_never_rises_as_a_memory_falls_behind(
+    mode: str, pool: tuple[float, ...], a: float, b: float, cosine: float
+) -> None:
+    """Of two memories with the same cosine, the one with the lower base relevance has no larger band."""
+    low, high = sorted((a, b))
+    ref = _ref(pool)
+    band_low = _gate.band_probability(mode, _gate.band_features(mode, low, cosine, ref))
+    band_high = _gate.band_probability(mode, _gate.band_features(mode, high, cosine, ref))
+    assert 0.0 <= band_low <= band_high + 1e-12 <= 1.0 + 1e-12
+
+
+@given(mode=modes, pool=pools, base=logits, c1=cosines, c2=cosines)
+def test_band_never_rises_as_the_cosine_falls(
+    mode: str, pool: tuple[float, ...], base: float, c1: float, c2: float
+) -> None:
+    """Of two memories with the same base relevance, the one further from the best cosine has no larger band."""
+    low, high = sorted((c1, c2))
+    ref = _ref(pool, top=1.0)
+    band_low = _gate.band_probability(mode, _gate.band_features(mode, base, low, ref))
+    band_high = _gate.band_probability(mode, _gate.band_features(mode, base, high, ref))
+    assert band_low <= band_high + 1e-12
+
+
+@given(
+    mode=modes,
+    pool=pools,
+    presence=st.floats(min_value=0.0, max_value=1.0),
+    n_terms=st.integers(min_value=1, max_value=12),
+    task=st.text(min_size=1, max_size=80),
+)
+def test_the_gate_is_a_probability(
+    mode: str, pool: tuple[float, ...], presence: float, n_terms: int, task: str
+) -> None:
+    """Whatever the task and the namespace's evidence, qpp is a probability and its features are finite."""
+    terms = tuple(f"t{i}" for i in range(n_terms))
+    present = frozenset(terms[: round(presence * n_terms)])
+    prof = QueryProfile(terms=terms, idf=dict.fromkeys(terms, 2.0), present=present, avgdl=10.0, n_docs=500)
+    features = _gate.qpp_features(mode, task, prof, _ref(pool))
+    assert all(math.isfinite(f) for f in features)
+    assert 0.0 <= _gate.qpp_probability(mode, features) <= 1.0
+
+
+def test_first_person_and_question_form_are_read_from_the_task() -> None:
+    """The task features see a question mark and the first person, not other words."""
+    prof = QueryProfile(terms=("snack",), idf={"snack": 3.0}, present=frozenset({"snack"}), avgdl=8.0)
+    asked = _gate.task_features("What snacks should I pack for Mia?", prof)
+    told = _gate.task_features("Pack snacks for the trip", prof)
+    assert asked[2:4] == (1.0, 1.0)
+    assert told[2:4] == (0.0, 0.0)
