@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import attrs
-import structlog
 
 from . import _admission, _render
 from ._exceptions import BrokerClosedError, ConfigError, ValidationError
 from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
 from ._tokens import EstimatingTokenCounter as DefaultTokenCounter
 from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
+from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
         TokenCounter,
     )
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 PRIORITIES: Mapping[str, int] = {
     "user": 100,

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import attrs
-import structlog
 
 from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, ValidationError
+from broker.log import get_logger
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._db import Database
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 """progress(done, total), called after each embedded batch."""
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 MAX_RECALL_LIMIT = 1000
 _REFERENCES_KEPT: Final = 256  # recent (namespace, task) references
