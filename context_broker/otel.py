@@ -66,7 +66,7 @@ class OpenTelemetryObserver:
     @contextlib.contextmanager
     def turn(self, turn: Turn) -> Iterator[_Recorder]:
         """The turn's span, current while the turn runs; an exception marks it failed."""
-        attributes = {
+        attributes: dict[str, Any] = {
             f"{_PREFIX}turn_id": turn.turn_id,
             f"{_PREFIX}task_id": turn.task_id,
             f"{_PREFIX}tenant": turn.namespace.tenant_id,
