@@ -464,6 +464,16 @@ class MemoryStore:
             ).fetchone()
         return None if row is None else Memory.from_row(row)
 
+    def list_entries(self, *, namespace: Namespace, limit: int = 100, offset: int = 0) -> list[Memory]:
+        """The namespace's memories, oldest first, a page at a time (no relevance: see `recall`)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? "
+                "ORDER BY created_at, id LIMIT ? OFFSET ?",
+                (namespace.tenant_id, namespace.project_id, max(limit, 0), max(offset, 0)),
+            ).fetchall()
+        return [Memory.from_row(r) for r in rows]
+
     def recall(  # noqa: PLR0913 - query plus keyword options
         self,
         query: str,
