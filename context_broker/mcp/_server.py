@@ -23,7 +23,7 @@ from pydantic import AnyHttpUrl
 from broker import BrokerError, ConfigError, ValidationError
 
 from ._fields import input_schema, parse
-from ._tools import TOOLS
+from ._tools import TOOLS, Tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,7 +69,7 @@ def build_server(
     return Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _describe(tool: Any) -> types.Tool:  # noqa: ANN401 - a _tools.Tool
+def _describe(tool: Tool) -> types.Tool:
     return types.Tool(
         name=tool.name,
         description=tool.description,

@@ -4,7 +4,7 @@ lists its tools and checks and runs every call."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -14,7 +14,10 @@ from sources import CONFIDENCE_LEVELS, KINDS, MEMORULE_KINDS, RECALL_MODES
 from . import _handlers as h
 from ._fields import Field
 
-Handler = Callable[[Any, Namespace, dict[str, Any]], Awaitable[dict[str, Any]]]
+if TYPE_CHECKING:
+    from context_broker._services import Services
+
+Handler = Callable[["Services", Namespace, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 _TYPES = Field(
     name="types", type="strings", description=f"memory types to recall ({', '.join(MEMORY_TYPES)})"
