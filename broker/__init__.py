@@ -28,6 +28,9 @@ from ._selector import MemorySelector as MemorySelector
 from ._selector import open_selector as open_selector
 from ._tokens import EstimatingTokenCounter as EstimatingTokenCounter
 from ._trace import INFERENCE_TRACE_SCHEMA_VERSION as INFERENCE_TRACE_SCHEMA_VERSION
+from .log import add_null_handler
+
+add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 
 __all__ = [
     "INFERENCE_TRACE_SCHEMA_VERSION",

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 import attrs
-import structlog
 
 from ._breaker import CircuitBreaker
 from ._exceptions import BrokerClosedError
 from ._model import Candidate, SourceStatus
+from .log import get_logger
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .abc import Source, SourceRequest
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_MAILBOX_SIZE = 32
 DEFAULT_CONCURRENCY = 4

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import attrs
-import structlog
 
 from . import _admission, _render
 from ._exceptions import BrokerClosedError, ConfigError, ValidationError
 from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
 from ._tokens import EstimatingTokenCounter as DefaultTokenCounter
 from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
+from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -44,9 +44,11 @@ if TYPE_CHECKING:
         TaskRecord,
         TaskStateRepository,
         TokenCounter,
+        TurnObserver,
+        TurnRecorder,
     )
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 PRIORITIES: Mapping[str, int] = {
     "user": 100,
@@ -194,6 +196,7 @@ class ContextBroker:
     _memory_budget: int | None
     _history_limit: int
     _include_text: bool
+    _observer: TurnObserver | None = None
     _closed: bool = attrs.field(default=False, init=False)
 
     @property
@@ -209,6 +212,12 @@ class ContextBroker:
         """
         if self._closed:
             raise BrokerClosedError("the context broker is closed")
+        with _observed(self._observer, turn) as recorder:
+            context = await self._assemble(turn, recorder)
+            recorder.completed(context)
+        return context
+
+    async def _assemble(self, turn: Turn, recorder: TurnRecorder) -> Context:
         log = logger.bind(turn_id=turn.turn_id)
         start = anyio.current_time()
         task = await self._active_task(turn)
@@ -218,6 +227,8 @@ class ContextBroker:
         async def run_memory() -> None:
             nonlocal memories
             memories = await self._memory(turn, task)
+            if memories.selection is not None and memories.elapsed_ms is not None:
+                recorder.selection(memories.selection, elapsed_ms=memories.elapsed_ms)
 
         async def run_history() -> None:
             nonlocal history
@@ -377,6 +388,20 @@ class ContextBroker:
         self._closed = True
 
 
+class _NoRecorder:
+    """What the broker reports to when nobody observes."""
+
+    def selection(self, result: SelectionResult, *, elapsed_ms: float) -> None:
+        """Nothing to record."""
+
+    def completed(self, context: Context) -> None:
+        """Nothing to record."""
+
+
+def _observed(observer: TurnObserver | None, turn: Turn) -> contextlib.AbstractContextManager[TurnRecorder]:
+    return contextlib.nullcontext(_NoRecorder()) if observer is None else observer.turn(turn)
+
+
 def _admittable(
     key: str, block: Block, score: float, *, memory: bool = False, evictable: bool = True
 ) -> _admission.Admittable:
@@ -436,6 +461,7 @@ async def open_broker(  # noqa: PLR0913 - keyword-only wiring with defaults
     memory_budget: int | None = None,
     history_limit: int = 5,
     include_text: bool = False,
+    observer: TurnObserver | None = None,
 ) -> AsyncIterator[ContextBroker]:
     """Yield a ContextBroker over an opened selector and the task repositories.
 
@@ -443,13 +469,16 @@ async def open_broker(  # noqa: PLR0913 - keyword-only wiring with defaults
     the broker refuses further turns (BrokerClosedError). `memory_budget` (tokens) replaces
     the default `min(1200, window // 8)`; the input budget of each turn bounds it further.
     `include_text=True` puts memory and task text into trace events (logs leave the
-    process: off by default). Raises ConfigError on bad options.
+    process: off by default). `observer` watches every turn (e.g.
+    `context_broker.otel.OpenTelemetryObserver`). Raises ConfigError on bad options.
     """
     problems = []
     if memory_budget is not None and (not isinstance(memory_budget, int) or memory_budget < 0):
         problems.append("memory_budget must be an integer >= 0 or None")
     if isinstance(history_limit, bool) or not isinstance(history_limit, int) or history_limit < 0:
         problems.append("history_limit must be an integer >= 0")
+    if observer is not None and not callable(getattr(observer, "turn", None)):
+        problems.append("observer must be a broker.abc.TurnObserver (with a turn() method)")
     if problems:
         raise ConfigError("; ".join(problems))
     broker = ContextBroker(
@@ -460,6 +489,7 @@ async def open_broker(  # noqa: PLR0913 - keyword-only wiring with defaults
         memory_budget,
         history_limit,
         include_text,
+        observer,
     )
     try:
         yield broker

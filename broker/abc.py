@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
-from ._model import Candidate, Namespace, SessionContext
+from ._model import Candidate, Namespace, SelectionResult, SessionContext
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from ._broker import Context, Turn
 
 RECALL_MODES: tuple[str, ...] = ("lexical", "dense", "hybrid")
 """Recall modes; every one floors the same calibrated probability."""
@@ -118,6 +121,32 @@ class ConversationStateRepository(Protocol):
         ...
 
 
+class TurnRecorder(Protocol):
+    """Told what one turn did, as it happens; must not raise (an observer never fails a turn)."""
+
+    def selection(self, result: SelectionResult, *, elapsed_ms: float) -> None:
+        """The memory selection just returned, after `elapsed_ms`; `result.sources` has each source's part."""
+        ...
+
+    def completed(self, context: Context) -> None:
+        """The turn is assembled; `context.trace` is its `turn.completed` event."""
+        ...
+
+
+class TurnObserver(Protocol):
+    """Watches every turn of a broker (`open_broker(observer=...)`), e.g. to trace it.
+
+    `turn` is entered in the caller's task when the turn starts and exited when it ends (with
+    the turn's exception, if any), so an observer can open a span under the caller's own.
+    The broker imports no tracing library: adapters live with the host (see
+    `context_broker.otel`).
+    """
+
+    def turn(self, turn: Turn) -> AbstractContextManager[TurnRecorder]:
+        """A context manager around the turn, giving the recorder the broker reports to."""
+        ...
+
+
 __all__ = [
     "RECALL_MODES",
     "Candidate",
@@ -131,4 +160,6 @@ __all__ = [
     "TaskRecord",
     "TaskStateRepository",
     "TokenCounter",
+    "TurnObserver",
+    "TurnRecorder",
 ]

@@ -42,7 +42,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
-import structlog
 
 from broker import (
     MEMORY_TYPES,
@@ -54,6 +53,7 @@ from broker import (
     SessionContext,
     ValidationError,
 )
+from broker.log import get_logger
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, check_mode
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder, SourceRequest
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 MEMORULE_KINDS: Final[tuple[str, ...]] = (
     "behavioral_rule",
