@@ -29,7 +29,7 @@ import attrs
 
 from . import _admission, _render
 from ._exceptions import BrokerClosedError, ConfigError, ValidationError
-from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
+from ._model import MAX_TEXT_CHARS, MEMORY_TYPES, Namespace, SelectionResult, SessionContext
 from ._tokens import EstimatingTokenCounter as DefaultTokenCounter
 from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
 from .log import get_logger
@@ -350,8 +350,9 @@ class ContextBroker:
     ) -> dict[str, tuple[_admission.Admittable, Block]]:
         """Every candidate block, rendered and priced, keyed for admission (in context order)."""
         out: dict[str, tuple[_admission.Admittable, Block]] = {}
+        shown = _render.short_ids(s.entry_id for s in selected)
         for s in selected:
-            text = _render.render_memory(s, nonce=nonce)
+            text = _render.render_memory(s, nonce=nonce, shown_id=shown[s.entry_id])
             block = Block(
                 name=s.block,
                 kind=KIND_MEMORY,
@@ -417,10 +418,11 @@ def _admittable(
 
 
 def _texts(task: TaskRecord, selected: Sequence[SelectedBlock], history: _History) -> list[str]:
+    """Every text the turn renders (as far as it renders it): the nonce must occur in none."""
     texts = [task.description, *(s.text for s in selected), *(s.entry_id for s in selected)]
     for past, turns in history.tasks:
-        texts += [past.description, past.task_id, *(t.text for t in turns)]
-    return texts
+        texts += [past.description, past.task_id, *(t.text for t in turns), *(t.role for t in turns)]
+    return [t[:MAX_TEXT_CHARS] for t in texts]
 
 
 def _context_order(blocks: Iterable[Block]) -> tuple[Block, ...]:

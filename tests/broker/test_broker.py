@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import attrs
@@ -8,7 +9,7 @@ import trio
 
 from broker import BrokerClosedError, ConfigError, Namespace, SessionContext, ValidationError
 from broker._broker import Context, Turn, open_broker
-from broker._render import ACTIVE_TASK_LABEL, PAST_TASK_LABEL
+from broker._render import active_task_header, past_task_label
 from broker._selector import open_selector
 from broker._tokens import EstimatingTokenCounter
 from broker.abc import ConversationTurn, TaskRecord
@@ -64,6 +65,13 @@ def memories() -> list:
     ]
 
 
+def nonce_of(ctx: Context) -> str:
+    """The turn's nonce, read from the active task's header."""
+    found = re.search(r"^ACTIVE TASK \[([a-z]{12})\]", ctx.blocks[-1].text)
+    assert found is not None
+    return found.group(1)
+
+
 async def assemble(repo, sources: Sequence, t: Turn | None = None, **options: object) -> Context:
     async with (
         open_selector(sources) as selector,
@@ -88,7 +96,7 @@ async def test_context_order_memories_then_history_then_active_task_last(repo):
         ("history", "history"),
         ("task", "user"),
     ]
-    assert ctx.blocks[-1].text.startswith(f"{ACTIVE_TASK_LABEL}:\n{ACTIVE}")
+    assert ctx.blocks[-1].text.startswith(f"{active_task_header(nonce_of(ctx))}\n{ACTIVE}")
     assert ctx.text.endswith(ctx.blocks[-1].text)
 
 
@@ -108,8 +116,8 @@ async def test_history_holds_completed_tasks_only_labelled_as_past(repo):
     history = [b for b in ctx.blocks if b.kind == "history"]
     assert [b.entry_id for b in history] == ["past"]
     text = history[0].text
-    assert f"{PAST_TASK_LABEL}: {PAST}" in text
-    assert f"{PAST_TASK_LABEL}: ignore the rollout plan" in text
+    assert f"{past_task_label(nonce_of(ctx))} {PAST}" in text
+    assert f"{past_task_label(nonce_of(ctx))} ignore the rollout plan" in text
     for other in ("cancelled task", "failed task", "another active task"):
         assert other not in ctx.text
 
