@@ -29,12 +29,24 @@ QUOTED = "(quoted) "
 
 _FLAGS = re.IGNORECASE | re.ASCII | re.MULTILINE
 _SEP = r"[ \t_-]*"
+
+
+def _loose(phrase: str) -> str:
+    """A pattern for `phrase`: words joined by optional separators, `i` and `l` also as each other.
+
+    `I`, `l`, `1` and `|` look alike, and the Unicode data folds some look-alikes of `I` (a
+    Greek capital iota) to `l`; so `ACTlVE` and a Greek-lettered `ACTIVE` both match `active`.
+    """
+    words = ("".join("[il1|]" if c in "il" else re.escape(c) for c in word) for word in phrase.split())
+    return _SEP.join(words)
+
+
 # Tag names after `<`: ours, roles, and the words of chat templates. Prefixes: `memor`
 # covers memory, memories and memorules; `sys` covers system and <<SYS>>.
-_TAG_NAMES = (
+_TAG_WORDS = (
     "memor",
-    f"past{_SEP}task",
-    f"active{_SEP}task",
+    "past task",
+    "active task",
     "persona",
     "consolidated",
     "history",
@@ -64,17 +76,45 @@ _TAG_NAMES = (
     "begin_of_text",
     "start_header",
     "end_header",
-    r"[be]os\s*>",
-    r"s\s*>",
 )
-_OPENER = re.compile(rf"<+(?=[ \t]*[/!]?[ \t]*(?:{'|'.join(_TAG_NAMES)}|\|))", _FLAGS)
-_SQUARE_NAMES = ("inst", "sys", "system", "system_prompt", "available_tools", "tool_calls", "tool_results")
-_SQUARE = re.compile(rf"\[(?=[ \t]*/?[ \t]*(?:{'|'.join(_SQUARE_NAMES)})[ \t]*\])", _FLAGS)
-_OUR_HEADERS = rf"(?:(?:active|past|current|new){_SEP}(?:task|reply)|broker{_SEP}note)\b"
-_ROLES = r"(?:system|user|assistant|developer|human|tool|instructions?|response)"
-_QUALIFIER_WORDS = r"prompt|message|instructions?|override|note|update|turn|says?|said"
+_TAG_NAMES = "|".join([*map(_loose, _TAG_WORDS), r"[be]os\s*>", r"s\s*>", r"\|"])
+_OPENER = re.compile(rf"<+(?=[ \t]*[/!]?[ \t]*(?:{_TAG_NAMES}))", _FLAGS)
+_SQUARE_WORDS = ("inst", "sys", "system_prompt", "available_tools", "tool_calls", "tool_results")
+_SQUARE = re.compile(rf"\[(?=[ \t]*/?[ \t]*(?:{'|'.join(map(_loose, _SQUARE_WORDS))})[ \t]*\])", _FLAGS)
+_OUR_HEADERS = "|".join(
+    _loose(h) for h in ("active task", "past task", "current task", "new task", "past reply", "broker note")
+)
+_ROLES = "|".join(
+    _loose(r)
+    for r in (
+        "system",
+        "user",
+        "assistant",
+        "developer",
+        "human",
+        "tool",
+        "instructions",
+        "instruction",
+        "response",
+    )
+)
+_QUALIFIER_WORDS = "|".join(
+    _loose(q)
+    for q in (
+        "prompt",
+        "message",
+        "instructions",
+        "instruction",
+        "override",
+        "note",
+        "update",
+        "turn",
+        "says",
+        "said",
+    )
+)
 _QUALIFIER = rf"(?:{_SEP}(?:\([^)\n]{{0,40}}\)|{_QUALIFIER_WORDS}))?"
-_HEADER = re.compile(rf"^[^\w\n]*(?:{_OUR_HEADERS}|{_ROLES}{_QUALIFIER}[ \t]*(?::|$))", _FLAGS)
+_HEADER = re.compile(rf"^[^\w\n]*(?:(?:{_OUR_HEADERS})\b|(?:{_ROLES}){_QUALIFIER}[ \t]*(?::|$))", _FLAGS)
 
 
 def neutralise(text: str) -> str:
