@@ -63,6 +63,9 @@ PRIORITIES: Mapping[str, int] = {
 MEMORY_ORDER: tuple[str, ...] = ("persona_memories", "memorules", "memory", "consolidated")
 """The order of memory blocks in the context."""
 
+_LEAST_SECONDS = 1e-6
+"""What is left of a turn's deadline when looking its task up took all of it: sources time out."""
+
 DEFAULT_SELECT_BUDGET = 20
 """Most memories asked of the selector per turn; the token budgets then trim further."""
 
@@ -221,18 +224,20 @@ class ContextBroker:
         log = logger.bind(turn_id=turn.turn_id)
         start = anyio.current_time()
         task = await self._active_task(turn)
+        # The deadline runs from the start of the turn: looking the task up is part of it.
+        rest = _remaining(turn, start)
         memories: _Memories | None = None
         history: _History | None = None
 
         async def run_memory() -> None:
             nonlocal memories
-            memories = await self._memory(turn, task)
+            memories = await self._memory(rest, task)
             if memories.selection is not None and memories.elapsed_ms is not None:
                 recorder.selection(memories.selection, elapsed_ms=memories.elapsed_ms)
 
         async def run_history() -> None:
             nonlocal history
-            history = await self._history(turn)
+            history = await self._history(rest)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_memory)
@@ -302,9 +307,11 @@ class ContextBroker:
         self, turn: Turn, task: TaskRecord, memories: _Memories, history: _History, start: float
     ) -> Context:
         selected = memories.selection.blocks if memories.selection is not None else ()
-        nonce = _render.new_nonce(_texts(task, selected, history))
-        rendered = self._rendered(task, selected, history, nonce)
         memory_budget = self._memory_budget_for(turn)
+        limits = _limits(selected, history, min(memory_budget, turn.input_budget), turn.input_budget)
+        bodies = {s.entry_id: _render.cut(s.text, limits.memory[s.entry_id]) for s in selected}
+        nonce = _render.new_nonce(_texts(task, selected, history, limits), rendered=bodies.values())
+        rendered = self._rendered(task, selected, history, nonce, attrs.evolve(limits, bodies=bodies))
         admission = _admission.admit(
             (item for item, _ in rendered.values()),
             memory_budget=memory_budget,
@@ -347,12 +354,15 @@ class ContextBroker:
         selected: Sequence[SelectedBlock],
         history: _History,
         nonce: str,
+        limits: _Limits,
     ) -> dict[str, tuple[_admission.Admittable, Block]]:
         """Every candidate block, rendered and priced, keyed for admission (in context order)."""
         out: dict[str, tuple[_admission.Admittable, Block]] = {}
         shown = _render.short_ids(s.entry_id for s in selected)
         for s in selected:
-            text = _render.render_memory(s, nonce=nonce, shown_id=shown[s.entry_id])
+            text = _render.render_memory(
+                s, nonce=nonce, shown_id=shown[s.entry_id], body=limits.bodies[s.entry_id]
+            )
             block = Block(
                 name=s.block,
                 kind=KIND_MEMORY,
@@ -368,7 +378,7 @@ class ContextBroker:
             )
         newest_first = history.tasks
         for age, (past, turns) in enumerate(newest_first):
-            text = _render.render_past_task(past, turns, nonce=nonce)
+            text = _render.render_past_task(past, turns, nonce=nonce, limit=limits.history[past.task_id])
             block = Block(
                 name="history",
                 kind=KIND_HISTORY,
@@ -417,12 +427,61 @@ def _admittable(
     )
 
 
-def _texts(task: TaskRecord, selected: Sequence[SelectedBlock], history: _History) -> list[str]:
-    """Every text the turn renders (as far as it renders it): the nonce must occur in none."""
-    texts = [task.description, *(s.text for s in selected), *(s.entry_id for s in selected)]
+def _remaining(turn: Turn, start: float) -> Turn:
+    """The turn with what is left of its deadline, which ran from `start` (None: unchanged)."""
+    if turn.deadline is None:
+        return turn
+    left = start + turn.deadline - anyio.current_time()
+    return attrs.evolve(turn, deadline=max(left, _LEAST_SECONDS))
+
+
+@attrs.frozen(kw_only=True)
+class _Limits:
+    """Characters of text rendered per memory (by entry id) and per past task (by task id).
+
+    `bodies`: each memory's text as rendered (neutralised, cut), made once per turn.
+    """
+
+    memory: Mapping[str, int]
+    history: Mapping[str, int]
+    bodies: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def _limits(
+    selected: Sequence[SelectedBlock], history: _History, memory_budget: int, input_budget: int
+) -> _Limits:
+    """Share out the rendering allowances (`_render.render_chars`) in admission order.
+
+    Memories best first as admission ranks them (priority, then score), within the memory
+    budget's allowance; past tasks newest first within the input budget's. Whatever would be
+    cut could not have been admitted whole.
+    """
+    ranked = sorted(
+        enumerate(selected),
+        key=lambda p: (-PRIORITIES.get(p[1].block, PRIORITIES["memory"]), -p[1].score, p[0]),
+    )
+    memory = _render.allowances(
+        (min(len(s.text), MAX_TEXT_CHARS) for _, s in ranked), _render.render_chars(memory_budget)
+    )
+    sizes = [sum(n for _, _, n in _render.past_texts(past, turns)) for past, turns in history.tasks]
+    past = _render.allowances(sizes, _render.render_chars(input_budget))
+    return _Limits(
+        memory={s.entry_id: n for (_, s), n in zip(ranked, memory, strict=True)},
+        history={p.task_id: n for (p, _), n in zip(history.tasks, past, strict=True)},
+    )
+
+
+def _texts(
+    task: TaskRecord, selected: Sequence[SelectedBlock], history: _History, limits: _Limits
+) -> list[str]:
+    """The texts the turn renders, but memory bodies (checked as rendered): the nonce occurs in none."""
+    texts = [task.description, *(s.entry_id for s in selected)]
     for past, turns in history.tasks:
-        texts += [past.description, past.task_id, *(t.text for t in turns), *(t.role for t in turns)]
-    return [t[:MAX_TEXT_CHARS] for t in texts]
+        texts += [past.task_id, *(t.role for t in turns)]
+        texts += [
+            text[:chars] for _, text, chars in _render.past_texts(past, turns, limits.history[past.task_id])
+        ]
+    return texts
 
 
 def _context_order(blocks: Iterable[Block]) -> tuple[Block, ...]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ._model import MAX_TEXT_CHARS
 from ._neutralise import neutralise
-from ._text import clean, fold
+from ._text import clean, fold, skeleton
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -40,6 +40,8 @@ LONG_ID_CHARS = 16
 """Ids up to this many characters are shown whole."""
 CONTINUATION = "  "
 """Indent of the second and later lines of a past turn, under its label."""
+RENDER_CHARS_PER_TOKEN = 4
+"""Characters of recalled text rendered per token of budget, at most (see `allowances`)."""
 
 _NONCE_CHARS = 12
 _NONCE_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
@@ -79,13 +81,14 @@ def broker_note(nonce: str) -> str:
     )
 
 
-def new_nonce(avoid: Iterable[str] = ()) -> str:
+def new_nonce(avoid: Iterable[str] = (), *, rendered: Iterable[str] = ()) -> str:
     """Return a random lowercase nonce that occurs in none of the `avoid` texts, folded.
 
     Folded (`_text.fold`: look-alikes as ASCII, invisible characters removed, any case), so
-    no rendering of those texts can contain the nonce either.
+    no rendering of those texts can contain the nonce either. `rendered` texts are already
+    cleaned (what `cut` returns): they are only skeletonised, which is cheaper.
     """
-    texts = tuple(fold(t) for t in avoid)
+    texts = (*(fold(t) for t in avoid), *(skeleton(t).lower() for t in rendered))
     while True:
         nonce = "".join(secrets.choice(_NONCE_ALPHABET) for _ in range(_NONCE_CHARS))
         if not any(nonce in t for t in texts):
@@ -116,6 +119,37 @@ def short_ids(ids: Iterable[str]) -> Mapping[str, str]:
     return shown
 
 
+def render_chars(budget: int) -> int:
+    """Characters of recalled text a budget of `budget` tokens allows rendering, in all.
+
+    The work a turn does after its deadline (neutralising, pricing) is bounded by its budget,
+    not by what the sources returned: at 8 characters a token, twice what prose takes, texts
+    past this allowance could not have fit the budget anyway. A cut text is rendered with a
+    visible note (`cut`), so a reader never takes part of a memory for all of it.
+    """
+    return RENDER_CHARS_PER_TOKEN * max(budget, 0)
+
+
+def allowances(lengths: Iterable[int], chars: int) -> list[int]:
+    """How many characters of each text to render, in order, `chars` in all."""
+    left = max(chars, 0)
+    out = []
+    for length in lengths:
+        take = min(length, left)
+        out.append(take)
+        left -= take
+    return out
+
+
+def cut(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """`text` neutralised, cut to `limit` characters with a note saying how many were left out."""
+    limit = min(limit, MAX_TEXT_CHARS)
+    if len(text) <= limit:
+        return neutralise(text)
+    note = f"[… cut: {len(text) - limit} more characters not shown]"
+    return f"{neutralise(text[:limit])} {note}" if limit else note
+
+
 def _date(value: str | None) -> str | None:
     """The UTC date of an ISO timestamp (provenance, not a token sink); other text as it is."""
     if value is None:
@@ -135,33 +169,64 @@ def _open_tag(tag: str, nonce: str, values: Sequence[str | None], attrs: Sequenc
     return f"<{tag}-{nonce} {' '.join(words)}>"
 
 
-def render_memory(block: SelectedBlock, *, nonce: str, shown_id: str | None = None) -> str:
-    """Render one selected memory, quoted, with its source, type, date and (shown) id."""
+def render_memory(
+    block: SelectedBlock,
+    *,
+    nonce: str,
+    shown_id: str | None = None,
+    limit: int = MAX_TEXT_CHARS,
+    body: str | None = None,
+) -> str:
+    """Render one selected memory, quoted, with its source, type, date and (shown) id.
+
+    At most `limit` characters of its text are rendered (see `allowances`); `body` is that
+    rendering when the caller already made it (`cut(block.text, limit)`).
+    """
     head = _open_tag(
         MEMORY_TAG,
         nonce,
         (block.source, block.memory_type, _date(block.created_at)),
         (("id", block.entry_id if shown_id is None else shown_id),),
     )
-    return f"{head}\n{neutralise(block.text[:MAX_TEXT_CHARS])}\n</{MEMORY_TAG}-{nonce}>"
+    text = cut(block.text, limit) if body is None else body
+    return f"{head}\n{text}\n</{MEMORY_TAG}-{nonce}>"
 
 
-def _labelled(label: str, text: str) -> list[str]:
+def _labelled(label: str, text: str, limit: int) -> list[str]:
     """A past turn under its label: the first line after it, the others indented beneath."""
-    first, *rest = neutralise(text[:MAX_TEXT_CHARS]).split("\n")
+    first, *rest = cut(text, limit).split("\n")
     return [f"{label} {first}", *(f"{CONTINUATION}{line}" for line in rest)]
 
 
-def render_past_task(task: TaskRecord, turns: Sequence[ConversationTurn], *, nonce: str) -> str:
-    """Render a completed task and its turns, every user turn labelled as past context."""
-    lines = _labelled(past_task_label(nonce), task.description)
+def past_texts(
+    task: TaskRecord, turns: Sequence[ConversationTurn], limit: int | None = None
+) -> list[tuple[str, str, int]]:
+    """What a past task renders, in order: (role, text, characters of it rendered).
+
+    The description first (as the user's), then each turn; `limit` characters in all (None:
+    each text whole, up to `MAX_TEXT_CHARS`).
+    """
+    texts = [("user", task.description)]
     for i, turn in enumerate(turns):
         if i == 0 and turn.role == "user" and turn.text.strip() == task.description.strip():
             continue  # the opening request usually is the description: say it once
-        if turn.role == "user":
-            lines += _labelled(past_task_label(nonce), turn.text)
-        else:
-            lines += _labelled(past_reply_label(nonce, turn.role), turn.text)
+        texts.append((turn.role, turn.text))
+    lengths = [min(len(t), MAX_TEXT_CHARS) for _, t in texts]
+    limits = allowances(lengths, sum(lengths) if limit is None else limit)
+    return [(role, text, chars) for (role, text), chars in zip(texts, limits, strict=True)]
+
+
+def render_past_task(
+    task: TaskRecord, turns: Sequence[ConversationTurn], *, nonce: str, limit: int | None = None
+) -> str:
+    """Render a completed task and its turns, every user turn labelled as past context.
+
+    At most `limit` characters of its texts are rendered in all (see `past_texts`).
+    """
+    lines: list[str] = []
+    for role, text, chars in past_texts(task, turns, limit):
+        label = past_task_label(nonce) if role == "user" else past_reply_label(nonce, role)
+        lines += _labelled(label, text, chars)
     head = _open_tag(PAST_TASK_TAG, nonce, (), (("id", task.task_id),))
     return "\n".join([head, *lines, f"</{PAST_TASK_TAG}-{nonce}>"])
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from broker import MAX_TEXT_CHARS, EstimatingTokenCounter, SelectedBlock
 from broker._render import (
     active_task_header,
+    allowances,
     broker_note,
     mark,
     new_nonce,
@@ -170,14 +171,15 @@ def test_short_ids_are_unique_prefixes_of_at_least_eight_characters():
 
 @given(st.lists(st.one_of(st.uuids().map(str), st.text(min_size=1, max_size=40)), max_size=40))
 def test_short_ids_never_collide(ids):
-    """Every shown id is a prefix of its own id, at least 8 characters or whole, and no two are equal."""
+    """Every shown id is its id, or a prefix of at least 8 characters that no other id starts with."""
     shown = short_ids(ids)
     assert set(shown) == set(ids)
     assert len(set(shown.values())) == len(shown)
     for full, short in shown.items():
         assert full.startswith(short)
-        assert len(short) >= min(8, len(full))
-        assert not any(other != full and other.startswith(short) for other in shown)
+        if short != full:
+            assert len(short) >= 8
+            assert not any(other != full and other.startswith(short) for other in shown)
 
 
 def test_a_uuid_memory_of_eight_words_costs_at_most_48_tokens():
@@ -206,10 +208,37 @@ def test_plain_text_is_kept_verbatim():
     assert inner(render_memory(block(text), nonce=NONCE)) == text
 
 
-def test_a_long_text_is_cut_to_the_store_limit():
-    """Rendering never works on more than MAX_TEXT_CHARS characters of a text."""
+def test_a_long_text_is_cut_to_the_store_limit_with_a_note():
+    """Rendering never works on more than MAX_TEXT_CHARS characters of a text, and says so."""
     rendered = render_memory(block("x" * (MAX_TEXT_CHARS + 500)), nonce=NONCE)
-    assert inner(rendered) == "x" * MAX_TEXT_CHARS
+    assert inner(rendered) == "x" * MAX_TEXT_CHARS + " [… cut: 500 more characters not shown]"
+
+
+def test_a_text_past_its_allowance_is_cut_there():
+    """The broker's rendering allowance cuts a text, with the count of what was left out."""
+    assert (
+        inner(render_memory(block("abcdef"), nonce=NONCE, limit=2))
+        == "ab [… cut: 4 more characters not shown]"
+    )
+    assert (
+        inner(render_memory(block("abcdef"), nonce=NONCE, limit=0)) == "[… cut: 6 more characters not shown]"
+    )
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=50_000), max_size=30),
+    st.integers(min_value=0, max_value=100_000),
+)
+def test_allowances_share_the_characters_out_in_order(lengths, chars):
+    """Each text gets what is left, in order: never more than its length, never more than the total."""
+    limits = allowances(lengths, chars)
+    assert len(limits) == len(lengths)
+    assert all(0 <= n <= size for n, size in zip(limits, lengths, strict=True))
+    assert sum(limits) == min(sum(lengths), chars)
+    first_cut = next(
+        (i for i, (n, size) in enumerate(zip(limits, lengths, strict=True)) if n < size), len(limits)
+    )
+    assert all(n == 0 for n in limits[first_cut + 1 :])
 
 
 def test_nonce_avoids_every_text_of_the_turn_in_any_spelling():
