@@ -52,6 +52,7 @@ from broker import (
     Namespace,
     SessionContext,
     ValidationError,
+    hidden_character,
 )
 from broker.log import get_logger
 
@@ -348,6 +349,10 @@ def session_errors(session: object) -> list[FieldError]:
                     message=f"must be a non-empty string of at most {MAX_KEY_CHARS} chars",
                 )
             )
+        elif (hidden := hidden_character(value)) is not None:
+            # Printed in `audit` and `history`: a newline here would forge a line of output.
+            message = f"must not contain control or invisible characters (found U+{ord(hidden):04X})"
+            errors.append(FieldError(field=field, code="invisible", message=message))
     return errors
 
 
