@@ -11,7 +11,7 @@ every look-alike of a tag of ours, a role header or a chat-template marker defus
 
 The memory tag is compact — source, type, date and id, nothing else — so a memory budget
 holds many short memories: `<memory-NONCE store episodic 2026-01-02 id=f052fa60>`. An id
-longer than 16 characters is shown as its shortest prefix (at least 8 characters) that no
+longer than 24 characters is shown as its shortest prefix (at least 8 characters) that no
 other id of the turn starts with, as git shows a short hash; the trace carries every id whole.
 """
 
@@ -36,7 +36,7 @@ MEMORY_TAG = "memory"
 PAST_TASK_TAG = "past-task"
 SHORT_ID_CHARS = 8
 """A long id is shown as a unique prefix of at least this many characters."""
-LONG_ID_CHARS = 16
+LONG_ID_CHARS = 24
 """Ids up to this many characters are shown whole."""
 CONTINUATION = "  "
 """Indent of the second and later lines of a past turn, under its label."""
@@ -106,7 +106,7 @@ def token(value: object) -> str:
 
 
 def short_ids(ids: Iterable[str]) -> Mapping[str, str]:
-    """How each id is shown: whole up to 16 characters, else its shortest unique prefix (>= 8)."""
+    """How each id is shown: whole up to 24 characters, else its shortest unique prefix (>= 8)."""
     unique = list(dict.fromkeys(ids))
     shown: dict[str, str] = {}
     for entry_id in unique:

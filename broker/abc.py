@@ -50,7 +50,15 @@ class Source(Protocol):
         ...
 
     async def fetch(self, request: SourceRequest) -> Sequence[Candidate]:
-        """Return scored candidates for the task; may raise, never swallows cancellation."""
+        """Return scored candidates for the task; may raise, never swallows cancellation.
+
+        Must never block the event loop: every source of a turn shares it, so a blocking
+        call here (`time.sleep`, a query or model run outside a worker thread) makes the
+        healthy sources of the same turn miss the deadline. Run blocking work with
+        `anyio.to_thread.run_sync`; `broker.testing.check_source_never_blocks` checks it.
+        What it returns is checked by `broker.validate_candidate`: a malformed candidate
+        fails this source for the turn, and a text is cut to `MAX_TEXT_CHARS`.
+        """
         ...
 
 

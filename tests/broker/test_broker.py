@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import re
+import uuid
 from typing import TYPE_CHECKING
 
 import attrs
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker import BrokerClosedError, ConfigError, Namespace, SessionContext, ValidationError
 from broker._broker import Context, Turn, open_broker
@@ -331,3 +334,68 @@ async def test_hanging_source_costs_exactly_the_deadline(autojump_clock):
     assert statuses == {"hang": "timeout", "fake": "ok"}
     assert len([b for b in ctx.blocks if b.kind == "memory"]) == 3
     assert ctx.trace["timings"]["total_ms"] == pytest.approx(250.0, abs=1e-6)
+
+
+EIGHT_WORDS = (
+    "Mia is allergic to peanuts and tree nuts.",
+    "The checkout service is written in Go now.",
+    "Deploys freeze every Friday after the payment incident.",
+    "Dmitri owns the on-call rota for March.",
+    "The staging database runs Postgres sixteen since October.",
+)
+
+
+def active_only() -> MemoryTasks:
+    t0 = "2026-01-01T00:00:00+00:00"
+    return MemoryTasks(
+        {
+            "active": TaskRecord(
+                task_id="active", description=ACTIVE, status="active", created_at=t0, updated_at=t0
+            )
+        }
+    )
+
+
+async def test_the_default_memory_budget_holds_25_short_memories():
+    """With the compact markup, 1200 tokens (default counter) hold >= 25 eight-word memories with uuid ids."""
+    candidates = [
+        make_candidate(
+            str(uuid.uuid5(uuid.NAMESPACE_URL, f"memory-{i}")),
+            0.9 - i / 1000,
+            source="store",
+            text=EIGHT_WORDS[i % len(EIGHT_WORDS)],
+            memory_type="episodic",
+            created_at="2026-01-02T03:04:05+00:00",
+        )
+        for i in range(40)
+    ]
+    tasks = active_only()
+    async with (
+        open_selector([FakeSource("store", candidates=candidates)]) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        ctx = await b.assemble(turn(budget=40))
+    memories = [blk for blk in ctx.blocks if blk.kind == "memory"]
+    assert ctx.trace["memory_budget"] == 1200
+    assert len(memories) >= 25, len(memories)
+    assert sum(blk.tokens for blk in memories) <= 1200
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.text(max_size=400), min_size=1, max_size=30),
+    st.integers(min_value=0, max_value=2000),
+)
+async def test_admitted_memory_tokens_never_exceed_the_budget(texts, budget):
+    """Whatever the memories, the admitted ones' tokens (as rendered, default counter) fit the memory budget."""
+    counter = EstimatingTokenCounter()
+    candidates = [make_candidate(f"m{i}", 0.9, text=t or "x") for i, t in enumerate(texts)]
+    tasks = active_only()
+    async with (
+        open_selector([FakeSource("fake", candidates=candidates)]) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        ctx = await b.assemble(turn(budget=30, memory_budget=budget))
+    memories = [blk for blk in ctx.blocks if blk.kind == "memory"]
+    assert all(blk.tokens == counter.count(blk.text) for blk in ctx.blocks)
+    assert sum(blk.tokens for blk in memories) <= budget

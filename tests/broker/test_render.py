@@ -159,14 +159,18 @@ def test_shown_id_replaces_the_id_in_the_tag():
 
 
 def test_short_ids_are_unique_prefixes_of_at_least_eight_characters():
-    """Long ids show as their shortest unique prefix; short ids show whole."""
+    """Ids past 24 characters (uuids) show as their shortest unique prefix; readable ids show whole."""
     ids = ["f052fa60-9f8d-4525-9983-a9a95a07e48d", "f052fa60-1111-4525-9983-a9a95a07e48d", "e1", "abcdefgh"]
+    ids.append("lh-2-4-checklist-qa-notes")  # 25 characters
+    ids.append("lh-2-4-checklist-qa")
     shown = short_ids([*ids, "abcdefgh-0000-0000-0000-000000000000"])
     assert shown["f052fa60-9f8d-4525-9983-a9a95a07e48d"] == "f052fa60-9"
     assert shown["f052fa60-1111-4525-9983-a9a95a07e48d"] == "f052fa60-1"
     assert shown["e1"] == "e1"
     assert shown["abcdefgh"] == "abcdefgh"
     assert shown["abcdefgh-0000-0000-0000-000000000000"] == "abcdefgh-"
+    assert shown["lh-2-4-checklist-qa"] == "lh-2-4-checklist-qa"
+    assert shown["lh-2-4-checklist-qa-notes"] == "lh-2-4-checklist-qa-"
 
 
 @given(st.lists(st.one_of(st.uuids().map(str), st.text(min_size=1, max_size=40)), max_size=40))
