@@ -123,9 +123,10 @@ def render_chars(budget: int) -> int:
     """Characters of recalled text a budget of `budget` tokens allows rendering, in all.
 
     The work a turn does after its deadline (neutralising, pricing) is bounded by its budget,
-    not by what the sources returned: at 8 characters a token, twice what prose takes, texts
-    past this allowance could not have fit the budget anyway. A cut text is rendered with a
-    visible note (`cut`), so a reader never takes part of a memory for all of it.
+    not by what the sources returned. At 4 characters a token — about what English prose
+    takes — the memories rendered whole up to this allowance already fill the budget, so
+    what it cuts would hardly ever have been admitted. A cut text is rendered with a visible
+    note (`cut`), so a reader never takes part of a memory for all of it.
     """
     return RENDER_CHARS_PER_TOKEN * max(budget, 0)
 
