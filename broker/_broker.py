@@ -143,7 +143,8 @@ class Turn:
     budget: int = attrs.field(default=DEFAULT_SELECT_BUDGET, validator=_positive)
     """Most memories to select (before the token budgets)."""
     deadline: float | None = attrs.field(default=None, validator=attrs.validators.optional(_seconds))
-    """Seconds the memory selection (and the history read) may take; None = the selector's."""
+    """Seconds from the start of `assemble` until memory selection and the history read are cut
+    (looking the task up counts); None = the selector's deadline, from the start of selection."""
     memory_budget: int | None = attrs.field(default=None, validator=attrs.validators.optional(_non_negative))
     """Tokens for memory blocks; None = the broker's setting, else min(1200, window // 8)."""
     turn_id: str = attrs.field(factory=_new_turn_id)

@@ -155,12 +155,13 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
     """Three 10 MB texts at a 100 ms deadline: p99 overshoot of the whole turn <= 10 ms (real clock).
 
     100 turns a round. The machine is shared: a round whose p99 a neighbour's burst spoiled is
-    run again, up to three rounds; slow code fails every round.
+    run again, up to three rounds; slow code fails every round. On failure the message also
+    gives the p99 of the same turn with three short texts, to tell a loaded machine from slow code.
     """
     task_id = repo.create_task("What changed in the billing service?", namespace=NS)
-    texts = _huge_texts()
     huge = FakeSource(
-        "huge", candidates=[make_candidate(f"h{i}", 0.9, source="huge", text=t) for i, t in enumerate(texts)]
+        "huge",
+        candidates=[make_candidate(f"h{i}", 0.9, source="huge", text=t) for i, t in enumerate(_huge_texts())],
     )
     deadline = 0.1
     rounds = []
@@ -173,5 +174,9 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
         for _ in range(3):
             rounds.append(_p99(await _overshoots(broker, turn, deadline, 100)))
             if rounds[-1] <= 0.010:
-                break
-    assert rounds[-1] <= 0.010, f"p99 overshoot per round (s): {rounds}"
+                return
+        huge.candidates = tuple(
+            make_candidate(f"s{i}", 0.9, source="huge", text="Billing moved.") for i in range(3)
+        )
+        control = _p99(await _overshoots(broker, turn, deadline, 100))
+    pytest.fail(f"p99 overshoot per round (s): {rounds}; the same turn with three short texts: {control:.4f}")
