@@ -309,10 +309,9 @@ class ContextBroker:
     ) -> Context:
         selected = memories.selection.blocks if memories.selection is not None else ()
         memory_budget = self._memory_budget_for(turn)
-        limits = _limits(selected, history, min(memory_budget, turn.input_budget), turn.input_budget)
-        bodies = {s.entry_id: _render.cut(s.text, limits.memory[s.entry_id]) for s in selected}
-        nonce = _render.new_nonce(_texts(task, selected, history, limits), rendered=bodies.values())
-        rendered = self._rendered(task, selected, history, nonce, attrs.evolve(limits, bodies=bodies))
+        cuts = _cuts(selected, history, min(memory_budget, turn.input_budget), turn.input_budget)
+        nonce = _render.new_nonce(_texts(task, selected, history, cuts), rendered=cuts.bodies.values())
+        rendered = self._rendered(task, selected, history, nonce, cuts)
         admission = _admission.admit(
             (item for item, _ in rendered.values()),
             memory_budget=memory_budget,
@@ -355,14 +354,14 @@ class ContextBroker:
         selected: Sequence[SelectedBlock],
         history: _History,
         nonce: str,
-        limits: _Limits,
+        cuts: _Cuts,
     ) -> dict[str, tuple[_admission.Admittable, Block]]:
         """Every candidate block, rendered and priced, keyed for admission (in context order)."""
         out: dict[str, tuple[_admission.Admittable, Block]] = {}
         shown = _render.short_ids(s.entry_id for s in selected)
         for s in selected:
             text = _render.render_memory(
-                s, nonce=nonce, shown_id=shown[s.entry_id], body=limits.bodies[s.entry_id]
+                s, nonce=nonce, shown_id=shown[s.entry_id], body=cuts.bodies[s.entry_id]
             )
             block = Block(
                 name=s.block,
@@ -379,7 +378,7 @@ class ContextBroker:
             )
         newest_first = history.tasks
         for age, (past, turns) in enumerate(newest_first):
-            text = _render.render_past_task(past, turns, nonce=nonce, limit=limits.history[past.task_id])
+            text = _render.render_past_task(past, turns, nonce=nonce, limit=cuts.history[past.task_id])
             block = Block(
                 name="history",
                 kind=KIND_HISTORY,
@@ -437,50 +436,44 @@ def _remaining(turn: Turn, start: float) -> Turn:
 
 
 @attrs.frozen(kw_only=True)
-class _Limits:
-    """Characters of text rendered per memory (by entry id) and per past task (by task id).
+class _Cuts:
+    """What of each text a turn renders: each memory's body (neutralised, cut) by entry id, and
+    the characters each past task may render by task id."""
 
-    `bodies`: each memory's text as rendered (neutralised, cut), made once per turn.
-    """
-
-    memory: Mapping[str, int]
+    bodies: Mapping[str, str]
     history: Mapping[str, int]
-    bodies: Mapping[str, str] = attrs.field(factory=dict)
 
 
-def _limits(
+def _cuts(
     selected: Sequence[SelectedBlock], history: _History, memory_budget: int, input_budget: int
-) -> _Limits:
+) -> _Cuts:
     """Share out the rendering allowances (`_render.render_chars`) in admission order.
 
     Memories best first as admission ranks them (priority, then score), within the memory
-    budget's allowance; past tasks newest first within the input budget's. Whatever would be
-    cut could not have been admitted whole.
+    budget's allowance; past tasks newest first within the input budget's. Each memory's
+    body is rendered here, once.
     """
     ranked = sorted(
         enumerate(selected),
         key=lambda p: (-PRIORITIES.get(p[1].block, PRIORITIES["memory"]), -p[1].score, p[0]),
     )
-    memory = _render.allowances(
-        (min(len(s.text), MAX_TEXT_CHARS) for _, s in ranked), _render.render_chars(memory_budget)
-    )
+    lengths = (min(len(s.text), MAX_TEXT_CHARS) for _, s in ranked)
+    memory = _render.allowances(lengths, _render.render_chars(memory_budget))
     sizes = [sum(n for _, _, n in _render.past_texts(past, turns)) for past, turns in history.tasks]
     past = _render.allowances(sizes, _render.render_chars(input_budget))
-    return _Limits(
-        memory={s.entry_id: n for (_, s), n in zip(ranked, memory, strict=True)},
+    return _Cuts(
+        bodies={s.entry_id: _render.cut(s.text, n) for (_, s), n in zip(ranked, memory, strict=True)},
         history={p.task_id: n for (p, _), n in zip(history.tasks, past, strict=True)},
     )
 
 
-def _texts(
-    task: TaskRecord, selected: Sequence[SelectedBlock], history: _History, limits: _Limits
-) -> list[str]:
+def _texts(task: TaskRecord, selected: Sequence[SelectedBlock], history: _History, cuts: _Cuts) -> list[str]:
     """The texts the turn renders, but memory bodies (checked as rendered): the nonce occurs in none."""
     texts = [task.description, *(s.entry_id for s in selected)]
     for past, turns in history.tasks:
         texts += [past.task_id, *(t.role for t in turns)]
         texts += [
-            text[:chars] for _, text, chars in _render.past_texts(past, turns, limits.history[past.task_id])
+            text[:chars] for _, text, chars in _render.past_texts(past, turns, cuts.history[past.task_id])
         ]
     return texts
 
