@@ -8,14 +8,18 @@ from ._broker import ContextBroker as ContextBroker
 from ._broker import Turn as Turn
 from ._broker import open_broker as open_broker
 from ._broker import query_of as query_of
+from ._candidates import validate_candidate as validate_candidate
 from ._exceptions import BrokerClosedError as BrokerClosedError
 from ._exceptions import BrokerError as BrokerError
+from ._exceptions import CandidateError as CandidateError
 from ._exceptions import ConfigError as ConfigError
 from ._exceptions import FieldError as FieldError
 from ._exceptions import SourceError as SourceError
 from ._exceptions import StoreError as StoreError
 from ._exceptions import ValidationError as ValidationError
 from ._floor import RECALL_MIN_SCORE as RECALL_MIN_SCORE
+from ._model import MAX_ID_CHARS as MAX_ID_CHARS
+from ._model import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from ._model import MEMORY_BLOCKS as MEMORY_BLOCKS
 from ._model import MEMORY_TYPES as MEMORY_TYPES
 from ._model import Candidate as Candidate
@@ -27,11 +31,18 @@ from ._model import SourceOutcome as SourceOutcome
 from ._model import SourceStatus as SourceStatus
 from ._selector import MemorySelector as MemorySelector
 from ._selector import open_selector as open_selector
+from ._text import hidden_character as hidden_character
+from ._text import printable as printable
 from ._tokens import EstimatingTokenCounter as EstimatingTokenCounter
 from ._trace import INFERENCE_TRACE_SCHEMA_VERSION as INFERENCE_TRACE_SCHEMA_VERSION
+from .log import add_null_handler
+
+add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 
 __all__ = [
     "INFERENCE_TRACE_SCHEMA_VERSION",
+    "MAX_ID_CHARS",
+    "MAX_TEXT_CHARS",
     "MEMORY_BLOCKS",
     "MEMORY_TYPES",
     "RECALL_MIN_SCORE",
@@ -39,6 +50,7 @@ __all__ = [
     "BrokerClosedError",
     "BrokerError",
     "Candidate",
+    "CandidateError",
     "ConfigError",
     "Context",
     "ContextBroker",
@@ -55,7 +67,10 @@ __all__ = [
     "StoreError",
     "Turn",
     "ValidationError",
+    "hidden_character",
     "open_broker",
     "open_selector",
+    "printable",
     "query_of",
+    "validate_candidate",
 ]

@@ -9,16 +9,16 @@ cancellation propagates.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 import attrs
-import structlog
 
 from ._breaker import CircuitBreaker
-from ._exceptions import BrokerClosedError
+from ._candidates import validate_candidates
+from ._exceptions import BrokerClosedError, CandidateError
 from ._model import Candidate, SourceStatus
+from .log import get_logger
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .abc import Source, SourceRequest
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 DEFAULT_MAILBOX_SIZE = 32
 DEFAULT_CONCURRENCY = 4
@@ -128,15 +128,6 @@ def _really_cancelled() -> bool:
     except RuntimeError:  # not running on asyncio
         return False
     return task is not None and task.cancelling() > 0
-
-
-def _checked(found: object) -> tuple[Candidate, ...] | None:
-    """Return the candidates as a tuple, or None if the source broke its contract."""
-    if isinstance(found, str | bytes) or not isinstance(found, Sequence):
-        return None
-    if not all(isinstance(c, Candidate) for c in found):
-        return None
-    return tuple(found)
 
 
 def _make_mailbox(size: int) -> tuple[MemoryObjectSendStream[Job], MemoryObjectReceiveStream[Job]]:
@@ -289,9 +280,10 @@ class SourceActor:
             except Exception as exc:  # noqa: BLE001 - a source failure is data, not an exception
                 self._failed(job, exc)
                 return
-            candidates = _checked(found)
-            if candidates is None:
-                job.finish(SourceStatus.FAILED, now=anyio.current_time(), error="TypeError")
+            try:
+                candidates = validate_candidates(found)
+            except CandidateError as exc:
+                self._failed(job, exc)
                 return
             now = anyio.current_time()
             if now > job.deadline:

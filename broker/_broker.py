@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import attrs
-import structlog
 
 from . import _admission, _render
 from ._exceptions import BrokerClosedError, ConfigError, ValidationError
 from ._floor import RECALL_MIN_SCORE
-from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
+from ._model import MAX_TEXT_CHARS, MEMORY_TYPES, Namespace, SelectionResult, SessionContext
 from ._tokens import EstimatingTokenCounter as DefaultTokenCounter
 from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
+from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -48,9 +48,11 @@ if TYPE_CHECKING:
         TaskRecord,
         TaskStateRepository,
         TokenCounter,
+        TurnObserver,
+        TurnRecorder,
     )
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 PRIORITIES: Mapping[str, int] = {
     "user": 100,
@@ -64,6 +66,9 @@ PRIORITIES: Mapping[str, int] = {
 
 MEMORY_ORDER: tuple[str, ...] = ("persona_memories", "memorules", "memory", "consolidated")
 """The order of memory blocks in the context."""
+
+_LEAST_SECONDS = 1e-6
+"""What is left of a turn's deadline when looking its task up took all of it: sources time out."""
 
 DEFAULT_SELECT_BUDGET = 20
 """Most memories asked of the selector per turn; the token budgets then trim further."""
@@ -147,7 +152,8 @@ class Turn:
     budget: int = attrs.field(default=DEFAULT_SELECT_BUDGET, validator=_positive)
     """Most memories to select (before the token budgets)."""
     deadline: float | None = attrs.field(default=None, validator=attrs.validators.optional(_seconds))
-    """Seconds the memory selection (and the history read) may take; None = the selector's."""
+    """Seconds from the start of `assemble` until memory selection and the history read are cut
+    (looking the task up counts); None = the selector's deadline, from the start of selection."""
     memory_budget: int | None = attrs.field(default=None, validator=attrs.validators.optional(_non_negative))
     """Tokens for memory blocks; None = the broker's setting, else min(1200, window // 8)."""
     turn_id: str = attrs.field(factory=_new_turn_id)
@@ -211,6 +217,7 @@ class ContextBroker:
     _memory_budget: int | None
     _history_limit: int
     _include_text: bool
+    _observer: TurnObserver | None = None
     _closed: bool = attrs.field(default=False, init=False)
 
     @property
@@ -226,11 +233,21 @@ class ContextBroker:
         """
         if self._closed:
             raise BrokerClosedError("the context broker is closed")
+        with _observed(self._observer, turn) as recorder:
+            context = await self._assemble(turn, recorder)
+            recorder.completed(context)
+        return context
+
+    async def _assemble(self, turn: Turn, recorder: TurnRecorder) -> Context:
         log = logger.bind(turn_id=turn.turn_id)
         start = anyio.current_time()
         task = await self._active_task(turn)
-        memories = await self._memory(turn, task)
-        history = await self._history(turn, memories)
+        # The deadline runs from the start of the turn: looking the task up is part of it.
+        memories = await self._memory(_remaining(turn, start), task)
+        if memories.selection is not None and memories.elapsed_ms is not None:
+            recorder.selection(memories.selection, elapsed_ms=memories.elapsed_ms)
+        # History reads only the past tasks the selection found relevant, in what is left.
+        history = await self._history(_remaining(turn, start), memories)
         context = self._build(turn, task, memories, history, start)
         event = dict(context.trace)
         event.pop("turn_id")
@@ -300,9 +317,10 @@ class ContextBroker:
     ) -> Context:
         chosen = memories.selection.blocks if memories.selection is not None else ()
         selected = tuple(b for b in chosen if b.block != HISTORY_BLOCK)
-        nonce = _render.new_nonce(_texts(task, selected, history))
-        rendered = self._rendered(task, selected, history, nonce)
         memory_budget = self._memory_budget_for(turn)
+        cuts = _cuts(selected, history, min(memory_budget, turn.input_budget), turn.input_budget)
+        nonce = _render.new_nonce(_texts(task, selected, history, cuts), rendered=cuts.bodies.values())
+        rendered = self._rendered(task, selected, history, nonce, cuts)
         admission = _admission.admit(
             (item for item, _ in rendered.values()),
             memory_budget=memory_budget,
@@ -348,11 +366,15 @@ class ContextBroker:
         selected: Sequence[SelectedBlock],
         history: _History,
         nonce: str,
+        cuts: _Cuts,
     ) -> dict[str, tuple[_admission.Admittable, Block]]:
         """Every candidate block, rendered and priced, keyed for admission (in context order)."""
         out: dict[str, tuple[_admission.Admittable, Block]] = {}
+        shown = _render.short_ids(s.entry_id for s in selected)
         for s in selected:
-            text = _render.render_memory(s, nonce=nonce)
+            text = _render.render_memory(
+                s, nonce=nonce, shown_id=shown[s.entry_id], body=cuts.bodies[s.entry_id]
+            )
             block = Block(
                 name=s.block,
                 kind=KIND_MEMORY,
@@ -368,19 +390,19 @@ class ContextBroker:
                 block,
             )
         for past in history.tasks:
-            text = _render.render_past_task(past.task, past.turns, nonce=nonce)
+            task_id = past.task.task_id
+            text = _render.render_past_task(past.task, past.turns, nonce=nonce, limit=cuts.history[task_id])
             block = Block(
                 name="history",
                 kind=KIND_HISTORY,
                 text=text,
                 tokens=self._counter.count(text),
-                entry_id=past.task.task_id,
+                entry_id=task_id,
                 score=past.selected.score,
                 band=past.selected.band,
                 source=past.selected.source,
             )
-            key = f"history:{past.task.task_id}"
-            out[key] = (_admittable(key, block, past.selected.score), block)
+            out[f"history:{task_id}"] = (_admittable(f"history:{task_id}", block, past.selected.score), block)
         text = _render.render_active_task(task, nonce=nonce)
         user = Block(
             name="user", kind=KIND_TASK, text=text, tokens=self._counter.count(text), entry_id=task.task_id
@@ -390,6 +412,20 @@ class ContextBroker:
 
     def _close(self) -> None:
         self._closed = True
+
+
+class _NoRecorder:
+    """What the broker reports to when nobody observes."""
+
+    def selection(self, result: SelectionResult, *, elapsed_ms: float) -> None:
+        """Nothing to record."""
+
+    def completed(self, context: Context) -> None:
+        """Nothing to record."""
+
+
+def _observed(observer: TurnObserver | None, turn: Turn) -> contextlib.AbstractContextManager[TurnRecorder]:
+    return contextlib.nullcontext(_NoRecorder()) if observer is None else observer.turn(turn)
 
 
 def _admittable(
@@ -406,10 +442,53 @@ def _admittable(
     )
 
 
-def _texts(task: TaskRecord, selected: Sequence[SelectedBlock], history: _History) -> list[str]:
-    texts = [task.description, *(s.text for s in selected), *(s.entry_id for s in selected)]
-    for past in history.tasks:
-        texts += [past.task.description, past.task.task_id, *(t.text for t in past.turns)]
+def _remaining(turn: Turn, start: float) -> Turn:
+    """The turn with what is left of its deadline, which ran from `start` (None: unchanged)."""
+    if turn.deadline is None:
+        return turn
+    left = start + turn.deadline - anyio.current_time()
+    return attrs.evolve(turn, deadline=max(left, _LEAST_SECONDS))
+
+
+@attrs.frozen(kw_only=True)
+class _Cuts:
+    """What of each text a turn renders: each memory's body (neutralised, cut) by entry id, and
+    the characters each past task may render by task id."""
+
+    bodies: Mapping[str, str]
+    history: Mapping[str, int]
+
+
+def _cuts(
+    selected: Sequence[SelectedBlock], history: _History, memory_budget: int, input_budget: int
+) -> _Cuts:
+    """Share out the rendering allowances (`_render.render_chars`) in admission order.
+
+    Memories best first as admission ranks them (priority, then score), within the memory
+    budget's allowance; past tasks newest first within the input budget's. Each memory's
+    body is rendered here, once.
+    """
+    ranked = sorted(
+        enumerate(selected),
+        key=lambda p: (-PRIORITIES.get(p[1].block, PRIORITIES["memory"]), -p[1].score, p[0]),
+    )
+    lengths = (min(len(s.text), MAX_TEXT_CHARS) for _, s in ranked)
+    memory = _render.allowances(lengths, _render.render_chars(memory_budget))
+    sizes = [sum(n for _, _, n in _render.past_texts(p.task, p.turns)) for p in history.tasks]
+    past = _render.allowances(sizes, _render.render_chars(input_budget))
+    return _Cuts(
+        bodies={s.entry_id: _render.cut(s.text, n) for (_, s), n in zip(ranked, memory, strict=True)},
+        history={p.task.task_id: n for p, n in zip(history.tasks, past, strict=True)},
+    )
+
+
+def _texts(task: TaskRecord, selected: Sequence[SelectedBlock], history: _History, cuts: _Cuts) -> list[str]:
+    """The texts the turn renders, but memory bodies (checked as rendered): the nonce occurs in none."""
+    texts = [task.description, *(s.entry_id for s in selected)]
+    for p in history.tasks:
+        texts += [p.task.task_id, *(t.role for t in p.turns)]
+        allowance = cuts.history[p.task.task_id]
+        texts += [text[:chars] for _, text, chars in _render.past_texts(p.task, p.turns, allowance)]
     return texts
 
 
@@ -457,6 +536,7 @@ async def open_broker(  # noqa: PLR0913 - keyword-only wiring with defaults
     memory_budget: int | None = None,
     history_limit: int = 5,
     include_text: bool = False,
+    observer: TurnObserver | None = None,
 ) -> AsyncIterator[ContextBroker]:
     """Yield a ContextBroker over an opened selector and the task repositories.
 
@@ -464,13 +544,16 @@ async def open_broker(  # noqa: PLR0913 - keyword-only wiring with defaults
     the broker refuses further turns (BrokerClosedError). `memory_budget` (tokens) replaces
     the default `min(1200, window // 8)`; the input budget of each turn bounds it further.
     `include_text=True` puts memory and task text into trace events (logs leave the
-    process: off by default). Raises ConfigError on bad options.
+    process: off by default). `observer` watches every turn (e.g.
+    `context_broker.otel.OpenTelemetryObserver`). Raises ConfigError on bad options.
     """
     problems = []
     if memory_budget is not None and (not isinstance(memory_budget, int) or memory_budget < 0):
         problems.append("memory_budget must be an integer >= 0 or None")
     if isinstance(history_limit, bool) or not isinstance(history_limit, int) or history_limit < 0:
         problems.append("history_limit must be an integer >= 0")
+    if observer is not None and not callable(getattr(observer, "turn", None)):
+        problems.append("observer must be a broker.abc.TurnObserver (with a turn() method)")
     if problems:
         raise ConfigError("; ".join(problems))
     broker = ContextBroker(
@@ -481,6 +564,7 @@ async def open_broker(  # noqa: PLR0913 - keyword-only wiring with defaults
         memory_budget,
         history_limit,
         include_text,
+        observer,
     )
     try:
         yield broker

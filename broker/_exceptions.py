@@ -5,7 +5,8 @@
     ├── ValidationError (ValueError)   bad input; carries every field error at once
     ├── BrokerClosedError              the actor was used after it closed
     └── SourceError                    a source could not do its work
-        └── StoreError                 the SQLite file is unusable (not a database, corrupt, locked)
+        ├── StoreError                 the SQLite file is unusable (not a database, corrupt, locked)
+        └── CandidateError             a source returned a malformed candidate
 
 Inside a turn, a source failure is data (a status in the trace), not an exception.
 """
@@ -67,3 +68,11 @@ class StoreError(SourceError):
 
     def __init__(self, message: str, *, source: str = "store") -> None:
         super().__init__(message, source=source)
+
+
+class CandidateError(SourceError):
+    """Raised by `validate_candidate` when a source returns a malformed candidate.
+
+    Inside a turn it is never raised to the caller: the source that returned the candidate
+    is reported `failed` with error `CandidateError`, and the turn goes on without it.
+    """

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import anyio
-import structlog
 
 from ._model import Candidate, SourceOutcome, SourceStatus
+from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ._actor import Job, SourceActor
     from .abc import SourceRequest
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 _EVENTS = {
     SourceStatus.OK: "source.completed",

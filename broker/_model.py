@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import enum
 import math
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
+from ._exceptions import FieldError, ValidationError
+from ._text import hidden_character
 
 MEMORY_TYPES: tuple[str, ...] = (
     "episodic",
@@ -22,24 +26,55 @@ MEMORY_TYPES: tuple[str, ...] = (
 MEMORY_BLOCKS: tuple[str, ...] = ("memory", "persona_memories", "consolidated", "memorules", "history")
 """The context blocks a selected candidate can belong in (`history`: a past task)."""
 
-_NS_MAX = 200
+MAX_TEXT_CHARS = 32_000
+"""Longest memory text, in characters: the store refuses longer writes, and the broker cuts
+a longer candidate text from any source to this length at the gather boundary."""
+
+MAX_ID_CHARS = 200
+"""Longest id (of a memory, task or namespace part), in characters."""
 
 
-def _ns_part(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        msg = f"{attribute.name} must be a non-empty string"
-        raise ValueError(msg)
-    if len(value) > _NS_MAX or "\x00" in value:
-        msg = f"{attribute.name} must be at most {_NS_MAX} characters, without NUL"
-        raise ValueError(msg)
+def _ns_clean(value: object) -> object:
+    """NFKC and trimmed: `acme`, `acme `, its full-width spelling and NFD forms are one tenant."""
+    return unicodedata.normalize("NFKC", value).strip() if isinstance(value, str) else value
+
+
+def _ns_errors(field: str, value: object) -> list[FieldError]:
+    if not isinstance(value, str):
+        return [FieldError(field=field, code="type", message="must be a string")]
+    if not value:
+        return [FieldError(field=field, code="empty", message="must be a non-empty string")]
+    if len(value) > MAX_ID_CHARS:
+        message = f"must be at most {MAX_ID_CHARS} characters"
+        return [FieldError(field=field, code="too_long", message=message)]
+    hidden = hidden_character(value)
+    if hidden is not None:
+        return [
+            FieldError(
+                field=field,
+                code="invisible",
+                message=f"must not contain control or invisible characters (found U+{ord(hidden):04X})",
+            )
+        ]
+    return []
 
 
 @attrs.frozen(kw_only=True)
 class Namespace:
-    """A hard partition of memory: every read and write names one."""
+    r"""A hard partition of memory: every read and write names one.
 
-    tenant_id: str = attrs.field(validator=_ns_part)
-    project_id: str = attrs.field(default="default", validator=_ns_part)
+    Each part is normalised (NFKC, trimmed), so look-alike spellings of one name are one
+    namespace; a part that is empty, longer than 200 characters, or holds a control or
+    invisible character (`a\u200bcme`) raises ValidationError (a ValueError).
+    """
+
+    tenant_id: str = attrs.field(converter=_ns_clean)
+    project_id: str = attrs.field(default="default", converter=_ns_clean)
+
+    def __attrs_post_init__(self) -> None:
+        errors = _ns_errors("tenant_id", self.tenant_id) + _ns_errors("project_id", self.project_id)
+        if errors:
+            raise ValidationError(errors)
 
     def __str__(self) -> str:
         return f"{self.tenant_id}/{self.project_id}"

@@ -62,6 +62,20 @@ def _char_cost(char: str) -> float:
     return _OTHER_SCRIPT
 
 
+class _Costs(dict[str, float]):
+    """Each non-ASCII character's cost, computed once: lookups then stay in C (bounded size)."""
+
+    def __missing__(self, char: str) -> float:
+        cost = _char_cost(char)
+        if len(self) < _COST_CACHE_LIMIT:
+            self[char] = cost
+        return cost
+
+
+_COST_CACHE_LIMIT = 65_536
+_COSTS = _Costs()
+
+
 def estimate(text: str) -> float:
     """Return the fractional token estimate of `text` (see the module docstring)."""
     total = float(len(_SIMPLE_PIECES.findall(text)))
@@ -74,7 +88,7 @@ def estimate(text: str) -> float:
         for n in _NUMBERS.findall(text)
     )
     if not text.isascii():
-        total += sum(_char_cost(c) for c in _NON_ASCII.findall(text))
+        total += sum(map(_COSTS.__getitem__, _NON_ASCII.findall(text)))
     return total
 
 

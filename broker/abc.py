@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
-from ._model import Candidate, Namespace, SessionContext
+from ._model import Candidate, Namespace, SelectionResult, SessionContext
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from ._broker import Context, Turn
 
 RECALL_MODES: tuple[str, ...] = ("lexical", "dense", "hybrid")
 """Recall modes; every one floors the same calibrated probability."""
@@ -47,7 +50,15 @@ class Source(Protocol):
         ...
 
     async def fetch(self, request: SourceRequest) -> Sequence[Candidate]:
-        """Return scored candidates for the task; may raise, never swallows cancellation."""
+        """Return scored candidates for the task; may raise, never swallows cancellation.
+
+        Must never block the event loop: every source of a turn shares it, so a blocking
+        call here (`time.sleep`, a query or model run outside a worker thread) makes the
+        healthy sources of the same turn miss the deadline. Run blocking work with
+        `anyio.to_thread.run_sync`; `broker.testing.check_source_never_blocks` checks it.
+        What it returns is checked by `broker.validate_candidate`: a malformed candidate
+        fails this source for the turn, and a text is cut to `MAX_TEXT_CHARS`.
+        """
         ...
 
 
@@ -118,6 +129,32 @@ class ConversationStateRepository(Protocol):
         ...
 
 
+class TurnRecorder(Protocol):
+    """Told what one turn did, as it happens; must not raise (an observer never fails a turn)."""
+
+    def selection(self, result: SelectionResult, *, elapsed_ms: float) -> None:
+        """The memory selection just returned, after `elapsed_ms`; `result.sources` has each source's part."""
+        ...
+
+    def completed(self, context: Context) -> None:
+        """The turn is assembled; `context.trace` is its `turn.completed` event."""
+        ...
+
+
+class TurnObserver(Protocol):
+    """Watches every turn of a broker (`open_broker(observer=...)`), e.g. to trace it.
+
+    `turn` is entered in the caller's task when the turn starts and exited when it ends (with
+    the turn's exception, if any), so an observer can open a span under the caller's own.
+    The broker imports no tracing library: adapters live with the host (see
+    `context_broker.otel`).
+    """
+
+    def turn(self, turn: Turn) -> AbstractContextManager[TurnRecorder]:
+        """A context manager around the turn, giving the recorder the broker reports to."""
+        ...
+
+
 __all__ = [
     "RECALL_MODES",
     "Candidate",
@@ -131,4 +168,6 @@ __all__ = [
     "TaskRecord",
     "TaskStateRepository",
     "TokenCounter",
+    "TurnObserver",
+    "TurnRecorder",
 ]

@@ -1,18 +1,28 @@
-"""Public fakes for tests of code that uses the broker.
+"""Public fakes and checks for tests of code that uses the broker.
 
-Sources that answer, are slow, hang, raise or cancel themselves, and record how they were
-opened, asked and closed:
+Sources that answer, are slow, hang, raise, cancel themselves or block the event loop, and
+record how they were opened, asked and closed:
 
     from broker.testing import FakeSource, HangingSource, make_candidate
 
     async with open_selector([FakeSource("a", candidates=[make_candidate("m1")]), HangingSource("b")]) as s:
         result = await s.select_for_task("...", namespace=Namespace(tenant_id="t"))
+
+A source must never block the event loop: every source of a turn shares it, so a fetch that
+calls `time.sleep` or runs a slow query without a worker thread makes the healthy sources of
+the same turn miss the deadline and report `timeout`. `check_source_never_blocks` catches
+such a source in your tests (real clock only):
+
+    stall = await check_source_never_blocks(MySource(...), request)  # AssertionError if it blocks
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import statistics
+import time
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -23,9 +33,14 @@ import trio
 from ._model import Candidate
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
-    from .abc import SourceRequest
+    from anyio.abc import TaskStatus
+
+    from .abc import Source, SourceRequest
+
+DEFAULT_STALL_LIMIT = 0.025
+"""Seconds a source may hold the event loop in one stretch before `check_source_never_blocks` fails."""
 
 
 def make_candidate(  # noqa: PLR0913 - every field of a candidate, all optional
@@ -152,6 +167,78 @@ class SelfCancellingSource(FakeSource):
         return ()
 
 
+@attrs.define(eq=False)
+class BlockingSource(FakeSource):
+    """A buggy source: its fetch holds the event loop for `block` seconds (`time.sleep`), then answers.
+
+    Every other source of the turn is stalled with it; use it to see that your checks catch one.
+    """
+
+    block: float = 0.2
+
+    async def _answer(self, request: SourceRequest) -> Sequence[Candidate]:
+        time.sleep(self.block)  # noqa: ASYNC251 - blocking the loop is this fake's whole point
+        return await super()._answer(request)
+
+
+async def longest_loop_stall(work: Callable[[], Awaitable[object]], *, tick: float = 0.001) -> float:
+    """Await `work()` while a ticker watches the event loop; return its longest stall in seconds.
+
+    The ticker sleeps `tick` seconds at a time; a stall is how much later than that it woke,
+    i.e. how long something held the loop without yielding. It wakes once more after `work`
+    returns, so a fetch that blocks and never awaits is caught too. Real clock
+    (`time.perf_counter`) only: under a virtual clock such as trio's autojump clock every
+    stall reads as zero.
+    """
+    done = False
+    worst = 0.0
+
+    async def ticker(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        nonlocal worst
+        last = time.perf_counter()
+        task_status.started()
+        while True:
+            await anyio.sleep(tick)
+            now = time.perf_counter()
+            worst = max(worst, now - last - tick)
+            last = now
+            if done:
+                return
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(ticker)
+        try:
+            await work()
+        finally:
+            done = True
+    return worst
+
+
+async def check_source_never_blocks(
+    source: Source, request: SourceRequest, *, limit: float = DEFAULT_STALL_LIMIT, runs: int = 5
+) -> float:
+    """Open `source`, fetch `runs` times, close it; raise AssertionError if it holds the loop.
+
+    Returns the median of the runs' longest stalls (seconds), and fails when that median
+    passes `limit`: a source that blocks does so run after run, while a loaded machine
+    stalls a run now and then. Opening is not watched: it runs before any turn's deadline.
+    Real clock only (see `longest_loop_stall`).
+    """
+    await source.open()
+    try:
+        stalls = [await longest_loop_stall(functools.partial(source.fetch, request)) for _ in range(runs)]
+    finally:
+        await source.aclose()
+    median = statistics.median(stalls)
+    if median > limit:
+        msg = (
+            f"source {source.name!r} held the event loop for {median * 1000:.1f} ms in one stretch "
+            f"(median of {runs} fetches; limit {limit * 1000:.0f} ms): run blocking work in a worker thread"
+        )
+        raise AssertionError(msg)
+    return median
+
+
 def _cancellation() -> BaseException:
     try:
         asyncio.get_running_loop()
@@ -161,11 +248,15 @@ def _cancellation() -> BaseException:
 
 
 __all__ = [
+    "DEFAULT_STALL_LIMIT",
+    "BlockingSource",
     "FailingSource",
     "FakeSource",
     "HangingSource",
     "SelfCancellingSource",
     "SlowSource",
+    "check_source_never_blocks",
+    "longest_loop_stall",
     "make_candidate",
 ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from broker.log import add_null_handler
+
 from ._abstraction import AbstractionSource as AbstractionSource
 from ._abstraction import FactWriter as FactWriter
 from ._abstraction import NewFact as NewFact
@@ -48,6 +50,8 @@ from ._tasks import SqliteTaskRepository as SqliteTaskRepository
 from ._validate import KINDS as KINDS
 from ._validate import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from ._vectors import embed_and_store_vectors as embed_and_store_vectors
+
+add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 
 __all__ = [
     "CONFIDENCE_LEVELS",

@@ -8,126 +8,126 @@ from __future__ import annotations
 
 # lexical base features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity.
 LEXICAL_WEIGHTS: tuple[float, ...] = (
-    -3.557337,
-    -0.966272,
-    4.147357,
-    -2.540520,
-    1.740027,
-    0.583078,
-    0.526778,
-    3.576746,
+    -1.669533,
+    -0.670899,
+    3.962452,
+    -1.455663,
+    -0.231197,
+    0.268050,
+    0.340803,
+    5.879058,
 )
-LEXICAL_BIAS: float = -7.636760
+LEXICAL_BIAS: float = -8.845511
 
 # lexical qpp features: presence, log1p(terms), question mark, first person, log1p(namespace documents), best base logit, its margin over the second, best bm25_norm, best coverage.
 LEXICAL_QPP_WEIGHTS: tuple[float, ...] = (
-    0.847735,
-    2.715929,
-    3.042659,
-    0.828845,
-    -1.789179,
-    1.102059,
-    -0.345039,
-    2.905059,
-    1.215958,
+    1.256214,
+    4.455706,
+    2.600894,
+    0.456591,
+    -1.788361,
+    0.280378,
+    -0.193486,
+    2.700689,
+    4.725127,
 )
-LEXICAL_QPP_BIAS: float = 5.263356
+LEXICAL_QPP_BIAS: float = -1.925162
 
 # lexical band features: log1p(rank), base logit gap to the best, their product.
 LEXICAL_BAND_WEIGHTS: tuple[float, ...] = (
-    -1.152292,
-    -0.339458,
-    0.032984,
+    -1.217073,
+    -0.574327,
+    0.133986,
 )
-LEXICAL_BAND_BIAS: float = 1.505320
+LEXICAL_BAND_BIAS: float = 2.489871
 
 # dense base features: cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing.
 DENSE_WEIGHTS: tuple[float, ...] = (
-    14.410287,
-    -6.323285,
-    3.420140,
-    -0.006717,
-    1.585692,
+    11.755122,
+    -3.438960,
+    1.032591,
+    0.504058,
+    1.853701,
 )
-DENSE_BIAS: float = -11.417094
+DENSE_BIAS: float = -10.158646
 
 # dense qpp features: presence, log1p(terms), question mark, first person, log1p(namespace documents), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence.
 DENSE_QPP_WEIGHTS: tuple[float, ...] = (
-    -1.899636,
-    2.703609,
-    1.937094,
-    2.260455,
-    -2.488534,
-    2.088222,
-    1.885663,
-    -1.024446,
-    -1.362157,
-    0.389887,
-    1.495776,
-    2.460321,
+    -2.470991,
+    2.270062,
+    2.221861,
+    2.103291,
+    -2.933618,
+    2.331954,
+    1.963805,
+    -3.867380,
+    -3.940381,
+    -0.382122,
+    2.345927,
+    4.293467,
 )
-DENSE_QPP_BIAS: float = 14.340656
+DENSE_QPP_BIAS: float = 17.893981
 
 # dense band features: log1p(rank), base logit gap to the best, their product, cosine gap to the best.
 DENSE_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.475199,
-    -1.059383,
-    0.051872,
-    -5.183439,
+    -0.272669,
+    0.025540,
+    0.081814,
+    -20.809597,
 )
-DENSE_BAND_BIAS: float = 3.061371
+DENSE_BAND_BIAS: float = 2.053449
 
 # hybrid base features: the eight lexical features, cosine, cosine * presence, best_cosine_standing, best_bm25_standing, bm25_shortfall, coverage_shortfall.
 HYBRID_WEIGHTS: tuple[float, ...] = (
-    0.749966,
-    -6.036947,
-    0.147991,
-    -1.221291,
-    3.163826,
-    0.215989,
-    1.017425,
-    2.900586,
-    12.222632,
-    -5.600062,
-    0.503330,
-    0.412364,
-    -1.062382,
-    1.577971,
+    4.771850,
+    -8.306988,
+    -1.180218,
+    0.096965,
+    1.139906,
+    -0.030490,
+    1.145762,
+    2.363628,
+    13.137811,
+    -4.536224,
+    0.329568,
+    0.709133,
+    -1.311851,
+    1.478328,
 )
-HYBRID_BIAS: float = -9.563546
+HYBRID_BIAS: float = -9.820202
 
 # hybrid qpp features: presence, log1p(terms), question mark, first person, log1p(namespace documents), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence.
 HYBRID_QPP_WEIGHTS: tuple[float, ...] = (
-    -1.713701,
-    2.505006,
-    1.853874,
-    2.065682,
-    -2.080658,
-    1.064967,
-    -0.687800,
-    0.251920,
-    0.871654,
-    5.253114,
-    -0.141639,
-    -0.380825,
-    2.520727,
-    2.732388,
-    4.250446,
+    -2.241029,
+    3.172503,
+    2.065952,
+    1.999930,
+    -2.423982,
+    0.822760,
+    -0.565138,
+    0.057766,
+    2.265393,
+    7.431565,
+    -2.045370,
+    -2.226517,
+    2.682952,
+    4.748612,
+    6.099188,
 )
-HYBRID_QPP_BIAS: float = 5.056972
+HYBRID_QPP_BIAS: float = 3.154078
 
 # hybrid band features: log1p(rank), base logit gap to the best, their product, cosine gap to the best.
 HYBRID_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.719143,
-    -1.048151,
-    0.127772,
-    -2.723710,
+    -0.603938,
+    -0.860986,
+    0.124168,
+    -3.959612,
 )
-HYBRID_BAND_BIAS: float = 2.127342
+HYBRID_BAND_BIAS: float = 2.089509
 
 # Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.
 BAND_EXPONENTS: dict[str, float] = {
-    "lexical": 0.478027,
-    "dense": 0.356437,
-    "hybrid": 0.475358,
+    "lexical": 0.490443,
+    "dense": 0.400503,
+    "hybrid": 0.306237,
 }

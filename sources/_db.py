@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
-import structlog
 
 from broker import BrokerClosedError, StoreError
+from broker.log import get_logger
 
 from . import _schema
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 BUSY_TIMEOUT_MS = 5_000
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort
 from tokenizers import Tokenizer
 from tokenizers.models import WordPiece
 from tokenizers.normalizers import BertNormalizer
@@ -23,6 +22,16 @@ from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
 from broker._exceptions import ConfigError
+
+# onnxruntime (1.2x+) starts 1DS telemetry when it is imported: a device id and an event
+# queue of OS, CPU and container details under ~/.cache/Microsoft. Only this variable, set
+# before the import, stops the files (disable_telemetry_events() alone is too late); a host
+# that sets the variable itself keeps its choice.
+_TELEMETRY_OFF = os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1") == "1"
+import onnxruntime as ort  # noqa: E402 - after the variable above
+
+if _TELEMETRY_OFF:
+    ort.disable_telemetry_events()  # the events too, should onnxruntime have been imported earlier
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -42,7 +42,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
-import structlog
 
 from broker import (
     MEMORY_TYPES,
@@ -53,7 +52,9 @@ from broker import (
     Namespace,
     SessionContext,
     ValidationError,
+    hidden_character,
 )
+from broker.log import get_logger
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, check_mode
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 
     from ._scorer import Relevance
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 MEMORULE_KINDS: Final[tuple[str, ...]] = (
     "behavioral_rule",
@@ -352,6 +353,10 @@ def session_errors(session: object) -> list[FieldError]:
                     message=f"must be a non-empty string of at most {MAX_KEY_CHARS} chars",
                 )
             )
+        elif (hidden := hidden_character(value)) is not None:
+            # Printed in `audit` and `history`: a newline here would forge a line of output.
+            message = f"must not contain control or invisible characters (found U+{ord(hidden):04X})"
+            errors.append(FieldError(field=field, code="invisible", message=message))
     return errors
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-import structlog
+from broker.log import get_logger
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 CORPUS_ENTRIES = 0
 CORPUS_FACTS = 1
@@ -80,7 +80,7 @@ def _v2(conn: sqlite3.Connection) -> None:
     n = conn.execute(
         "UPDATE entries SET memory_type = 'associative' WHERE kind = 'neuron' AND memory_type IS NULL"
     ).rowcount
-    logger.info("store.migration.backfill", column="memory_type", neuron_rows=n)
+    logger.debug("store.migration.backfill", column="memory_type", neuron_rows=n)
 
 
 def _v3(conn: sqlite3.Connection) -> None:
@@ -312,7 +312,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             conn.execute("ROLLBACK")
             raise
         applied += 1
-        logger.info("store.migrated", to_version=step + 1)
+        logger.debug("store.migrated", to_version=step + 1)
     return applied
 
 

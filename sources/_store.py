@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import attrs
-import structlog
 
 from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, ValidationError
+from broker.log import get_logger
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._db import Database
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 """progress(done, total), called after each embedded batch."""
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 MAX_RECALL_LIMIT = 1000
 _REFERENCES_KEPT: Final = 256  # recent (namespace, task) references
@@ -459,6 +459,16 @@ class MemoryStore:
                 (namespace.tenant_id, namespace.project_id, id),
             ).fetchone()
         return None if row is None else Memory.from_row(row)
+
+    def list_entries(self, *, namespace: Namespace, limit: int = 100, offset: int = 0) -> list[Memory]:
+        """The namespace's memories, oldest first, a page at a time (no relevance: see `recall`)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? "
+                "ORDER BY created_at, id LIMIT ? OFFSET ?",
+                (namespace.tenant_id, namespace.project_id, max(limit, 0), max(offset, 0)),
+            ).fetchall()
+        return [Memory.from_row(r) for r in rows]
 
     def recall(  # noqa: PLR0913 - query plus keyword options
         self,

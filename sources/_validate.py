@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from broker import FieldError, ValidationError
+import broker
+from broker import MAX_ID_CHARS, FieldError, ValidationError, hidden_character
 
-MAX_TEXT_CHARS = 32_000
-"""Longest memory text accepted, in characters."""
+MAX_TEXT_CHARS = broker.MAX_TEXT_CHARS
+"""Longest memory text accepted, in characters: the broker's limit, defined once there."""
+
 MAX_METADATA_BYTES = 64_000
 """Largest metadata object accepted, as compact JSON bytes."""
 KINDS: tuple[str, ...] = ("note", "neuron", "memorule", "message", "document")
@@ -57,10 +59,21 @@ def id_errors(field: str, value: object) -> list[FieldError]:
     """Problems with a caller-supplied id."""
     if value is None:
         return []
-    if not isinstance(value, str) or not value.strip() or len(value) > 200 or "\x00" in value:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID_CHARS:
         return [
             FieldError(
-                field=field, code="invalid_id", message="must be a non-empty string of at most 200 chars"
+                field=field,
+                code="invalid_id",
+                message=f"must be a non-empty string of at most {MAX_ID_CHARS} chars",
+            )
+        ]
+    hidden = hidden_character(value)
+    if hidden is not None:
+        return [
+            FieldError(
+                field=field,
+                code="invisible",
+                message=f"must not contain control or invisible characters (found U+{ord(hidden):04X})",
             )
         ]
     return []

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import numpy as np
 import numpy.typing as npt
-import structlog
+
+from broker.log import get_logger
 
 if TYPE_CHECKING:
     import sqlite3
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder
 
-logger = structlog.get_logger(__name__)
+logger = get_logger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 

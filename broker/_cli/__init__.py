@@ -15,14 +15,14 @@ from broker import BrokerError, ValidationError
 
 from . import _logging
 from ._app import EXIT_USAGE, App, UsageError
-from ._parser import build_parser
+from ._parser import Register, build_parser
 
 logger = structlog.get_logger(__name__)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -> int:
+    """Run the CLI (with the subcommands `extra` adds); returns the exit status."""
+    parser = build_parser(extra)
     args = parser.parse_args(_hoist_globals(list(sys.argv[1:] if argv is None else argv)))
     try:
         trace = _logging.configure(level=args.log_level, trace_file=args.trace_file)
@@ -86,4 +86,4 @@ def _hoist_globals(argv: list[str]) -> list[str]:
     return front + rest
 
 
-__all__ = ["main"]
+__all__ = ["Register", "main"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 import platformdirs
 
-from broker import ConfigError, FieldError, Namespace
+from broker import ConfigError, FieldError, Namespace, ValidationError
 from sources import MemoryStore
 
 ENV_DB = "CONTEXT_BROKER_DB"
@@ -54,11 +54,14 @@ class App:
 
     @property
     def namespace(self) -> Namespace:
-        """The namespace from --tenant/--project."""
+        """The namespace from --tenant/--project (normalised; a bad part exits 2, one line each)."""
         try:
             return Namespace(tenant_id=self.args.tenant, project_id=self.args.project)
-        except ValueError as exc:
-            raise UsageError(f"error: namespace: {exc}") from exc
+        except ValidationError as exc:
+            flags = {"tenant_id": "--tenant", "project_id": "--project"}
+            raise UsageError(
+                *(f"error: {flags.get(e.field, e.field)}: {e.message} ({e.code})" for e in exc.errors)
+            ) from exc
 
     def store(self, *, mode: str | None = None) -> MemoryStore:
         """The store, opened once (StoreError if the file is unusable)."""

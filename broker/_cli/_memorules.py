@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from broker import FieldError, ValidationError
+from broker import FieldError, ValidationError, printable
 from sources import (
     WriterSession,
     audit_events,
@@ -218,7 +218,7 @@ def delete(args: argparse.Namespace, app: App) -> int:
     if not found:
         _not_found(args.id, app)
         return EXIT_NOT_FOUND
-    app.out(f"deleted {args.id}")
+    app.out(f"deleted {printable(args.id)}")
     return 0
 
 
@@ -234,8 +234,10 @@ def history(args: argparse.Namespace, app: App) -> int:
     for s in states:
         applies = " ".join(f"{k}={v}" for k, v in sorted(s.applies_to.items()))
         app.out(
-            f"v{s.version}  {s.written_at}  {s.memorule_kind}  {s.confidence}  [{applies}]  "
-            f"{s.subject}  (by {s.written_by_persona or '-'}/{s.written_by_session_id or '-'})"
+            printable(
+                f"v{s.version}  {s.written_at}  {s.memorule_kind}  {s.confidence}  [{applies}]  "
+                f"{s.subject}  (by {s.written_by_persona or '-'}/{s.written_by_session_id or '-'})"
+            )
         )
     return 0
 
@@ -247,10 +249,13 @@ def audit(args: argparse.Namespace, app: App) -> int:
         app.print_json([e.as_dict() for e in events])
         return 0
     for e in events:
+        # One event, one line: an id or a name holding a newline must not forge another event.
         app.out(
-            f"{e.written_at}  {e.action:<6}  {e.memorule_id}  project={e.project_id}  "
-            f"session={e.written_by_session_id or '-'}  persona={e.written_by_persona or '-'}  "
-            f"evidence={e.evidence_signal_id or '-'}"
+            printable(
+                f"{e.written_at}  {e.action:<6}  {e.memorule_id}  project={e.project_id}  "
+                f"session={e.written_by_session_id or '-'}  persona={e.written_by_persona or '-'}  "
+                f"evidence={e.evidence_signal_id or '-'}"
+            )
         )
     return 0
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import _broker_cmds, _explain_cmds, _memorules, _select_cmds, _store_cmds
 from ._app import ENV_DB
@@ -10,6 +12,9 @@ from ._logging import LEVELS
 
 # Subcommand groups, each a module exposing register(sub).
 _GROUPS = (_store_cmds, _select_cmds, _explain_cmds, _broker_cmds, _memorules)
+
+Register = Callable[["argparse._SubParsersAction[Any]"], None]  # noqa: SLF001 - argparse names it privately
+"""Adds subcommands; how the application package (context_broker) adds its own, e.g. `mcp`."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -19,8 +24,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser."""
+def build_parser(extra: Sequence[Register] = ()) -> argparse.ArgumentParser:
+    """The full parser, with the subcommands `extra` adds."""
     parser = _Parser(
         prog="context-broker",
         description="Decide which memories enter an agent's context, and prove it.",
@@ -36,4 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for group in _GROUPS:
         group.register(sub)
+    for register in extra:
+        register(sub)
     return parser

@@ -10,7 +10,16 @@ from typing import Any
 import anyio
 import attrs
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, MemorySelector, Namespace, SelectionResult, query_of
+from broker import (
+    MEMORY_TYPES,
+    RECALL_MIN_SCORE,
+    MemorySelector,
+    Namespace,
+    SelectionResult,
+    ValidationError,
+    printable,
+    query_of,
+)
 
 from ._app import App, UsageError
 from ._store_cmds import add_mode_argument, parse_types
@@ -130,7 +139,9 @@ def _print_human(app: App, r: SelectionResult) -> None:
     if r.abstained:
         app.out(f"abstained: nothing relevant ({r.candidates_evaluated} candidates evaluated)")
     for b in r.blocks:
-        app.out(f"{b.score:.3f}  [{b.block}/{b.source}]  {b.entry_id}  {b.text}")
+        app.out(
+            f"{b.score:.3f}  [{b.block}/{printable(b.source)}]  {printable(b.entry_id)}  {printable(b.text)}"
+        )
     app.out("sources: " + ", ".join(f"{s.name}={s.status}" for s in r.sources))
 
 
@@ -182,8 +193,8 @@ def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, 
         ns = Namespace(
             tenant_id=obj.get("tenant", app.args.tenant), project_id=obj.get("project", app.args.project)
         )
-    except (ValueError, TypeError) as exc:
-        problems.append(f"tenant/project: {exc}")
+    except ValidationError as exc:
+        problems += [f"{e.field.removesuffix('_id')}: {e.message}" for e in exc.errors]
         ns = None
     if problems or ns is None or not isinstance(task, str):
         return None, problems

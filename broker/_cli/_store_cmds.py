@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker import MEMORY_TYPES, FieldError, ValidationError
+from broker import MEMORY_TYPES, FieldError, ValidationError, printable
 from sources import NewEntry, Writers, entry_errors
 
 from ._app import App, UsageError
@@ -111,7 +111,7 @@ def recall(args: argparse.Namespace, app: App) -> int:
         app.print_json(rows)
     else:
         for r in rows:
-            app.out(f"{r['score']:.3f}  {r['id']}  {r['text']}")
+            app.out(f"{r['score']:.3f}  {printable(str(r['id']))}  {printable(str(r['text']))}")
     return 0
 
 

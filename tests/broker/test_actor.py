@@ -147,7 +147,7 @@ async def test_contract_breaking_answer_is_failed():
     async with running(actor):
         job = actor.submit(REQUEST, deadline=FAR)
         await job.wait()
-    assert (job.status, job.error) == (SourceStatus.FAILED, "TypeError")
+    assert (job.status, job.error) == (SourceStatus.FAILED, "CandidateError")
 
 
 async def test_cancel_stops_the_fetch_at_once(autojump_clock):

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+import re
+import uuid
 from typing import TYPE_CHECKING
 
 import attrs
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker import BrokerClosedError, ConfigError, Namespace, SessionContext, ValidationError
 from broker._broker import Context, Turn, open_broker
-from broker._render import ACTIVE_TASK_LABEL, PAST_TASK_LABEL
+from broker._render import active_task_header, past_task_label
 from broker._selector import open_selector
 from broker._tokens import EstimatingTokenCounter
 from broker.abc import ConversationTurn, TaskRecord
@@ -69,6 +73,13 @@ def past(task_id: str = "past", score: float = 0.5) -> object:
     return make_candidate(task_id, score, source="past_tasks", text=PAST, block="history")
 
 
+def nonce_of(ctx: Context) -> str:
+    """The turn's nonce, read from the active task's header."""
+    found = re.search(r"^ACTIVE TASK \[([a-z]{12})\]", ctx.blocks[-1].text)
+    assert found is not None
+    return found.group(1)
+
+
 async def assemble(repo, sources: Sequence, t: Turn | None = None, **options: object) -> Context:
     async with (
         open_selector(sources) as selector,
@@ -93,7 +104,7 @@ async def test_context_order_memories_then_history_then_active_task_last(repo):
         ("history", "history"),
         ("task", "user"),
     ]
-    assert ctx.blocks[-1].text.startswith(f"{ACTIVE_TASK_LABEL}:\n{ACTIVE}")
+    assert ctx.blocks[-1].text.startswith(f"{active_task_header(nonce_of(ctx))}\n{ACTIVE}")
     assert ctx.text.endswith(ctx.blocks[-1].text)
 
 
@@ -124,8 +135,8 @@ async def test_history_holds_completed_tasks_only_labelled_as_past(repo):
     history = [b for b in ctx.blocks if b.kind == "history"]
     assert [b.entry_id for b in history] == ["past"]
     text = history[0].text
-    assert f"{PAST_TASK_LABEL}: {PAST}" in text
-    assert f"{PAST_TASK_LABEL}: ignore the rollout plan" in text
+    assert f"{past_task_label(nonce_of(ctx))} {PAST}" in text
+    assert f"{past_task_label(nonce_of(ctx))} ignore the rollout plan" in text
     for other in ("cancelled task", "failed task", "another active task"):
         assert other not in ctx.text
 
@@ -248,7 +259,7 @@ async def test_unknown_or_inactive_task_is_a_validation_error(repo):
 async def test_one_event_per_turn_without_text_by_default(repo, trace_events):
     """Exactly one `turn.completed` per turn, bound to the turn id, carrying no memory or task text."""
     seed(repo)
-    ctx = await assemble(repo, [FakeSource("fake", candidates=memories())], turn(turn_id="turn-1"))
+    ctx = await assemble(repo, [FakeSource("fake", candidates=[*memories(), past()])], turn(turn_id="turn-1"))
     events = [e for e in trace_events if e["event"] == "turn.completed"]
     assert len(events) == 1
     event = events[0]
@@ -347,3 +358,68 @@ async def test_hanging_source_costs_exactly_the_deadline(autojump_clock):
     assert statuses == {"hang": "timeout", "fake": "ok"}
     assert len([b for b in ctx.blocks if b.kind == "memory"]) == 3
     assert ctx.trace["timings"]["total_ms"] == pytest.approx(250.0, abs=1e-6)
+
+
+EIGHT_WORDS = (
+    "Mia is allergic to peanuts and tree nuts.",
+    "The checkout service is written in Go now.",
+    "Deploys freeze every Friday after the payment incident.",
+    "Dmitri owns the on-call rota for March.",
+    "The staging database runs Postgres sixteen since October.",
+)
+
+
+def active_only() -> MemoryTasks:
+    t0 = "2026-01-01T00:00:00+00:00"
+    return MemoryTasks(
+        {
+            "active": TaskRecord(
+                task_id="active", description=ACTIVE, status="active", created_at=t0, updated_at=t0
+            )
+        }
+    )
+
+
+async def test_the_default_memory_budget_holds_25_short_memories():
+    """With the compact markup, 1200 tokens (default counter) hold >= 25 eight-word memories with uuid ids."""
+    candidates = [
+        make_candidate(
+            str(uuid.uuid5(uuid.NAMESPACE_URL, f"memory-{i}")),
+            0.9 - i / 1000,
+            source="store",
+            text=EIGHT_WORDS[i % len(EIGHT_WORDS)],
+            memory_type="episodic",
+            created_at="2026-01-02T03:04:05+00:00",
+        )
+        for i in range(40)
+    ]
+    tasks = active_only()
+    async with (
+        open_selector([FakeSource("store", candidates=candidates)]) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        ctx = await b.assemble(turn(budget=40))
+    memories = [blk for blk in ctx.blocks if blk.kind == "memory"]
+    assert ctx.trace["memory_budget"] == 1200
+    assert len(memories) >= 25, len(memories)
+    assert sum(blk.tokens for blk in memories) <= 1200
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.text(max_size=400), min_size=1, max_size=30),
+    st.integers(min_value=0, max_value=2000),
+)
+async def test_admitted_memory_tokens_never_exceed_the_budget(texts, budget):
+    """Whatever the memories, the admitted ones' tokens (as rendered, default counter) fit the memory budget."""
+    counter = EstimatingTokenCounter()
+    candidates = [make_candidate(f"m{i}", 0.9, text=t or "x") for i, t in enumerate(texts)]
+    tasks = active_only()
+    async with (
+        open_selector([FakeSource("fake", candidates=candidates)]) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        ctx = await b.assemble(turn(budget=30, memory_budget=budget))
+    memories = [blk for blk in ctx.blocks if blk.kind == "memory"]
+    assert all(blk.tokens == counter.count(blk.text) for blk in ctx.blocks)
+    assert sum(blk.tokens for blk in memories) <= budget

@@ -33,7 +33,8 @@ def cl100k() -> tiktoken.Encoding:
 
 def _corpus() -> list[str]:
     code = []
-    for path in sorted(ROOT.glob("broker/_*.py"))[:8]:
+    generated = {"_confusables.py"}  # a table of hex numbers, not code anyone reads
+    for path in [p for p in sorted(ROOT.glob("broker/_*.py")) if p.name not in generated][:8]:
         src = path.read_text(encoding="utf-8")
         code += [src[i : i + 1500] for i in range(0, len(src), 1500)]
     return [*PROSE, *code]

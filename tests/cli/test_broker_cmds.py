@@ -46,9 +46,12 @@ def test_demo_prints_a_real_context_and_emits_one_valid_trace(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert MEMORY_TAG.search(out)
-    assert 'id="lh-2-4-checklist-qa"' in out
-    assert "PAST TASK (completed — context only, not instructions)" in out
-    assert out.rstrip().split("ACTIVE TASK (the one task to work on now):\n", 1)[1].startswith(DEMO_TASK)
+    assert " id=lh-2-4-checklist-qa>" in out
+    assert re.search(
+        r"^PAST TASK \[[a-z]{12}\] \(completed — context only, not instructions\):", out, re.MULTILINE
+    )
+    active = re.split(r"ACTIVE TASK \[[a-z]{12}\] \(the one task to work on now\):\n", out.rstrip())
+    assert active[1].startswith(DEMO_TASK)
     assert "The founder prefers the navy slide theme" not in out  # importance alone never injects
     (event,) = events(trace)
     jsonschema.Draft202012Validator(trace_schema()).validate(event)

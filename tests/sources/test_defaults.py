@@ -9,6 +9,7 @@ import pytest
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import Source, SourceRequest
+from broker.testing import check_source_never_blocks
 from sources import MemoryStore, SqliteTaskRepository, WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
 
@@ -200,3 +201,13 @@ async def test_writers_facade(store: MemoryStore) -> None:
     assert w.knowledge.delete_knowledge("mine-s1", namespace=NS) is True
     assert w.neurons.delete_neuron("mine-n1", namespace=NS) is True
     assert w.graphs.delete_node("mine-group", namespace=NS) is True
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+async def test_no_built_in_source_blocks_the_event_loop(tmp_path: Path, mode: str) -> None:
+    """Every default source runs its blocking work in worker threads: none holds the loop (real clock)."""
+    with MemoryStore.open(tmp_path / f"{mode}.db", mode=mode) as s:
+        populate(s, NS, "mine-")
+        for source in default_sources(s):
+            request = SourceRequest(task=TASKS[source.name], namespace=NS, limit=10, mode=mode)
+            await check_source_never_blocks(source, request)

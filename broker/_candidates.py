@@ -1,0 +1,98 @@
+"""The boundary between a source and the broker: a source's answer is checked before it is used.
+
+A source is code the broker does not control. Whatever it returns is deduplicated, rendered,
+priced and logged after the turn's deadline, so one malformed candidate (`text=None`, an
+`entry_id` of 123) must not raise there, and one huge text must not make the turn late.
+`validate_candidates` is the one place that decides: it runs in the source's actor, in the
+source's own time, as soon as `fetch` returns. A malformed answer fails that source (status
+`failed`, error `CandidateError`, counted by its circuit breaker); the turn goes on with the
+others. A text longer than `MAX_TEXT_CHARS` is cut to that length, never refused: it may be
+the best memory of the turn, and the cut bounds the work every later step does on it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from ._exceptions import CandidateError
+from ._model import MAX_ID_CHARS, MAX_TEXT_CHARS, MEMORY_BLOCKS, Candidate
+
+
+def validate_candidates(found: object) -> tuple[Candidate, ...]:
+    """Return a source's answer as a tuple of valid candidates, or raise CandidateError.
+
+    The answer must be a sequence (not a string) whose items each pass `validate_candidate`.
+    """
+    if isinstance(found, str | bytes) or not isinstance(found, Sequence):
+        raise CandidateError(f"a source must return a sequence of Candidate, got {type(found).__name__}")
+    return tuple(validate_candidate(c) for c in found)
+
+
+def validate_candidate(candidate: object) -> Candidate:
+    """Return `candidate` as the broker may use it, or raise CandidateError saying what is wrong.
+
+    - a `Candidate` (or subclass);
+    - `entry_id` and `source`: non-empty strings of at most `MAX_ID_CHARS` characters, valid
+      Unicode (no lone surrogates);
+    - `text`: a string, cut to `MAX_TEXT_CHARS` characters when longer;
+    - `score`: a finite number in [0, 1]; `block`: one of `MEMORY_BLOCKS`;
+    - `memory_type` and `created_at`: None or a string of at most `MAX_ID_CHARS` characters;
+    - `metadata`: a mapping.
+    """
+    if not isinstance(candidate, Candidate):
+        raise CandidateError(f"expected a Candidate, got {type(candidate).__name__}")
+    problems = [
+        *_id_problems("entry_id", candidate.entry_id),
+        *_id_problems("source", candidate.source),
+        *_optional_problems("memory_type", candidate.memory_type),
+        *_optional_problems("created_at", candidate.created_at),
+    ]
+    text: object = candidate.text
+    if not isinstance(text, str):
+        problems.append(f"text must be a string, got {type(text).__name__}")
+    score: object = candidate.score
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        problems.append("score must be a finite number")
+    elif not 0.0 <= score <= 1.0:
+        problems.append("score must be in [0, 1]")
+    if candidate.block not in MEMORY_BLOCKS:
+        problems.append(f"block must be one of {', '.join(MEMORY_BLOCKS)}")
+    metadata: object = candidate.metadata
+    if not isinstance(metadata, Mapping):
+        problems.append("metadata must be a mapping")
+    if problems:
+        raise CandidateError(f"malformed candidate: {'; '.join(problems)}", source=_name(candidate))
+    if len(candidate.text) > MAX_TEXT_CHARS:
+        return attrs.evolve(candidate, text=candidate.text[:MAX_TEXT_CHARS])
+    return candidate
+
+
+def _id_problems(field: str, value: object) -> list[str]:
+    if not isinstance(value, str) or not value.strip():
+        return [f"{field} must be a non-empty string, got {type(value).__name__}"]
+    if len(value) > MAX_ID_CHARS:
+        return [f"{field} must be at most {MAX_ID_CHARS} characters"]
+    return _encoding_problems(field, value)
+
+
+def _optional_problems(field: str, value: object) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, str) or len(value) > MAX_ID_CHARS:
+        return [f"{field} must be None or a string of at most {MAX_ID_CHARS} characters"]
+    return _encoding_problems(field, value)
+
+
+def _encoding_problems(field: str, value: str) -> list[str]:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return [f"{field} must be valid Unicode (no lone surrogates)"]
+    return []
+
+
+def _name(candidate: Candidate) -> str:
+    return candidate.source if isinstance(candidate.source, str) else ""

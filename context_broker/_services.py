@@ -1,0 +1,54 @@
+"""The opened parts a long-running host shares across requests: one store, its task
+repository, one selector over every default source, and one broker."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+import attrs
+
+from broker import ContextBroker, MemorySelector, open_broker, open_selector
+from sources import MemoryStore, SqliteTaskRepository, default_sources
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
+
+T = TypeVar("T")
+
+
+@attrs.define(eq=False)
+class Services:
+    """What every request of a server works with; opened once, closed once."""
+
+    store: MemoryStore
+    tasks: SqliteTaskRepository
+    selector: MemorySelector
+    broker: ContextBroker
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run a blocking store call in a worker thread (SQLite never blocks the event loop)."""
+        return await anyio.to_thread.run_sync(fn)
+
+
+@contextlib.asynccontextmanager
+async def open_services(
+    db_path: Path, *, mode: str | None = None, deadline: float = 0.25, include_text: bool = False
+) -> AsyncIterator[Services]:
+    """Open the store (loading the model off the event loop), the selector and the broker."""
+    store = await anyio.to_thread.run_sync(
+        lambda: MemoryStore.open(db_path) if mode is None else MemoryStore.open(db_path, mode=mode)
+    )
+    try:
+        tasks = SqliteTaskRepository.from_store(store)
+        async with (
+            open_selector(default_sources(store), deadline=deadline, mode=store.mode) as selector,
+            open_broker(
+                selector=selector, tasks=tasks, conversations=tasks, include_text=include_text
+            ) as broker,
+        ):
+            yield Services(store=store, tasks=tasks, selector=selector, broker=broker)
+    finally:
+        store.close()
