@@ -202,7 +202,15 @@ class MemoryStore:
     )
 
     @classmethod
-    def open(cls, path: Path | str, *, embedder: Embedder | None = None, mode: str = "hybrid") -> MemoryStore:
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        embedder: Embedder | None = None,
+        mode: str = "hybrid",
+        create: bool = True,
+        durability: str = "normal",
+    ) -> MemoryStore:
         """Open (or create) the store at `path`; StoreError if the file is unusable.
 
         `mode` is the default recall mode. Dense and hybrid modes need an embedder: without
@@ -210,13 +218,24 @@ class MemoryStore:
         callers open the store in a worker thread, before any deadline). mode="lexical"
         loads no model; given an embedder it still writes vectors (so switching to hybrid
         later needs no reindex), without one it writes none.
+
+        `create=False` refuses a missing file (StoreError) instead of creating it. Another
+        program's database, or one of a newer schema, is refused before anything is written.
+        `durability` is "normal" (the default: WAL, synchronous=NORMAL; a commit survives a
+        crash of the process, the last ones may not survive a power loss) or "full"
+        (synchronous=FULL: every acknowledged commit survives a power loss too).
         """
         mode = check_mode(mode)
+        db = Database.open(path, create=create, durability=durability)
         if embedder is None and mode in DENSE_MODES:
             from ._embedder import load_default_embedder  # noqa: PLC0415 - lexical stores never import onnxruntime
 
-            embedder = load_default_embedder()
-        return cls(db=Database.open(path), embedder=embedder, mode=mode)
+            try:
+                embedder = load_default_embedder()
+            except BaseException:
+                db.close()
+                raise
+        return cls(db=db, embedder=embedder, mode=mode)
 
     def __attrs_post_init__(self) -> None:
         if self._vindex is None and self.embedder is not None:
