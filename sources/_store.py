@@ -14,8 +14,9 @@ at all has no best cosine to stand against, so until `reindex` no text gains tha
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import attrs
@@ -481,7 +482,8 @@ class MemoryStore:
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
                 (namespace.tenant_id, namespace.project_id, id),
             ).fetchone()
-        return None if row is None else Memory.from_row(row)
+        found = list(_memories([] if row is None else [row]))
+        return found[0] if found else None
 
     def list_entries(self, *, namespace: Namespace, limit: int = 100, offset: int = 0) -> list[Memory]:
         """The namespace's memories, oldest first, a page at a time (no relevance: see `recall`)."""
@@ -552,7 +554,8 @@ class MemoryStore:
             scored = self._dense_scored(conn, ns_id, scorer, types=types, k=k)
         kept = [(p, r) for p, r in scored if p >= min_score]
         kept.sort(key=lambda pr: (-pr[0], pr[1][1]))
-        return [Recalled(memory=Memory.from_row(r), score=p) for p, r in kept[:limit]]
+        recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])
+        return list(itertools.islice(recalled, limit))
 
     def scorer(
         self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None
@@ -711,6 +714,15 @@ class MemoryStore:
             ],
             "size_bytes": self.db.size_bytes(),
         }
+
+
+def _memories(rows: Iterable[Sequence[Any]]) -> Iterator[Memory]:
+    """Memories of entry rows, skipping (and logging) damaged ones."""
+    return _validate.skip_damaged(rows, Memory.from_row, table="entries", row_id=lambda r: r[1])
+
+
+def _recalled(scored: tuple[float, Sequence[Any]]) -> Recalled:
+    return Recalled(memory=Memory.from_row(scored[1]), score=scored[0])
 
 
 def _row_terms(row: Sequence[Any]) -> list[str]:

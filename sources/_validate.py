@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import broker
 from broker import MAX_ID_CHARS, FieldError, ValidationError, hidden_character
+from broker.log import get_logger
 
 MAX_TEXT_CHARS = broker.MAX_TEXT_CHARS
 """Longest memory text accepted, in characters: the broker's limit, defined once there."""
+
+logger = get_logger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 MAX_METADATA_BYTES = 64_000
 """Largest metadata object accepted, as compact JSON bytes."""
@@ -136,7 +142,33 @@ def raise_if(errors: list[FieldError]) -> None:
         raise ValidationError(errors)
 
 
-def decode_metadata(raw: str) -> dict[str, Any]:
-    """Metadata as stored."""
-    value = json.loads(raw) if raw else {}
+class DamagedRowError(ValueError):
+    """Raised when a stored row does not decode (a JSON column that is not JSON).
+
+    Readers skip such a row with `skip_damaged`, which logs it with its id, and serve the rest.
+    """
+
+
+def decode_json(raw: str | None, *, column: str, default: str) -> Any:  # noqa: ANN401 - any JSON value
+    """A stored JSON column (`default` when empty); DamagedRowError if it is not JSON."""
+    try:
+        return json.loads(raw or default)
+    except (TypeError, ValueError) as exc:
+        raise DamagedRowError(f"{column} is not valid JSON") from exc
+
+
+def decode_metadata(raw: str | None) -> dict[str, Any]:
+    """Metadata as stored; DamagedRowError if it is not JSON."""
+    value = decode_json(raw, column="metadata", default="{}")
     return value if isinstance(value, dict) else {}
+
+
+def skip_damaged(
+    items: Iterable[T], build: Callable[[T], R], *, table: str, row_id: Callable[[T], object]
+) -> Iterator[R]:
+    """Build each item lazily, skipping (and logging, with its id) rows that are damaged."""
+    for item in items:
+        try:
+            yield build(item)
+        except DamagedRowError as exc:
+            logger.warning("store.row_damaged", table=table, id=str(row_id(item)), error=str(exc))

@@ -204,3 +204,35 @@ async def test_no_built_in_source_blocks_the_event_loop(tmp_path: Path, mode: st
         for source in default_sources(s):
             request = SourceRequest(task=TASKS[source.name], namespace=NS, limit=10, mode=mode)
             await check_source_never_blocks(source, request)
+
+
+_DAMAGE = (
+    "UPDATE entries SET metadata = '{oops' WHERE id LIKE 'bad-%' AND kind != 'memorule'",
+    "UPDATE facts SET metadata = '{oops' WHERE id LIKE 'bad-%'",
+    "UPDATE knowledge SET provenance = '[oops' WHERE id LIKE 'bad-%'",
+    "UPDATE graph_nodes SET aliases = '[oops' WHERE id LIKE 'bad-%'",
+    (
+        "UPDATE memorule_states SET applies_to = '{oops' "
+        "WHERE entry_rowid IN (SELECT rowid FROM entries WHERE id LIKE 'bad-%')"
+    ),
+)
+
+
+async def test_a_damaged_row_is_skipped_and_logged_and_the_rest_served(
+    tmp_path: Path, trace_events: list[dict[str, object]]
+) -> None:
+    """Invalid JSON in one row (metadata, provenance, aliases, applies_to) must not fail a source."""
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
+        populate(store, NS, "good-")
+        populate(store, NS, "bad-")
+        with store.db.write() as conn:
+            for sql in _DAMAGE:
+                assert conn.execute(sql).rowcount > 0, sql
+        for src in default_sources(store):
+            got = await src.fetch(SourceRequest(task=TASKS[src.name], namespace=NS, limit=50))
+            ids = [bare(c.entry_id) for c in got]
+            assert any(i.startswith("good-") for i in ids), src.name
+            assert not any(i.startswith("bad-") for i in ids), (src.name, ids)
+    damaged = {str(e["id"]) for e in trace_events if e["event"] == "store.row_damaged"}
+    assert damaged
+    assert all(i.startswith("bad-") for i in damaged), damaged
