@@ -16,6 +16,7 @@ import attrs
 from ._actor import DEFAULT_CONCURRENCY, DEFAULT_MAILBOX_SIZE, SourceActor
 from ._breaker import DEFAULT_COOLDOWN, DEFAULT_THRESHOLD, CircuitBreaker
 from ._exceptions import BrokerClosedError, ConfigError, FieldError, ValidationError
+from ._fields import count_errors, text_errors
 from ._floor import select
 from ._gather import gather
 from ._model import MEMORY_TYPES, Namespace, SelectionResult, SessionContext
@@ -114,13 +115,10 @@ def _check_call(  # noqa: PLR0913 - validates every argument of the API at once
     mode: object,
 ) -> tuple[str, ...] | None:
     """Check every argument; raise one ValidationError listing every problem."""
-    errors: list[FieldError] = []
-    if not isinstance(task, str) or not task.strip():
-        errors.append(FieldError(field="task", code="empty", message="must be a non-empty string"))
+    # The same rules as the store's recall, so every source receives only input it accepts.
+    errors = text_errors("task", task) + count_errors("budget", budget)
     if not isinstance(namespace, Namespace):
         errors.append(FieldError(field="namespace", code="type", message="must be a Namespace"))
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        errors.append(FieldError(field="budget", code="range", message="must be an integer >= 1"))
     if deadline is not None and not _positive(deadline):
         errors.append(FieldError(field="deadline", code="range", message="must be seconds > 0"))
     if mode is not None and mode not in RECALL_MODES:

@@ -4,7 +4,9 @@ reader connections usable from worker threads, and sqlite3 errors translated to 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -26,19 +28,36 @@ DURABILITY: tuple[str, ...] = ("normal", "full")
 commits before a power loss or OS crash may be lost. `full` (WAL, synchronous=FULL): every
 acknowledged commit is on disk (fsync per commit), so it survives a power loss too."""
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+_FULL_BYTES = 256 * 1024  # less free space than this: a failed write is most likely the full disk
+
+
+def _one_line(exc: BaseException) -> str:
+    # Some SQLite messages quote the damaged schema, newlines and all.
+    return " ".join(str(exc).split())
+
+
+def _io_hint(path: Path | str) -> str:
+    """Why a write may have failed as a bare "disk I/O error": SQLite maps some out-of-space
+    failures (growing the -shm file) to it; say so when the disk has (nearly) no room left."""
+    try:
+        free = shutil.disk_usage(Path(path).expanduser().parent).free
+    except OSError:
+        return ""
+    return " (no space left on the device)" if free < _FULL_BYTES else ""
 
 
 @contextlib.contextmanager
 def translated(path: Path | str) -> Iterator[None]:
-    """Turn the errors a bad or damaged file raises into one clear StoreError."""
+    """Turn the errors a bad or damaged file raises into one clear, one-line StoreError."""
     try:
         yield
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
             raise
-        raise StoreError(f"{path}: {exc}") from exc
+        hint = _io_hint(path) if "disk I/O error" in str(exc) else ""
+        raise StoreError(f"{path}: {_one_line(exc)}{hint}") from exc
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: not a usable SQLite database ({exc})") from exc
+        raise StoreError(f"{path}: not a usable SQLite database ({_one_line(exc)})") from exc
     except UnicodeDecodeError as exc:
         raise StoreError(f"{path}: damaged database (undecodable text)") from exc
 
@@ -55,17 +74,23 @@ def _connect(path: Path, *, create: bool = False) -> sqlite3.Connection:
 
 
 def _check_target(path: Path, *, create: bool) -> None:
-    """Refuse a directory, a missing file when not creating; make the parent when creating."""
+    """Refuse a directory, a missing file when not creating, a store we cannot write; make
+    the parent directory when creating."""
     if path.is_dir():
         raise StoreError(f"{path}: is a directory, not a database file")
-    if not create:
-        if not path.exists():
-            raise StoreError(f"{path}: no such database (this command never creates one)")
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot create its directory ({exc.strerror or exc})") from exc
+    if not create and not path.exists():
+        raise StoreError(f"{path}: no such database (this command never creates one)")
+    if create:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot create its directory ({exc.strerror or exc})") from exc
+    # Even a reader of a WAL store writes beside it (the -wal and -shm files), and a read-only
+    # connection would leave them behind: refuse up front, before anything is touched.
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StoreError(f"{path}: the file is read-only (a store must be writable, even to read it)")
+    if not os.access(path.parent, os.W_OK):
+        raise StoreError(f"{path}: its directory is read-only (SQLite keeps {path.name}-wal and -shm there)")
 
 
 @attrs.define(eq=False)

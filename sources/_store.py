@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import attrs
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, ValidationError
+from broker import (
+    MEMORY_TYPES,
+    RECALL_MIN_SCORE,
+    ConfigError,
+    FieldError,
+    Namespace,
+    ValidationError,
+    count_errors,
+)
 from broker.log import get_logger
 
 from . import _analysis, _index, _schema, _validate, _vectors
@@ -648,12 +656,7 @@ class MemoryStore:
     def _check_recall_args(query: object, types: Sequence[str] | None, limit: object) -> None:
         errors = _validate.text_errors("query", query)
         errors += types_errors(types)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
-            errors.append(
-                FieldError(
-                    field="limit", code="out_of_range", message=f"must be an integer in 1..{MAX_RECALL_LIMIT}"
-                )
-            )
+        errors += count_errors("limit", limit, maximum=MAX_RECALL_LIMIT)
         _validate.raise_if(errors)
 
     @staticmethod

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import broker
 from broker import MAX_ID_CHARS, FieldError, ValidationError, hidden_character
+from broker import text_errors as text_errors  # noqa: PLC0414 - re-exported: the one text rule
 from broker.log import get_logger
 
 MAX_TEXT_CHARS = broker.MAX_TEXT_CHARS
@@ -24,26 +25,6 @@ MAX_METADATA_BYTES = 64_000
 """Largest metadata object accepted, as compact JSON bytes."""
 KINDS: tuple[str, ...] = ("note", "neuron", "memorule", "message", "document")
 """Kinds of entries the store accepts."""
-
-
-def text_errors(field: str, text: object, *, max_chars: int = MAX_TEXT_CHARS) -> list[FieldError]:
-    """Problems with a text field: type, emptiness, size, NUL bytes, lone surrogates."""
-    if not isinstance(text, str):
-        return [FieldError(field=field, code="type", message="must be a string")]
-    errors: list[FieldError] = []
-    if not text.strip():
-        errors.append(FieldError(field=field, code="empty", message="must not be empty"))
-    if len(text) > max_chars:
-        errors.append(FieldError(field=field, code="too_long", message=f"must be at most {max_chars} chars"))
-    if "\x00" in text:
-        errors.append(FieldError(field=field, code="nul", message="must not contain NUL bytes"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        errors.append(
-            FieldError(field=field, code="encoding", message="must be valid Unicode (no lone surrogates)")
-        )
-    return errors
 
 
 def choice_errors(field: str, value: object, allowed: tuple[str, ...], *, optional: bool) -> list[FieldError]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import anyio
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker import (
     BrokerClosedError,
@@ -17,7 +20,9 @@ from broker import (
     SessionContext,
     SourceStatus,
     ValidationError,
+    count_errors,
     open_selector,
+    text_errors,
 )
 from broker.testing import (
     FailingSource,
@@ -407,6 +412,11 @@ async def test_request_carries_task_namespace_types_context_mode_and_limit():
         ({"deadline": -1}, {"deadline"}),
         ({"mode": "psychic"}, {"mode"}),
         ({"task_description": "", "budget": 0, "types": ["x"]}, {"task", "budget", "types"}),
+        ({"task_description": "x" * 120_000}, {"task"}),
+        ({"task_description": "lone \ud800 surrogate"}, {"task"}),
+        ({"task_description": "nul \x00 byte"}, {"task"}),
+        ({"budget": 99999999999999999999}, {"budget"}),
+        ({"budget": 1001}, {"budget"}),
     ],
 )
 async def test_invalid_input_is_a_validation_error_naming_every_field(kwargs, fields):
@@ -418,3 +428,39 @@ async def test_invalid_input_is_a_validation_error_naming_every_field(kwargs, fi
             await selector.select_for_task(**call)
     assert {e.field for e in caught.value.errors} == fields
     assert source.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("task", "budget", "errors"),
+    [
+        ("x" * 120_000, 10, [("task", "too_long", "must be at most 32000 chars")]),
+        ("bad \udc80 text", 10, [("task", "encoding", "must be valid Unicode (no lone surrogates)")]),
+        (TASK, 10**20, [("budget", "out_of_range", "must be an integer in 1..1000")]),
+    ],
+)
+async def test_request_errors_are_the_recall_field_errors(task, budget, errors):
+    """`select` refuses what `recall` refuses, with the same codes and messages."""
+    async with open_selector([FakeSource("store")]) as selector:
+        with pytest.raises(ValidationError) as caught:
+            await selector.select_for_task(task, namespace=NS, budget=budget)
+    assert [(e.field, e.code, e.message) for e in caught.value.errors] == errors
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    task=st.one_of(st.text(max_size=50), st.integers(31_990, 32_010).map(lambda n: "a" * n)),
+    budget=st.one_of(st.integers(), st.booleans(), st.floats(allow_nan=True)),
+)
+def test_sources_only_ever_receive_valid_requests(task, budget):
+    """Whatever a caller passes, a source is asked only with a task and limit that recall accepts."""
+    source = FakeSource("store")
+
+    async def turn() -> None:
+        async with open_selector([source]) as selector:
+            with contextlib.suppress(ValidationError):
+                await selector.select_for_task(task, namespace=NS, budget=budget)
+
+    trio.run(turn)
+    for request in source.requests:
+        assert text_errors("query", request.task) == []
+        assert count_errors("limit", request.limit) == []

@@ -111,3 +111,46 @@ def test_unknown_durability_is_a_config_error_before_the_file_is_touched(tmp_pat
     with pytest.raises(ConfigError, match="durability"):
         MemoryStore.open(tmp_path / "m.db", mode="lexical", durability="paranoid")
     assert not (tmp_path / "m.db").exists()
+
+
+_FULL_DISK_WRITES = """
+from broker import Namespace, StoreError
+from sources import MemoryStore, NewEntry
+
+ns = Namespace(tenant_id="t")
+store = MemoryStore.open(HERE / "memory.db", mode="lexical")
+store.add_entries([NewEntry(text=f"kept {i}: deploys freeze on Fridays", id=f"k{i}") for i in range(50)], namespace=ns)
+fill()
+errors, written = [], 0
+for i in range(30):
+    try:
+        if i % 3 == 0:
+            store.add_entries([NewEntry(text=f"batch {i}.{j} " + "word " * 300) for j in range(5)], namespace=ns)
+        else:
+            store.add_entry(f"note {i} " + "word " * (50 * i), namespace=ns)
+        written += 1
+    except StoreError as exc:
+        errors.append(str(exc))
+free()
+store.add_entry("written once there is room again", id="after", namespace=ns)
+kept = sum(store.get(f"k{i}", namespace=ns) is not None for i in range(50))
+store.close()
+import sqlite3
+conn = sqlite3.connect(HERE / "memory.db")
+report({
+    "errors": errors,
+    "written": written,
+    "kept": kept,
+    "integrity": conn.execute("PRAGMA integrity_check").fetchone()[0],
+    "after": conn.execute("SELECT count(*) FROM entries WHERE id = 'after'").fetchone()[0],
+})
+"""
+
+
+def test_a_really_full_disk_is_reported_as_full_and_loses_nothing(on_small_disk) -> None:
+    """30 writes on a full filesystem (ENOSPC, not a page cap): each error names the full disk."""
+    got = on_small_disk(_FULL_DISK_WRITES, size="1m")
+    assert len(got["errors"]) == 30 - got["written"] >= 25
+    assert all("database or disk is full" in e for e in got["errors"]), got["errors"]
+    assert not any("cannot rollback" in e for e in got["errors"])
+    assert (got["kept"], got["integrity"], got["after"]) == (50, "ok", 1)
