@@ -240,6 +240,40 @@ async def test_failed_probe_reopens_the_circuit(autojump_clock):
     assert flaky.calls == 2
 
 
+async def test_sources_late_together_meet_contention_and_never_trip(autojump_clock):
+    """Two sources cut by the same deadline turn after turn: a busy machine, not a faulty source."""
+    slow = [SlowSource("store", delay=0.5), SlowSource("persona", delay=0.5)]
+    async with open_selector([*slow, FakeSource("neurons")], deadline=0.1) as selector:
+        results = [await selector.select_for_task(TASK, namespace=NS) for _ in range(20)]
+    assert {_statuses(r)["store"] for r in results} == {SourceStatus.TIMEOUT}
+    assert {_statuses(r)["persona"] for r in results} == {SourceStatus.TIMEOUT}
+    assert slow[0].calls == 20
+
+
+async def test_a_source_late_alone_trips_and_is_probed_after_a_growing_short_cooldown(autojump_clock):
+    """A hang while the others answer counts; out for 1 s, then 2 s after a failed probe, then back."""
+    hanging = FailingSource("graphs", error=RuntimeError("unused"), failing=False, delay=10.0)
+    async with open_selector([hanging, FakeSource("store")], deadline=0.1) as selector:
+        for _ in range(3):
+            await selector.select_for_task(TASK, namespace=NS)
+        opened = trio.current_time()
+        assert opened == pytest.approx(0.3)
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert _statuses(result)["graphs"] is SourceStatus.OPEN_CIRCUIT
+        await trio.sleep_until(opened + 1.0)
+        probe = await selector.select_for_task(TASK, namespace=NS)
+        assert _statuses(probe)["graphs"] is SourceStatus.TIMEOUT
+        reopened = trio.current_time()
+        await trio.sleep_until(reopened + 1.999)
+        result = await selector.select_for_task(TASK, namespace=NS)
+        assert _statuses(result)["graphs"] is SourceStatus.OPEN_CIRCUIT
+        hanging.delay = 0.0
+        await trio.sleep_until(reopened + 2.0)
+        back = await selector.select_for_task(TASK, namespace=NS)
+    assert _statuses(back)["graphs"] is SourceStatus.EMPTY
+    assert hanging.calls == 5
+
+
 # --- lifecycle ----------------------------------------------------------------------------------
 
 
@@ -327,6 +361,7 @@ async def test_outer_cancellation_exits_cleanly(autojump_clock):
         ([FakeSource("a")], {"concurrency": 0}),
         ([FakeSource("a")], {"breaker_threshold": 0}),
         ([FakeSource("a")], {"breaker_cooldown": -1.0}),
+        ([FakeSource("a")], {"breaker_max_cooldown": 0}),
         ([FakeSource("a")], {"mode": "psychic"}),
     ],
 )
