@@ -19,6 +19,26 @@ import structlog
 
 from broker._trace import TURN_COMPLETED, trace_schema
 
+SLOW_FACTOR = 10
+"""How many times longer the `--slow` (nightly) versions of the reliability tests run."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--slow`: run the long versions of the fault matrix, crash loop, load and deadline tests."""
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        default=False,
+        help=f"run the reliability tests {SLOW_FACTOR}x longer (nightly); CI runs the short versions",
+    )
+
+
+@pytest.fixture
+def slow_factor(request: pytest.FixtureRequest) -> int:
+    """1 in CI, SLOW_FACTOR with --slow: multiply counts and durations by it."""
+    return SLOW_FACTOR if request.config.getoption("--slow") else 1
+
+
 SHARED = Path(os.environ.get("CONTEXT_BROKER_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 LOCOMO = SHARED / "data" / "locomo" / "locomo-dev.json"
 TRIVIAL = SHARED / "data" / "trivial_tasks.txt"
