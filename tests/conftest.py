@@ -33,6 +33,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run only with --slow."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="a long (nightly) version: run with --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def slow_factor(request: pytest.FixtureRequest) -> int:
     """1 in CI, SLOW_FACTOR with --slow: multiply counts and durations by it."""
