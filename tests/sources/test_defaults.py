@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from broker import RECALL_MIN_SCORE, Namespace
+from broker import RECALL_MIN_SCORE, Namespace, open_selector
 from broker.abc import Source, SourceRequest
 from broker.testing import check_source_never_blocks
-from sources import MemoryStore, WriterSession, remember
+from sources import MemoryStore, NewEntry, WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
 
 if TYPE_CHECKING:
@@ -236,3 +236,34 @@ async def test_a_damaged_row_is_skipped_and_logged_and_the_rest_served(
     damaged = {str(e["id"]) for e in trace_events if e["event"] == "store.row_damaged"}
     assert damaged
     assert all(i.startswith("bad-") for i in damaged), damaged
+
+
+async def _turns(store: MemoryStore, n: int) -> list[dict[str, str]]:
+    """Run n turns of every default source through the selector; each turn's statuses."""
+    out = []
+    async with open_selector(default_sources(store), deadline=0.2) as selector:
+        for task in list(TASKS.values())[:n]:
+            result = await selector.select_for_task(task, namespace=NS)
+            out.append({o.name: str(o.status) for o in result.sources})
+    return out
+
+
+async def test_a_corrupt_page_fails_the_sources_that_read_it_and_the_turn_still_completes(
+    tmp_path: Path,
+) -> None:
+    """Real corrupt pages: the sources reading them fail as a status; no turn raises."""
+    path = tmp_path / "m.db"
+    with MemoryStore.open(path, mode="lexical") as store:
+        populate(store, NS, "mine-")
+        store.add_entries(
+            [NewEntry(text=f"filler note {i} " + "word " * 50) for i in range(300)], namespace=NS
+        )
+    data = bytearray(path.read_bytes())
+    for start in range(4096 * 8, len(data), 4096 * 3):  # every third page past the schema's
+        data[start + 100 : start + 400] = bytes(300)
+    path.write_bytes(bytes(data))
+    with MemoryStore.open(path, mode="lexical") as store:
+        turns = await _turns(store, len(TASKS))
+    assert len(turns) == len(TASKS)
+    assert any("failed" in t.values() for t in turns), turns
+    assert all({"ok", "empty"} & set(t.values()) for t in turns), turns  # the others still answer
