@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING
 
 import anyio
@@ -258,9 +259,16 @@ async def test_a_corrupt_page_fails_the_sources_that_read_it_and_the_turn_still_
         store.add_entries(
             [NewEntry(text=f"filler note {i} " + "word " * 50) for i in range(300)], namespace=NS
         )
+    conn = sqlite3.connect(path)
+    pages = [
+        r[0] for r in conn.execute("SELECT rootpage FROM sqlite_master WHERE name IN ('entries', 'facts')")
+    ]
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
     data = bytearray(path.read_bytes())
-    for start in range(4096 * 8, len(data), 4096 * 3):  # every third page past the schema's
-        data[start + 100 : start + 400] = bytes(300)
+    for page in pages:  # zero each table's root page: its b-tree header is gone
+        start = (page - 1) * page_size
+        data[start : start + page_size] = bytes(page_size)
     path.write_bytes(bytes(data))
     with MemoryStore.open(path, mode="lexical") as store:
         turns = await _turns(store, len(TASKS))
