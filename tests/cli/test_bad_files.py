@@ -273,3 +273,22 @@ def test_a_full_disk_is_one_line_exit_2_and_loses_nothing(on_small_disk) -> None
         assert len(run["lines"]) == 1, run
         assert re.search(r"database or disk is full|no space left on the device", run["lines"][0]), run
     assert (got["unchanged"], got["entries"], got["integrity"]) == (True, 50, "ok")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_a_directory_that_cannot_be_created_for_permissions_is_one_line(tmp_path: Path) -> None:
+    """A PermissionError from mkdir (even for root, without its override) is one line, exit 2."""
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    try:
+        result = _run_cli(
+            locked / "sub" / "memory.db", "remember", "A note with nowhere to go", "--kind", "note"
+        )
+    finally:
+        locked.chmod(0o755)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert lines == [
+        f"error: {locked / 'sub' / 'memory.db'}: cannot create its directory (Permission denied)"
+    ]
+    assert list(locked.iterdir()) == []
