@@ -33,7 +33,7 @@ from sources import MemoryStore, NewEntry
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = Namespace(tenant_id="load", project_id="p")
-CI_SECONDS = 5.0
+CI_SECONDS = 4.0
 WRITERS = 4
 SLOW_WRITERS = 6  # the load issue 18 was measured under
 READERS = 2

@@ -254,7 +254,7 @@ def test_writers_killed_hundreds_of_times_lose_no_acknowledged_write(
                 zygote.stdin.write(f"c{cycle}w{w} {rng.randrange(2**32)}\n")
                 zygote.stdin.flush()
                 pids.append(int(zygote.stdout.readline()))
-            time.sleep(rng.uniform(0.005, 0.06))
+            time.sleep(rng.uniform(0.003, 0.04))
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
             for pid in pids:
