@@ -54,7 +54,9 @@ async def gather(
             if in_time:
                 # Late alone, a source hung; late together, the turn met contention.
                 actor.expire(job, alone=len(late) == 1)
-            elif not job.done:
+            else:
+                # Also a job its own scope already cut: its timeout is left to the turn, and
+                # a caller that gave up learnt nothing (this frees a half-open probe's slot).
                 actor.abandon(job)
     outcomes = tuple(_outcome(actor.name, job, deadline) for actor, job in zip(actors, jobs, strict=True))
     for outcome in outcomes:
