@@ -17,6 +17,8 @@ from ._exceptions import FieldError as FieldError
 from ._exceptions import SourceError as SourceError
 from ._exceptions import StoreError as StoreError
 from ._exceptions import ValidationError as ValidationError
+from ._fields import count_errors as count_errors
+from ._fields import text_errors as text_errors
 from ._floor import RECALL_MIN_SCORE as RECALL_MIN_SCORE
 from ._model import MAX_ID_CHARS as MAX_ID_CHARS
 from ._model import MAX_TEXT_CHARS as MAX_TEXT_CHARS
@@ -67,10 +69,12 @@ __all__ = [
     "StoreError",
     "Turn",
     "ValidationError",
+    "count_errors",
     "hidden_character",
     "open_broker",
     "open_selector",
     "printable",
     "query_of",
+    "text_errors",
     "validate_candidate",
 ]

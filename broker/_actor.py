@@ -39,7 +39,8 @@ class Job:
     """One request to one source: its deadline, its cancel scope and, once done, its outcome.
 
     `cancel()` is the caller giving up (nothing is learnt about the source); `expire()` is the
-    turn deadline cutting it (a timeout, which the circuit breaker counts).
+    turn deadline cutting it (a timeout: the turn tells the circuit breaker whether the source
+    hung or met contention).
     """
 
     request: SourceRequest
@@ -194,7 +195,7 @@ class SourceActor:
         try:
             self._send.send_nowait(job)
         except anyio.WouldBlock:
-            self._breaker.record_abandoned()
+            self._breaker.record_inconclusive()
             return Job.settled(request, SourceStatus.OVERLOADED, now=now)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return Job.settled(request, SourceStatus.FAILED, now=now, error=_CLOSED)
@@ -300,10 +301,14 @@ class SourceActor:
         logger.debug("source.raised", source=self.name, error=type(exc).__name__, message=str(exc)[:200])
         job.finish(SourceStatus.FAILED, now=anyio.current_time(), error=type(exc).__name__)
 
-    def expire(self, job: Job) -> None:
-        """Cut a job at the turn deadline and count the timeout now, before the turn returns."""
+    def expire(self, job: Job, *, alone: bool = True) -> None:
+        """Cut a job at the turn deadline and tell the breaker now, before the turn returns.
+
+        Late `alone` (every other source of the turn was in time), the source hung: a failure.
+        Late together with other sources, the turn met contention: inconclusive.
+        """
         job.expire()
-        self._account(job, SourceStatus.TIMEOUT)
+        self._account(job, SourceStatus.TIMEOUT if alone else None)
 
     def abandon(self, job: Job) -> None:
         """Cancel a job its caller gave up on; it says nothing about the source."""
@@ -311,9 +316,13 @@ class SourceActor:
         self._account(job, None)
 
     def _settle(self, job: Job) -> None:
-        """Account for a job a worker is done with: the pending count and the breaker."""
+        """Account for a job a worker is done with: the pending count and the breaker.
+
+        A timeout is left to the turn, which alone knows whether the source was late alone.
+        """
         self._pending -= 1
-        self._account(job, job.status)
+        if job.status is not SourceStatus.TIMEOUT:
+            self._account(job, job.status)
 
     def _account(self, job: Job, status: SourceStatus | None) -> None:
         """Tell the circuit breaker how the job went, once per job.
@@ -324,12 +333,14 @@ class SourceActor:
         if job.accounted:
             return
         job.accounted = True
-        if job.abandoned:
-            self._breaker.record_abandoned()
+        if job.abandoned or status is None:
+            self._breaker.record_inconclusive()
         elif status in (SourceStatus.OK, SourceStatus.EMPTY):
             self._breaker.record_success()
         elif status in (SourceStatus.FAILED, SourceStatus.TIMEOUT) and job.error != _CLOSED:
             self._breaker.record_failure(anyio.current_time())
+        else:
+            self._breaker.record_inconclusive()
 
 
 __all__ = ["DEFAULT_CONCURRENCY", "DEFAULT_MAILBOX_SIZE", "Job", "SourceActor"]

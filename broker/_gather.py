@@ -49,12 +49,15 @@ async def gather(
         in_time = True
     finally:
         # Late jobs are cut at the deadline; if the caller was cancelled, abandoned at once.
-        for actor, job in zip(actors, jobs, strict=True):
-            if not job.done:
-                if in_time:
-                    actor.expire(job)
-                else:
-                    actor.abandon(job)
+        late = [(a, j) for a, j in zip(actors, jobs, strict=True) if _late(j)]
+        for actor, job in late:
+            if in_time:
+                # Late alone, a source hung; late together, the turn met contention.
+                actor.expire(job, alone=len(late) == 1)
+            else:
+                # Also a job its own scope already cut: its timeout is left to the turn, and
+                # a caller that gave up learnt nothing (this frees a half-open probe's slot).
+                actor.abandon(job)
     outcomes = tuple(_outcome(actor.name, job, deadline) for actor, job in zip(actors, jobs, strict=True))
     for outcome in outcomes:
         _log(outcome)
@@ -62,6 +65,11 @@ async def gather(
         c for job, o in zip(jobs, outcomes, strict=True) if o.candidates for c in job.candidates
     )
     return candidates, outcomes
+
+
+def _late(job: Job) -> bool:
+    """Not done at the deadline, or done as a timeout (its own scope cut it first)."""
+    return not job.done or job.status is SourceStatus.TIMEOUT
 
 
 def _outcome(name: str, job: Job, deadline: float) -> SourceOutcome:

@@ -14,8 +14,9 @@ import anyio
 import attrs
 
 from ._actor import DEFAULT_CONCURRENCY, DEFAULT_MAILBOX_SIZE, SourceActor
-from ._breaker import DEFAULT_COOLDOWN, DEFAULT_THRESHOLD, CircuitBreaker
+from ._breaker import DEFAULT_COOLDOWN, DEFAULT_MAX_COOLDOWN, DEFAULT_THRESHOLD, CircuitBreaker
 from ._exceptions import BrokerClosedError, ConfigError, FieldError, ValidationError
+from ._fields import count_errors, text_errors
 from ._floor import Fate, fates, select
 from ._gather import gather
 from ._model import MEMORY_TYPES, Candidate, Namespace, SelectionResult, SessionContext
@@ -162,13 +163,10 @@ def _check_call(  # noqa: PLR0913 - validates every argument of the API at once
     mode: object,
 ) -> tuple[str, ...] | None:
     """Check every argument; raise one ValidationError listing every problem."""
-    errors: list[FieldError] = []
-    if not isinstance(task, str) or not task.strip():
-        errors.append(FieldError(field="task", code="empty", message="must be a non-empty string"))
+    # The same rules as the store's recall, so every source receives only input it accepts.
+    errors = text_errors("task", task) + count_errors("budget", budget)
     if not isinstance(namespace, Namespace):
         errors.append(FieldError(field="namespace", code="type", message="must be a Namespace"))
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        errors.append(FieldError(field="budget", code="range", message="must be an integer >= 1"))
     if deadline is not None and not _positive(deadline):
         errors.append(FieldError(field="deadline", code="range", message="must be seconds > 0"))
     if mode is not None and mode not in RECALL_MODES:
@@ -211,6 +209,7 @@ def _check_config(  # noqa: PLR0913 - one check per option of open_selector
     concurrency: int,
     breaker_threshold: int,
     breaker_cooldown: float,
+    breaker_max_cooldown: float,
     mode: str | None,
 ) -> None:
     problems = [f"{s!r} is not a broker.abc.Source" for s in sources if not isinstance(s, Source)]
@@ -229,6 +228,8 @@ def _check_config(  # noqa: PLR0913 - one check per option of open_selector
             problems.append(f"{label} must be an integer >= 1")
     if not _positive(breaker_cooldown) and breaker_cooldown != 0:
         problems.append("breaker_cooldown must be seconds >= 0")
+    if not _positive(breaker_max_cooldown):
+        problems.append("breaker_max_cooldown must be seconds > 0")
     if mode is not None and mode not in RECALL_MODES:
         problems.append(f"mode must be one of {', '.join(RECALL_MODES)}")
     if problems:
@@ -244,6 +245,7 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     concurrency: int = DEFAULT_CONCURRENCY,
     breaker_threshold: int = DEFAULT_THRESHOLD,
     breaker_cooldown: float = DEFAULT_COOLDOWN,
+    breaker_max_cooldown: float = DEFAULT_MAX_COOLDOWN,
     mode: str | None = None,
 ) -> AsyncIterator[MemorySelector]:
     """Open every source, run one actor per source, and yield the selector.
@@ -252,7 +254,10 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     task ends and every source is closed.
 
     A source whose `open()` raises is reported `failed` on every turn; it does not stop the
-    others. Raises ConfigError on bad options.
+    others. A source that fails `breaker_threshold` turns in a row (errors, or late while
+    every other source was in time) is skipped for `breaker_cooldown` seconds, then probed;
+    each failed probe doubles the cooldown, up to `breaker_max_cooldown` (or the first
+    cooldown, if longer). Raises ConfigError on bad options.
     """
     sources = tuple(sources)
     _check_config(
@@ -262,6 +267,7 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
         concurrency=concurrency,
         breaker_threshold=breaker_threshold,
         breaker_cooldown=breaker_cooldown,
+        breaker_max_cooldown=breaker_max_cooldown,
         mode=mode,
     )
     actors = tuple(
@@ -269,7 +275,11 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
             source,
             mailbox_size=mailbox_size,
             concurrency=concurrency,
-            breaker=CircuitBreaker(threshold=breaker_threshold, cooldown=breaker_cooldown),
+            breaker=CircuitBreaker(
+                threshold=breaker_threshold,
+                cooldown=breaker_cooldown,
+                max_cooldown=max(breaker_max_cooldown, breaker_cooldown),
+            ),
         )
         for source in sources
     )

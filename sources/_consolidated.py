@@ -103,5 +103,5 @@ class ConsolidatedSource(CorpusSource):
     extra_cols: ClassVar[tuple[str, ...]] = ("provenance",)
 
     def _metadata(self, row: Sequence[Any]) -> dict[str, Any]:
-        provenance = json.loads(row[5] or "[]")
+        provenance = _validate.decode_json(row[5], column="provenance", default="[]")
         return {**super()._metadata(row), "provenance": provenance}

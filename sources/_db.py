@@ -4,7 +4,9 @@ reader connections usable from worker threads, and sqlite3 errors translated to 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -12,37 +14,83 @@ from pathlib import Path
 
 import attrs
 
-from broker import BrokerClosedError, StoreError
+from broker import BrokerClosedError, ConfigError, StoreError
 from broker.log import get_logger
 
-from . import _schema
+from . import _identity, _schema
+from ._txn import immediate, rollback
 
 logger = get_logger(__name__)
 
 BUSY_TIMEOUT_MS = 5_000
+DURABILITY: tuple[str, ...] = ("normal", "full")
+"""`normal` (WAL, synchronous=NORMAL): a commit survives a crash of the process; the last
+commits before a power loss or OS crash may be lost. `full` (WAL, synchronous=FULL): every
+acknowledged commit is on disk (fsync per commit), so it survives a power loss too."""
+_SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+_FULL_BYTES = 256 * 1024  # less free space than this: a failed write is most likely the full disk
+
+
+def _one_line(exc: BaseException) -> str:
+    # Some SQLite messages quote the damaged schema, newlines and all.
+    return " ".join(str(exc).split())
+
+
+def _io_hint(path: Path | str) -> str:
+    """Why a write may have failed as a bare "disk I/O error": SQLite maps some out-of-space
+    failures (growing the -shm file) to it; say so when the disk has (nearly) no room left."""
+    try:
+        free = shutil.disk_usage(Path(path).expanduser().parent).free
+    except OSError:
+        return ""
+    return " (no space left on the device)" if free < _FULL_BYTES else ""
 
 
 @contextlib.contextmanager
 def translated(path: Path | str) -> Iterator[None]:
-    """Turn the errors a bad or damaged file raises into one clear StoreError."""
+    """Turn the errors a bad or damaged file raises into one clear, one-line StoreError."""
     try:
         yield
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
             raise
-        raise StoreError(f"{path}: {exc}") from exc
+        hint = _io_hint(path) if "disk I/O error" in str(exc) else ""
+        raise StoreError(f"{path}: {_one_line(exc)}{hint}") from exc
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: not a usable SQLite database ({exc})") from exc
+        raise StoreError(f"{path}: not a usable SQLite database ({_one_line(exc)})") from exc
     except UnicodeDecodeError as exc:
         raise StoreError(f"{path}: damaged database (undecodable text)") from exc
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, *, create: bool = False) -> sqlite3.Connection:
+    # A URI with mode=rw never creates the file: a reader (or a command that only reads)
+    # must not leave an empty database behind a mistyped path or a deleted file.
+    uri = f"{path.resolve().as_uri()}?mode={'rwc' if create else 'rw'}"
     conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
     )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return conn
+
+
+def _check_target(path: Path, *, create: bool) -> None:
+    """Refuse a directory, a missing file when not creating, a store we cannot write; make
+    the parent directory when creating."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a database file")
+    if not create and not path.exists():
+        raise StoreError(f"{path}: no such database (this command never creates one)")
+    if create:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot create its directory ({exc.strerror or exc})") from exc
+    # Even a reader of a WAL store writes beside it (the -wal and -shm files), and a read-only
+    # connection would leave them behind: refuse up front, before anything is touched.
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StoreError(f"{path}: the file is read-only (a store must be writable, even to read it)")
+    if not os.access(path.parent, os.W_OK):
+        raise StoreError(f"{path}: its directory is read-only (SQLite keeps {path.name}-wal and -shm there)")
 
 
 @attrs.define(eq=False)
@@ -56,39 +104,44 @@ class Database:
     _all_readers: list[sqlite3.Connection] = attrs.field(factory=list)
     _pool_lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closed: bool = False
+    durability: str = "normal"
 
     @classmethod
-    def open(cls, path: Path | str) -> Database:
-        """Open (creating if absent) and migrate; raises StoreError on a bad file."""
+    def open(cls, path: Path | str, *, create: bool = True, durability: str = "normal") -> Database:
+        """Open and migrate; raises StoreError on a bad file, ConfigError on bad options.
+
+        With `create=False` a missing file is a StoreError. Before anything is written the
+        file is checked: another program's database, or a store of a newer schema, is
+        refused (StoreError) and left exactly as it was. `durability` is one of DURABILITY.
+        """
+        if durability not in DURABILITY:
+            raise ConfigError(f"durability must be one of {', '.join(DURABILITY)}; got {durability!r}")
         path = Path(path).expanduser()
-        if path.is_dir():
-            raise StoreError(f"{path}: is a directory, not a database file")
+        _check_target(path, create=create)
         with translated(path):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = _connect(path)
+            conn = _connect(path, create=create)
             try:
+                _identity.check(conn, path, schema_version=_schema.SCHEMA_VERSION)
                 conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute(f"PRAGMA synchronous = {_SYNCHRONOUS[durability]}")
+                _identity.claim(conn)
                 _schema.migrate(conn)
             except BaseException:
                 conn.close()
                 raise
-        return cls(path=path, writer=conn)
+        return cls(path=path, writer=conn, durability=durability)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (`BEGIN IMMEDIATE`) on the single writer connection."""
+        """One write transaction (`BEGIN IMMEDIATE`) on the single writer connection.
+
+        If it fails, the error raised is the one that made it fail (a full disk stays a full
+        disk), never a failure of the rollback after it.
+        """
         with self._write_lock:
             self._check_open()
-            conn = self._writer
-            with translated(self.path):
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
+            with translated(self.path), immediate(self._writer) as conn:
+                yield conn
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -106,8 +159,7 @@ class Database:
             with translated(self.path):
                 yield conn
         finally:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback(conn)
             self._readers.put(conn)
 
     def close(self) -> None:

@@ -70,7 +70,7 @@ class _Node:
             rowid=int(row[0]),
             id=row[1],
             name=row[2],
-            aliases=tuple(json.loads(row[3] or "[]")),
+            aliases=tuple(_validate.decode_json(row[3], column="aliases", default="[]")),
             description=row[4],
             created_at=row[5],
         )
@@ -261,18 +261,16 @@ class GraphSource(ReaderSource):
         if not seeds:
             return []
         hops, via = _bfs(conn, ns_id, seeds)
+        rows = select_in(
+            conn,
+            "SELECT rowid, id, name, aliases, description, created_at FROM graph_nodes "
+            "WHERE ns_id = ? AND rowid IN ({marks})",
+            sorted(hops),
+            (ns_id,),
+        )
         nodes = {
             n.rowid: n
-            for n in map(
-                _Node.from_row,
-                select_in(
-                    conn,
-                    "SELECT rowid, id, name, aliases, description, created_at FROM graph_nodes "
-                    "WHERE ns_id = ? AND rowid IN ({marks})",
-                    sorted(hops),
-                    (ns_id,),
-                ),
-            )
+            for n in _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
         }
         prof = _index.profile(conn, ns_id, request.task)
         scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
@@ -296,9 +294,12 @@ class GraphSource(ReaderSource):
         """
         rendered: list[tuple[float, int, str]] = []
         for rowid, node in nodes.items():
-            texts = [render(node, nodes, e) for e in via.get(rowid, [])]
+            # An edge through a damaged (skipped) node cannot be rendered.
+            texts = [render(node, nodes, e) for e in via.get(rowid, []) if e[0] in nodes and e[2] in nodes]
             if hops[rowid] == 0:
                 texts.append(render(node, nodes, None))
+            if not texts:
+                continue
             best = max(texts, key=lambda t: lexical_score(scorer, _analysis.terms(t)))
             pre = lexical_score(scorer, _analysis.terms(best)) * HOP_DECAY[hops[rowid]]
             rendered.append((pre, rowid, best))

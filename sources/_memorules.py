@@ -59,7 +59,7 @@ from broker.log import get_logger
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, check_mode
 from ._source_base import QueryCache, ReaderSource
-from ._store import MemoryStore, NewEntry, _checked, _Row, delete_entry_rowid
+from ._store import MemoryStore, NewEntry, Recalled, _checked, _Row, delete_entry_rowid
 
 if TYPE_CHECKING:
     import sqlite3
@@ -577,7 +577,7 @@ def update_memorule(  # noqa: PLR0913 - one keyword per field
     _validate.raise_if(errors)
     embedded = _embed_changed_text(store, namespace, id, changed)
     with store.db.write() as conn:
-        current = _current_or_raise(conn, namespace, id)
+        current = _current_or_raise(conn, namespace, id, repairing="applies_to" in changed)
         fields = _merged(current.fields, changed)
         _validate.raise_if(_combined_errors(fields.subject, fields.body))
         now = _now()
@@ -620,7 +620,7 @@ def delete_memorule(
     errors += _validate.id_errors("evidence_signal_id", evidence_signal_id)
     _validate.raise_if(errors)
     with store.db.write() as conn:
-        current = _current(conn, namespace, id)
+        current = _current(conn, namespace, id, repairing=True)
         if current is None:
             return False
         delete_entry_rowid(conn, current.ns_id, current.rowid)
@@ -647,7 +647,7 @@ def _embed_changed_text(
     if store.embedder is None or not {"subject", "body"} & set(changed):
         return None
     with store.db.read() as conn:
-        before = _current(conn, namespace, id)
+        before = _current(conn, namespace, id, repairing=True)
     if before is None:
         return None
     text = _merged(before.fields, changed).text
@@ -789,7 +789,15 @@ class _Current:
     version: int
 
     @classmethod
-    def from_row(cls, r: Sequence[Any]) -> _Current:
+    def from_row(cls, r: Sequence[Any], *, repairing: bool = False) -> _Current:
+        """Build from a row of _CURRENT_COLS; DamagedRowError if its applies_to does not decode,
+        unless `repairing` (the caller replaces it), when it reads as empty."""
+        try:
+            applies_to = _decode_applies(r[12])
+        except _validate.DamagedRowError:
+            if not repairing:
+                raise
+            applies_to = {}
         return cls(
             rowid=int(r[0]),
             id=str(r[1]),
@@ -803,7 +811,7 @@ class _Current:
                 memorule_kind=str(r[9]),
                 subject=str(r[10]),
                 body=str(r[11]),
-                applies_to=_decode_applies(r[12]),
+                applies_to=applies_to,
                 evidence_signal_id=r[13],
                 confidence=str(r[14]),
             ),
@@ -823,8 +831,10 @@ class _Current:
 
 
 def _decode_applies(raw: str) -> dict[str, str]:
-    value = json.loads(raw) if raw else {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+    value = _validate.decode_json(raw, column="applies_to", default="{}")
+    if not isinstance(value, dict):
+        raise _validate.DamagedRowError("applies_to is not a JSON object")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _state_of(
@@ -846,7 +856,14 @@ def _state_of(
     )
 
 
-def _current(conn: sqlite3.Connection, namespace: Namespace, id: str) -> _Current | None:  # noqa: A002
+def _current(
+    conn: sqlite3.Connection,
+    namespace: Namespace,
+    id: str,  # noqa: A002
+    *,
+    repairing: bool = False,
+) -> _Current | None:
+    """The memorule's entry with its newest state (see `_Current.from_row` for `repairing`)."""
     ns_id = _index.find_ns(conn, namespace)
     if ns_id is None:
         return None
@@ -855,11 +872,22 @@ def _current(conn: sqlite3.Connection, namespace: Namespace, id: str) -> _Curren
         "WHERE e.ns_id = ? AND e.id = ? AND e.kind = 'memorule'",
         (ns_id, id),
     ).fetchone()
-    return None if row is None else _Current.from_row(row)
+    return None if row is None else _Current.from_row(row, repairing=repairing)
 
 
-def _current_or_raise(conn: sqlite3.Connection, namespace: Namespace, id: str) -> _Current:  # noqa: A002
-    current = _current(conn, namespace, id)
+def _current_or_raise(
+    conn: sqlite3.Connection,
+    namespace: Namespace,
+    id: str,  # noqa: A002
+    *,
+    repairing: bool = False,
+) -> _Current:
+    try:
+        current = _current(conn, namespace, id, repairing=repairing)
+    except _validate.DamagedRowError as exc:
+        raise ValidationError.single(
+            "applies_to", "damaged", f"memorule {id!r}: the stored {exc}; give applies_to to replace it"
+        ) from exc
     if current is None:
         raise ValidationError.single("id", "not_found", f"no memorule {id!r} in {namespace}")
     return current
@@ -878,11 +906,13 @@ def memorule_history(store: MemoryStore, id: str, *, namespace: Namespace) -> li
             "WHERE e.ns_id = ? AND e.id = ? AND e.kind = 'memorule' ORDER BY s.rowid",
             (ns_id, id),
         ).fetchall()
-    return [
-        MemoruleState(
+
+    def state(numbered: tuple[int, Sequence[Any]]) -> MemoruleState:
+        version, r = numbered
+        return MemoruleState(
             memorule_id=id,
             namespace=namespace,
-            version=i,
+            version=version,
             memorule_kind=r[0],
             subject=r[1],
             body=r[2],
@@ -893,8 +923,13 @@ def memorule_history(store: MemoryStore, id: str, *, namespace: Namespace) -> li
             written_by_persona=r[7],
             written_at=r[8],
         )
-        for i, r in enumerate(rows, start=1)
-    ]
+
+    # A damaged state is left out; the others keep their version numbers.
+    return list(
+        _validate.skip_damaged(
+            enumerate(rows, start=1), state, table="memorule_states", row_id=lambda n: f"{id} v{n[0]}"
+        )
+    )
 
 
 def audit_events(
@@ -1049,14 +1084,22 @@ class _Probe:
         if not home.present:
             return []
         table = _schema.fts_table(ns_id)
-        tenant_wide = " AND json_extract(s.applies_to, '$.scope') IN ('global', 'org')" if foreign else ""
+        # json_extract raises on a damaged applies_to; CASE only reads the valid ones.
+        tenant_wide = (
+            " AND CASE WHEN json_valid(s.applies_to) THEN json_extract(s.applies_to, '$.scope') END"
+            " IN ('global', 'org')"
+            if foreign
+            else ""
+        )
         rows = self.conn.execute(
             f"SELECT {_CURRENT_COLS} FROM {table} JOIN entries e ON e.rowid = ({table}.rowid >> 2) "
             f"{_CURRENT_JOIN} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
             f"AND e.kind = 'memorule'{tenant_wide} ORDER BY bm25({table}) LIMIT ?",
             (_analysis.fts_query(tuple(sorted(home.present))), self.depth),
         ).fetchall()
-        found = [_Current.from_row(r) for r in rows]
+        found = list(
+            _validate.skip_damaged(rows, _Current.from_row, table="memorule_states", row_id=lambda r: r[1])
+        )
         if keep is not None:
             found = [c for c in found if keep(c)]
         if self.asking is not None and self.asking.present:
@@ -1225,24 +1268,23 @@ def _recall_memory_on(  # noqa: PLR0913
 ) -> list[RecallMatch]:
     kwargs: dict[str, Any] = {} if mode is None else {"mode": mode}
     own = store.recall_on(conn, query, namespace=namespace, limit=top_k, **kwargs)
-    out: list[RecallMatch] = []
-    for r in own:
+
+    def matched(r: Recalled) -> RecallMatch:
         m = r.memory
         current = _current(conn, namespace, m.id) if m.kind == "memorule" else None
         if current is not None:
-            out.append(_match(_Hit(current=current, score=r.score, qpp=r.qpp, band=r.band), None))
-        else:
-            out.append(
-                RecallMatch(
-                    id=m.id,
-                    namespace=m.namespace,
-                    kind=m.kind,
-                    text=m.text,
-                    score=r.score,
-                    memory_type=m.memory_type,
-                    created_at=m.created_at,
-                )
-            )
+            return _match(_Hit(current=current, score=r.score, qpp=r.qpp, band=r.band), None)
+        return RecallMatch(
+            id=m.id,
+            namespace=m.namespace,
+            kind=m.kind,
+            text=m.text,
+            score=r.score,
+            memory_type=m.memory_type,
+            created_at=m.created_at,
+        )
+
+    out = list(_validate.skip_damaged(own, matched, table="memorule_states", row_id=lambda r: r.memory.id))
     own_ns, others = _visible_namespaces(conn, namespace)
     probe = _Probe.build(
         store, conn, query, own_ns=own_ns, mode=mode, depth=max(4 * top_k, 50), embedder=None

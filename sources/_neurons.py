@@ -235,13 +235,13 @@ class NeuronSource(ReaderSource):
             doc_terms=[_doc_terms(r[3], triggers[rid]) for r, rid in zip(rows, rowids, strict=True)],
         )
         matched = set(prof.terms)
-        return best_first(
-            (
-                _candidate(self.name, r, score, sorted(matched.intersection(triggers[int(r[0])])))
-                for r, score in zip(rows, scores, strict=True)
-            ),
-            request.limit,
+        candidates = _validate.skip_damaged(
+            zip(rows, scores, strict=True),
+            lambda rs: _candidate(self.name, *rs, sorted(matched.intersection(triggers[int(rs[0][0])]))),
+            table="entries",
+            row_id=lambda rs: rs[0][1],
         )
+        return best_first(candidates, request.limit)
 
 
 def _doc_terms(text: str, trigger_terms: list[str]) -> list[str]:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 from broker.log import get_logger
 
+from ._txn import rollback
+
 logger = get_logger(__name__)
 
 CORPUS_ENTRIES = 0
@@ -309,7 +311,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             conn.execute(f"PRAGMA user_version = {step + 1}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            rollback(conn)
             raise
         applied += 1
         logger.debug("store.migrated", to_version=step + 1)
@@ -329,7 +331,7 @@ def ensure_memory_type_column(conn: sqlite3.Connection) -> int:
         ).rowcount
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
     return n
 

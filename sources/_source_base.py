@@ -246,6 +246,11 @@ def type_allowed(types: Sequence[str] | None, memory_type: str) -> bool:
     return types is None or memory_type in types
 
 
+def _first_id(item: tuple[Sequence[Any], Any]) -> object:
+    """The id column of a (row, relevance) pair whose row is (rowid, id, ...)."""
+    return item[0][1]
+
+
 def best_first(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
     """Candidates with some evidence (score > 0), best first (ties by id), at most `limit`."""
     kept = [c for c in candidates if c.score > 0.0]
@@ -416,7 +421,11 @@ class CorpusSource(ReaderSource):
             rowids=[int(r[0]) for r in rows],
             texts=[r[2] for r in rows],
         )
-        return best_first((self._candidate(r, s) for r, s in zip(rows, scores, strict=True)), request.limit)
+        pairs = zip(rows, scores, strict=True)
+        candidates = _validate.skip_damaged(
+            pairs, lambda rs: self._candidate(*rs), table=self.table, row_id=_first_id
+        )
+        return best_first(candidates, request.limit)
 
     def _candidate(self, row: Sequence[Any], rel: Relevance) -> Candidate:
         return Candidate(

@@ -14,13 +14,22 @@ at all has no best cosine to stand against, so until `reindex` no text gains tha
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Self, cast
 
 import attrs
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, ValidationError
+from broker import (
+    MEMORY_TYPES,
+    RECALL_MIN_SCORE,
+    ConfigError,
+    FieldError,
+    Namespace,
+    ValidationError,
+    count_errors,
+)
 from broker.log import get_logger
 
 from . import _analysis, _index, _schema, _validate, _vectors
@@ -198,7 +207,15 @@ class MemoryStore:
     )
 
     @classmethod
-    def open(cls, path: Path | str, *, embedder: Embedder | None = None, mode: str = "hybrid") -> MemoryStore:
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        embedder: Embedder | None = None,
+        mode: str = "hybrid",
+        create: bool = True,
+        durability: str = "normal",
+    ) -> MemoryStore:
         """Open (or create) the store at `path`; StoreError if the file is unusable.
 
         `mode` is the default recall mode. Dense and hybrid modes need an embedder: without
@@ -206,13 +223,24 @@ class MemoryStore:
         callers open the store in a worker thread, before any deadline). mode="lexical"
         loads no model; given an embedder it still writes vectors (so switching to hybrid
         later needs no reindex), without one it writes none.
+
+        `create=False` refuses a missing file (StoreError) instead of creating it. Another
+        program's database, or one of a newer schema, is refused before anything is written.
+        `durability` is "normal" (the default: WAL, synchronous=NORMAL; a commit survives a
+        crash of the process, the last ones may not survive a power loss) or "full"
+        (synchronous=FULL: every acknowledged commit survives a power loss too).
         """
         mode = check_mode(mode)
+        db = Database.open(path, create=create, durability=durability)
         if embedder is None and mode in DENSE_MODES:
             from ._embedder import load_default_embedder  # noqa: PLC0415 - lexical stores never import onnxruntime
 
-            embedder = load_default_embedder()
-        return cls(db=Database.open(path), embedder=embedder, mode=mode)
+            try:
+                embedder = load_default_embedder()
+            except BaseException:
+                db.close()
+                raise
+        return cls(db=db, embedder=embedder, mode=mode)
 
     def __attrs_post_init__(self) -> None:
         if self._vindex is None and self.embedder is not None:
@@ -458,7 +486,8 @@ class MemoryStore:
                 f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
                 (namespace.tenant_id, namespace.project_id, id),
             ).fetchone()
-        return None if row is None else Memory.from_row(row)
+        found = list(_memories([] if row is None else [row]))
+        return found[0] if found else None
 
     def list_entries(self, *, namespace: Namespace, limit: int = 100, offset: int = 0) -> list[Memory]:
         """The namespace's memories, oldest first, a page at a time (no relevance: see `recall`)."""
@@ -531,10 +560,8 @@ class MemoryStore:
             scored = self._dense_scored(conn, ns_id, scorer, types=types, k=k)
         kept = [(p, r) for p, r in scored if p.score >= min_score and p.score > 0.0]
         kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
-        return [
-            Recalled(memory=Memory.from_row(r), score=p.score, qpp=p.qpp, band=p.band)
-            for p, r in kept[:limit]
-        ]
+        recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])
+        return list(itertools.islice(recalled, limit))
 
     def scorer(
         self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None
@@ -635,12 +662,7 @@ class MemoryStore:
     def _check_recall_args(query: object, types: Sequence[str] | None, limit: object) -> None:
         errors = _validate.text_errors("query", query)
         errors += types_errors(types)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
-            errors.append(
-                FieldError(
-                    field="limit", code="out_of_range", message=f"must be an integer in 1..{MAX_RECALL_LIMIT}"
-                )
-            )
+        errors += count_errors("limit", limit, maximum=MAX_RECALL_LIMIT)
         _validate.raise_if(errors)
 
     @staticmethod
@@ -701,6 +723,16 @@ class MemoryStore:
             ],
             "size_bytes": self.db.size_bytes(),
         }
+
+
+def _memories(rows: Iterable[Sequence[Any]]) -> Iterator[Memory]:
+    """Memories of entry rows, skipping (and logging) damaged ones."""
+    return _validate.skip_damaged(rows, Memory.from_row, table="entries", row_id=lambda r: r[1])
+
+
+def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
+    rel, row = scored
+    return Recalled(memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band)
 
 
 def _row_terms(row: Sequence[Any]) -> list[str]:

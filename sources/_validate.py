@@ -4,40 +4,27 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import broker
 from broker import MAX_ID_CHARS, FieldError, ValidationError, hidden_character
+from broker import text_errors as text_errors  # noqa: PLC0414 - re-exported: the one text rule
+from broker.log import get_logger
 
 MAX_TEXT_CHARS = broker.MAX_TEXT_CHARS
 """Longest memory text accepted, in characters: the broker's limit, defined once there."""
+
+logger = get_logger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 MAX_METADATA_BYTES = 64_000
 """Largest metadata object accepted, as compact JSON bytes."""
 KINDS: tuple[str, ...] = ("note", "neuron", "memorule", "message", "document")
 """Kinds of entries the store accepts."""
-
-
-def text_errors(field: str, text: object, *, max_chars: int = MAX_TEXT_CHARS) -> list[FieldError]:
-    """Problems with a text field: type, emptiness, size, NUL bytes, lone surrogates."""
-    if not isinstance(text, str):
-        return [FieldError(field=field, code="type", message="must be a string")]
-    errors: list[FieldError] = []
-    if not text.strip():
-        errors.append(FieldError(field=field, code="empty", message="must not be empty"))
-    if len(text) > max_chars:
-        errors.append(FieldError(field=field, code="too_long", message=f"must be at most {max_chars} chars"))
-    if "\x00" in text:
-        errors.append(FieldError(field=field, code="nul", message="must not contain NUL bytes"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        errors.append(
-            FieldError(field=field, code="encoding", message="must be valid Unicode (no lone surrogates)")
-        )
-    return errors
 
 
 def choice_errors(field: str, value: object, allowed: tuple[str, ...], *, optional: bool) -> list[FieldError]:
@@ -136,7 +123,33 @@ def raise_if(errors: list[FieldError]) -> None:
         raise ValidationError(errors)
 
 
-def decode_metadata(raw: str) -> dict[str, Any]:
-    """Metadata as stored."""
-    value = json.loads(raw) if raw else {}
+class DamagedRowError(ValueError):
+    """Raised when a stored row does not decode (a JSON column that is not JSON).
+
+    Readers skip such a row with `skip_damaged`, which logs it with its id, and serve the rest.
+    """
+
+
+def decode_json(raw: str | None, *, column: str, default: str) -> Any:  # noqa: ANN401 - any JSON value
+    """A stored JSON column (`default` when empty); DamagedRowError if it is not JSON."""
+    try:
+        return json.loads(raw or default)
+    except (TypeError, ValueError) as exc:
+        raise DamagedRowError(f"{column} is not valid JSON") from exc
+
+
+def decode_metadata(raw: str | None) -> dict[str, Any]:
+    """Metadata as stored; DamagedRowError if it is not JSON."""
+    value = decode_json(raw, column="metadata", default="{}")
     return value if isinstance(value, dict) else {}
+
+
+def skip_damaged(
+    items: Iterable[T], build: Callable[[T], R], *, table: str, row_id: Callable[[T], object]
+) -> Iterator[R]:
+    """Build each item lazily, skipping (and logging, with its id) rows that are damaged."""
+    for item in items:
+        try:
+            yield build(item)
+        except DamagedRowError as exc:
+            logger.warning("store.row_damaged", table=table, id=str(row_id(item)), error=str(exc))

@@ -56,7 +56,7 @@ def _lines(lines: Sequence[str]) -> None:
         sys.stderr.write(line.rstrip("\n") + "\n")
 
 
-_GLOBAL_WITH_VALUE = ("--db", "--tenant", "--project", "--trace-file", "--log-level")
+_GLOBAL_WITH_VALUE = ("--db", "--tenant", "--project", "--trace-file", "--log-level", "--durability")
 
 
 def _hoist_globals(argv: list[str]) -> list[str]:

@@ -17,6 +17,8 @@ from sources import MemoryStore
 
 ENV_DB = "CONTEXT_BROKER_DB"
 EXIT_USAGE = 2
+CREATING_COMMANDS = frozenset({"remember", "ingest", "demo"})
+"""Commands that may create the database; every other one needs an existing file."""
 
 
 def default_db_path() -> Path:
@@ -63,10 +65,20 @@ class App:
                 *(f"error: {flags.get(e.field, e.field)}: {e.message} ({e.code})" for e in exc.errors)
             ) from exc
 
+    @property
+    def creates(self) -> bool:
+        """May this command create the database? Reading commands never do."""
+        return getattr(self.args, "command", None) in CREATING_COMMANDS
+
     def store(self, *, mode: str | None = None) -> MemoryStore:
-        """The store, opened once (StoreError if the file is unusable)."""
+        """The store, opened once (StoreError if the file is unusable, or missing for a reader)."""
         if self._store is None:
-            self._store = open_store(self.db_path, mode=mode or getattr(self.args, "mode", None))
+            self._store = open_store(
+                self.db_path,
+                mode=mode or getattr(self.args, "mode", None),
+                create=self.creates,
+                durability=getattr(self.args, "durability", "normal"),
+            )
         return self._store
 
     def close(self) -> None:
@@ -86,11 +98,13 @@ class App:
         sys.stdout.write(text + "\n")
 
 
-def open_store(path: Path, *, mode: str | None) -> MemoryStore:
+def open_store(
+    path: Path, *, mode: str | None, create: bool = True, durability: str = "normal"
+) -> MemoryStore:
     """Open the store in the given recall mode (the store's default when None)."""
     try:
         if mode is None:
-            return MemoryStore.open(path)
-        return MemoryStore.open(path, mode=mode)
+            return MemoryStore.open(path, create=create, durability=durability)
+        return MemoryStore.open(path, mode=mode, create=create, durability=durability)
     except ConfigError as exc:
         raise UsageError(f"error: {exc}") from exc

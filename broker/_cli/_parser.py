@@ -38,6 +38,13 @@ def build_parser(extra: Sequence[Register] = ()) -> argparse.ArgumentParser:
     parser.add_argument("--trace-file", help="append log and trace events (JSON lines) here, not stderr")
     parser.add_argument("--trace-text", action="store_true", help="include memory and task text in traces")
     parser.add_argument("--log-level", default="info", choices=LEVELS, help="default: info")
+    parser.add_argument(
+        "--durability",
+        default="normal",
+        choices=("normal", "full"),
+        help="normal (default): commits survive a crash of the process; full: fsync every commit, "
+        "so they survive a power loss too",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for group in _GROUPS:
         group.register(sub)

@@ -17,8 +17,10 @@ from broker import (
     Namespace,
     SelectionResult,
     ValidationError,
+    count_errors,
     printable,
     query_of,
+    text_errors,
 )
 
 from ._app import App, UsageError
@@ -62,8 +64,12 @@ def select(args: argparse.Namespace, app: App) -> int:
         jobs = _read_batch(Path(args.batch), app, args)
         as_json = True
     else:
-        if args.message is not None and not args.message.strip():
-            raise UsageError("error: --message: must be a non-empty string")
+        # Checked here, before the store opens or any source runs, by the selector's own rules.
+        errors = text_errors("task", args.task) + count_errors("budget", args.budget)
+        if args.message is not None:
+            errors += text_errors("message", args.message)
+        if errors:
+            raise ValidationError(errors)
         jobs = [
             _Job(
                 task=query_of(args.task, args.message),
@@ -84,7 +90,7 @@ def select(args: argparse.Namespace, app: App) -> int:
 
 
 async def _run(jobs: list[_Job], app: App, deadline: float) -> list[SelectionResult]:
-    store = await open_store(app.db_path, mode=app.args.mode)
+    store = await open_store(app.db_path, mode=app.args.mode, create=False)
     try:
         async with open_default_selector(store, deadline=deadline) as selector:
             return [await _one(selector, job) for job in jobs]
@@ -173,19 +179,17 @@ def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, 
         return None, ["must be a JSON object"]
     problems = [f"{k}: unknown field" for k in obj if k not in _BATCH_KEYS]
     task = obj.get("task")
-    if not isinstance(task, str) or not task.strip():
-        problems.append("task: required non-empty string")
+    problems += [str(e) for e in text_errors("task", task)]
     message = obj.get("message")
-    if message is not None and (not isinstance(message, str) or not message.strip()):
-        problems.append("message: must be a non-empty string")
+    if message is not None:
+        problems += [str(e) for e in text_errors("message", message)]
     types = obj["types"] if "types" in obj else parse_types(args.types)
     if types is not None and (
         not isinstance(types, list | tuple) or any(t not in MEMORY_TYPES for t in types) or not types
     ):
         problems.append(f"types: must be a non-empty list of {', '.join(MEMORY_TYPES)}")
     budget = obj.get("budget", args.budget)
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        problems.append("budget: must be a positive integer")
+    problems += [str(e) for e in count_errors("budget", budget)]
     mode = obj.get("mode", args.mode)
     if mode is not None and mode not in _MODES:
         problems.append(f"mode: must be one of {', '.join(_MODES)}")

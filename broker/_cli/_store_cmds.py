@@ -93,9 +93,8 @@ def recall(args: argparse.Namespace, app: App) -> int:
     kwargs: dict[str, Any] = {}
     if args.mode:
         kwargs["mode"] = args.mode
-    hits = app.store().recall(
-        args.query, namespace=app.namespace, types=parse_types(args.types), limit=args.limit, **kwargs
-    )
+    types = parse_types(args.types)  # before opening the store: bad input never touches a file
+    hits = app.store().recall(args.query, namespace=app.namespace, types=types, limit=args.limit, **kwargs)
     rows = [
         {
             "id": h.memory.id,

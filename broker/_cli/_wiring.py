@@ -14,11 +14,11 @@ from broker.abc import Source
 from sources import MemoryStore, default_sources
 
 
-async def open_store(path: Path, *, mode: str | None = None) -> MemoryStore:
+async def open_store(path: Path, *, mode: str | None = None, create: bool = True) -> MemoryStore:
     """Open the store off the event loop (it may load the embedding model)."""
     if mode is None:
-        return await anyio.to_thread.run_sync(MemoryStore.open, path)
-    return await anyio.to_thread.run_sync(lambda: MemoryStore.open(path, mode=mode))
+        return await anyio.to_thread.run_sync(lambda: MemoryStore.open(path, create=create))
+    return await anyio.to_thread.run_sync(lambda: MemoryStore.open(path, mode=mode, create=create))
 
 
 @contextlib.asynccontextmanager

@@ -201,21 +201,36 @@ async def test_workers_serve_jobs_concurrently(autojump_clock):
     assert [job.finished_at for job in jobs] == [1.0] * 4
 
 
-async def test_breaker_trips_after_consecutive_failures_and_timeouts(autojump_clock):
-    """Errors and timeouts both count; once open the source is not asked."""
+async def test_breaker_trips_after_consecutive_errors(autojump_clock):
+    """Errors count against the source; once open the source is not asked."""
     source = FailingSource("f")
     actor = SourceActor(source, breaker=CircuitBreaker(threshold=2, cooldown=30.0))
     async with running(actor):
-        first = actor.submit(REQUEST, deadline=FAR)
-        await first.wait()
-        source.failing = False
-        source.delay = 5.0
-        second = actor.submit(REQUEST, deadline=trio.current_time() + 1.0)
-        await second.wait()
+        jobs = [actor.submit(REQUEST, deadline=FAR) for _ in range(2)]
+        for job in jobs:
+            await job.wait()
         third = actor.submit(REQUEST, deadline=FAR)
-    assert [first.status, second.status] == [SourceStatus.FAILED, SourceStatus.TIMEOUT]
+    assert [j.status for j in jobs] == [SourceStatus.FAILED] * 2
     assert third.status is SourceStatus.OPEN_CIRCUIT
     assert source.calls == 2
+
+
+async def test_a_timeout_is_the_turns_to_judge(autojump_clock):
+    """The worker does not count a timeout: only the turn knows if the source was late alone."""
+    source = SlowSource("s", delay=5.0)
+    actor = SourceActor(source, breaker=CircuitBreaker(threshold=1, cooldown=30.0))
+    async with running(actor):
+        cut_by_itself = actor.submit(REQUEST, deadline=trio.current_time() + 1.0)
+        await cut_by_itself.wait()
+        assert cut_by_itself.status is SourceStatus.TIMEOUT
+        assert actor.breaker.failures == 0
+        contended = actor.submit(REQUEST, deadline=trio.current_time() + 1.0)
+        actor.expire(contended, alone=False)
+        assert actor.breaker.failures == 0
+        hung = actor.submit(REQUEST, deadline=trio.current_time() + 1.0)
+        actor.expire(hung, alone=True)
+        assert actor.breaker.failures == 1
+        assert actor.submit(REQUEST, deadline=FAR).status is SourceStatus.OPEN_CIRCUIT
 
 
 async def test_open_failure_fails_every_job_and_still_closes(autojump_clock):

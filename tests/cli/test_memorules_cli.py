@@ -67,12 +67,14 @@ def run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_audit_on_an_empty_database_prints_empty_array(tmp_path: Path) -> None:
     """`audit --json` on a database with no events prints [] and exits 0."""
+    MemoryStore.open(tmp_path / "e.db", mode="lexical").close()
     result = run(tmp_path / "e.db", "audit", "--json")
     assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
 
 
 def test_audit_rejects_a_bad_since(tmp_path: Path) -> None:
     """An unparsable --since is one error line and exit 2."""
+    MemoryStore.open(tmp_path / "e.db", mode="lexical").close()
     result = run(tmp_path / "e.db", "audit", "--since", "yesterday")
     assert result.returncode == 2
     assert "error: since: must be ISO-8601 (invalid_timestamp)" in result.stderr.splitlines()
@@ -142,12 +144,13 @@ def test_remember_prints_every_error_and_exits_2(tmp_path: Path) -> None:
         ]
     )
     assert "Traceback" not in result.stderr
-    assert json.loads(run(db, "audit", "--json").stdout) == []
+    assert not db.exists()  # refused before the store was even opened
 
 
 def test_memorule_commands_report_unknown_ids(tmp_path: Path) -> None:
     """Updating an unknown id exits 2 naming the id; delete and history exit 1."""
     db = tmp_path / "m.db"
+    MemoryStore.open(db, mode="lexical").close()
     result = run(db, "memorule", "update", "nope", "--confidence", "observed")
     assert result.returncode == 2
     assert any(
@@ -165,6 +168,7 @@ def _args(db: Path, *argv: str) -> argparse.Namespace:
     add_remember_arguments(parser)
     args = parser.parse_args(list(argv))
     args.db, args.tenant, args.project = str(db), "acme", "web"
+    args.command = "remember"
     return args
 
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from broker import Namespace
+from sources import MemoryStore, remember, update_memorule
+
 FILLER = [
     "Standup moved to ten because of the dentist appointment",
     "The staging database was upgraded to Postgres sixteen",
@@ -108,7 +111,7 @@ def test_bad_ingest_line_reports_line_number_and_writes_nothing(tmp_path: Path) 
     assert "line 3" in result.stderr
     assert "line 4" in result.stderr
     assert "line 2" in result.stderr
-    assert json.loads(run(db, "stats").stdout)["entries"] == 0
+    assert not db.exists()  # every line is checked before the store is opened
 
 
 def test_invalid_memory_type_exits_2_naming_the_field(tmp_path: Path) -> None:
@@ -190,7 +193,7 @@ def test_bad_record_lines_are_all_reported(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "line 1: dst: required" in result.stderr
     assert "line 2: record: must be one of" in result.stderr
-    assert json.loads(run(db, "stats").stdout)["entries"] == 0
+    assert not db.exists()  # every line is checked before the store is opened
 
 
 def test_select_batch_writes_one_object_per_line_and_validates_first(tmp_path: Path, db: Path) -> None:
@@ -230,3 +233,58 @@ def test_reindex_reports_nothing_stale_after_ingest(db: Path) -> None:
     stats = json.loads(run(db, "stats").stdout)
     assert stats["vectors"]["stale"] == 0
     assert stats["vectors"]["missing"] == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (("select", "x" * 120_000), "error: task: must be at most 32000 chars (too_long)"),
+        (
+            ("select", "bad \udcff bytes"),
+            "error: task: must be valid Unicode (no lone surrogates) (encoding)",
+        ),
+        (
+            ("select", "deploy freeze", "--budget", "99999999999999999999"),
+            "error: budget: must be an integer in 1..1000 (out_of_range)",
+        ),
+        (("recall", "x" * 120_000), "error: query: must be at most 32000 chars (too_long)"),
+    ],
+    ids=["select-120KB", "select-surrogate", "select-budget", "recall-120KB"],
+)
+def test_select_refuses_what_recall_refuses_before_any_source_runs(tmp_path: Path, cli, argv, line) -> None:
+    """A bad request is one field error and exit 2, never an abstention with failed sources."""
+    db = tmp_path / "m.db"
+    MemoryStore.open(db, mode="lexical").close()
+    ran = cli("--db", str(db), *argv)
+    assert (ran.status, ran.err_lines, ran.out) == (2, (line,), "")
+
+
+def test_damaged_rows_are_skipped_by_recall_and_memorule_history(tmp_path: Path, cli) -> None:
+    """Invalid metadata or applies_to JSON in a row: the command serves the rest, exit 0."""
+    db = tmp_path / "m.db"
+    ns = Namespace(tenant_id="default")
+    with MemoryStore.open(db, mode="lexical") as store:
+        for i, text in enumerate(FILLER):
+            store.add_entry(text, namespace=ns, id=f"f{i}")
+        store.add_entry("Deploys freeze every Friday after the payment incident", id="good", namespace=ns)
+        store.add_entry("Deploys freeze after the payment incident, said twice", id="bad", namespace=ns)
+        remember(
+            store,
+            kind="memorule",
+            namespace=ns,
+            id="r1",
+            memorule_kind="convention",
+            subject="Deploy freeze",
+            body="Never deploy the payment service on a Friday afternoon.",
+            applies_to={"scope": "project"},
+        )
+        update_memorule(store, "r1", namespace=ns, confidence="observed")
+        with store.db.write() as conn:
+            conn.execute("UPDATE entries SET metadata = '{oops' WHERE id = 'bad'")
+            conn.execute("UPDATE memorule_states SET applies_to = 'not json' WHERE rowid = 1")
+    ran = cli("--db", str(db), "recall", "payment incident deploy freeze", "--json", "--mode", "lexical")
+    assert ran.status == 0, ran
+    assert [r["id"] for r in json.loads(ran.out)] == ["good"]
+    ran = cli("--db", str(db), "memorule", "history", "r1", "--json")
+    assert ran.status == 0, ran
+    assert [s["version"] for s in json.loads(ran.out)] == [2]

@@ -158,7 +158,7 @@ async def test_stdio_bad_input_gets_the_clis_field_errors(tmp_path):
             "error: applies_to: is required for kind 'memorule' (required)",
         ],
     )
-    assert budget == (True, ["error: budget: must be an integer >= 1 (range)"])
+    assert budget == (True, ["error: budget: must be an integer in 1..1000 (out_of_range)"])
     assert neither == (True, ["error: task_id: give exactly one of task_id or task (required)"])
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 
-from broker import RECALL_MIN_SCORE, Namespace
+from broker import RECALL_MIN_SCORE, Namespace, open_selector
 from broker.abc import Source, SourceRequest
 from broker.testing import check_source_never_blocks
-from sources import MemoryStore, SqliteTaskRepository, WriterSession, remember
+from sources import MemoryStore, NewEntry, SqliteTaskRepository, WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
 
 if TYPE_CHECKING:
@@ -211,3 +212,73 @@ async def test_no_built_in_source_blocks_the_event_loop(tmp_path: Path, mode: st
         for source in default_sources(s):
             request = SourceRequest(task=TASKS[source.name], namespace=NS, limit=10, mode=mode)
             await check_source_never_blocks(source, request)
+
+
+_DAMAGE = (
+    "UPDATE entries SET metadata = '{oops' WHERE id LIKE 'bad-%' AND kind != 'memorule'",
+    "UPDATE facts SET metadata = '{oops' WHERE id LIKE 'bad-%'",
+    "UPDATE knowledge SET provenance = '[oops' WHERE id LIKE 'bad-%'",
+    "UPDATE graph_nodes SET aliases = '[oops' WHERE id LIKE 'bad-%'",
+    (
+        "UPDATE memorule_states SET applies_to = '{oops' "
+        "WHERE entry_rowid IN (SELECT rowid FROM entries WHERE id LIKE 'bad-%')"
+    ),
+)
+
+
+async def test_a_damaged_row_is_skipped_and_logged_and_the_rest_served(
+    tmp_path: Path, trace_events: list[dict[str, object]]
+) -> None:
+    """Invalid JSON in one row (metadata, provenance, aliases, applies_to) must not fail a source."""
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
+        populate(store, NS, "good-")
+        populate(store, NS, "bad-")
+        with store.db.write() as conn:
+            for sql in _DAMAGE:
+                assert conn.execute(sql).rowcount > 0, sql
+        for src in default_sources(store):
+            got = await src.fetch(SourceRequest(task=TASKS[src.name], namespace=NS, limit=50))
+            ids = [bare(c.entry_id) for c in got]
+            assert any(i.startswith("good-") for i in ids), src.name
+            assert not any(i.startswith("bad-") for i in ids), (src.name, ids)
+    damaged = {str(e["id"]) for e in trace_events if e["event"] == "store.row_damaged"}
+    assert damaged
+    assert all(i.startswith("bad-") for i in damaged), damaged
+
+
+async def _turns(store: MemoryStore, n: int) -> list[dict[str, str]]:
+    """Run n turns of every default source through the selector; each turn's statuses."""
+    out = []
+    async with open_selector(default_sources(store), deadline=0.2) as selector:
+        for task in list(TASKS.values())[:n]:
+            result = await selector.select_for_task(task, namespace=NS)
+            out.append({o.name: str(o.status) for o in result.sources})
+    return out
+
+
+async def test_a_corrupt_page_fails_the_sources_that_read_it_and_the_turn_still_completes(
+    tmp_path: Path,
+) -> None:
+    """Real corrupt pages: the sources reading them fail as a status; no turn raises."""
+    path = tmp_path / "m.db"
+    with MemoryStore.open(path, mode="lexical") as store:
+        populate(store, NS, "mine-")
+        store.add_entries(
+            [NewEntry(text=f"filler note {i} " + "word " * 50) for i in range(300)], namespace=NS
+        )
+    conn = sqlite3.connect(path)
+    pages = [
+        r[0] for r in conn.execute("SELECT rootpage FROM sqlite_master WHERE name IN ('entries', 'facts')")
+    ]
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    for page in pages:  # zero each table's root page: its b-tree header is gone
+        start = (page - 1) * page_size
+        data[start : start + page_size] = bytes(page_size)
+    path.write_bytes(bytes(data))
+    with MemoryStore.open(path, mode="lexical") as store:
+        turns = await _turns(store, len(TASKS))
+    assert len(turns) == len(TASKS)
+    assert any("failed" in t.values() for t in turns), turns
+    assert all({"ok", "empty"} & set(t.values()) for t in turns), turns  # the others still answer

@@ -746,3 +746,67 @@ def test_query_is_embedded_once_across_visited_projects(tmp_path: Path) -> None:
             _rule(store, ns, applies_to={"scope": "global"})
         semantic_recall(store, QUERY, namespace=NS, source_type="memorule", mode="hybrid")
     assert fake.query_calls == 1
+
+
+def _damage_state(store: MemoryStore, rule_id: str, version: int, applies_to: str = "{oops") -> None:
+    """Overwrite one stored state's applies_to with text that is not a JSON object."""
+    with store.db.write() as conn:
+        rowids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT s.rowid FROM memorule_states s JOIN entries e ON e.rowid = s.entry_rowid "
+                "WHERE e.id = ? ORDER BY s.rowid",
+                (rule_id,),
+            )
+        ]
+        conn.execute(
+            "UPDATE memorule_states SET applies_to = ? WHERE rowid = ?", (applies_to, rowids[version - 1])
+        )
+
+
+@pytest.mark.parametrize("damage", ["{oops", "[1, 2]"], ids=["not-json", "not-an-object"])
+def test_history_skips_a_damaged_state_and_keeps_version_numbers(store: MemoryStore, damage: str) -> None:
+    """One bad state must not hide the others, nor renumber them."""
+    rid = _rule(store)
+    update_memorule(store, rid, namespace=NS, body="Deploy through staging, then production, always.")
+    update_memorule(store, rid, namespace=NS, subject="Staging always first")
+    _damage_state(store, rid, 2, damage)
+    with structlog.testing.capture_logs() as logs:
+        states = memorule_history(store, rid, namespace=NS)
+    assert [s.version for s in states] == [1, 3]
+    assert any(e["event"] == "store.row_damaged" and e["id"] == f"{rid} v2" for e in logs)
+
+
+def test_update_of_a_damaged_rule_asks_for_applies_to_then_repairs_it(store: MemoryStore) -> None:
+    """Without applies_to the update cannot merge: a field error says what to give; with it, it repairs."""
+    rid = _rule(store)
+    _damage_state(store, rid, 1)
+    with pytest.raises(ValidationError) as info:
+        update_memorule(store, rid, namespace=NS, body="Deploy through staging first, every single time.")
+    assert [(e.field, e.code) for e in info.value.errors] == [("applies_to", "damaged")]
+    state = update_memorule(store, rid, namespace=NS, applies_to={"scope": "project", "persona": "donna"})
+    assert state.version == 2
+    assert memorule_history(store, rid, namespace=NS)[-1].applies_to == {
+        "scope": "project",
+        "persona": "donna",
+    }
+
+
+def test_a_damaged_rule_can_be_deleted(store: MemoryStore) -> None:
+    """Deleting needs none of the damaged fields: it is the other way out."""
+    rid = _rule(store)
+    _damage_state(store, rid, 1)
+    assert delete_memorule(store, rid, namespace=NS) is True
+    assert memorule_history(store, rid, namespace=NS) == []
+
+
+@pytest.mark.parametrize("source_type", ["memorule", "memory"])
+def test_recall_skips_a_damaged_rule_and_serves_the_rest(store: MemoryStore, source_type: str) -> None:
+    """A damaged rule is left out of recall; an intact one on the same topic is still found."""
+    bad = _rule(store, subject="Staging first, broken")
+    good = _rule(store)
+    _damage_state(store, bad, 1)
+    ctx = SessionContext(scope="project")
+    hits = semantic_recall(store, QUERY, namespace=NS, source_type=source_type, context=ctx)
+    assert good in [h.id for h in hits]
+    assert bad not in [h.id for h in hits]
