@@ -10,10 +10,10 @@ from this namespace, and this memory is within the task's evidence band", factor
   computed once per task and namespace from the namespace's best evidence for the task
   (the `Reference`: best cosines and their margins, the background cosine the best stands
   out from, best BM25 and coverage, the best memories' base relevance and the margin
-  between the first two) and from the task itself (informative terms, presence of its
-  terms in the namespace, question form, whether it speaks in the first person, the
-  namespace's size). Fitted as a logistic on tasks answerable in their namespace against
-  the same questions asked of another tenant and off-topic tasks of our own writing.
+  between the first two) and from the task's terms (how many are informative, and how much
+  of their IDF mass the namespace holds). Fitted as a logistic on tasks answerable in their
+  namespace against the same questions asked of another tenant and off-topic tasks of our
+  own writing.
 - `band` is the memory's standing in the task's evidence band: 1 for the namespace's best
   memory, lower as the memory falls behind it (its rank among the namespace's candidates,
   the gap of its base relevance to the best, and of its cosine). Fitted as the probability
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from typing import TYPE_CHECKING, Final
 
 from . import _calibration_constants as constants
@@ -39,9 +38,6 @@ from ._relevance import logistic
 if TYPE_CHECKING:
     from ._relevance import QueryProfile, Reference
 
-_FIRST_PERSON: Final = re.compile(
-    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|ours|us)\b", re.IGNORECASE
-)
 _LOGIT_CLIP: Final = 1e-6
 TOP_COSINES: Final = 5
 """How many of the namespace's best cosines the reference keeps."""
@@ -53,17 +49,14 @@ def logit(p: float) -> float:
     return math.log(q / (1.0 - q))
 
 
-def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
-    """Features of the task alone: presence of its terms, how many, question form, first person,
-    and the namespace's size."""
-    text = task.strip()
-    return (
-        profile.presence,
-        math.log1p(len(profile.terms)),
-        1.0 if text.endswith("?") else 0.0,
-        1.0 if _FIRST_PERSON.search(text) else 0.0,
-        math.log1p(profile.n_docs),
-    )
+def task_features(profile: QueryProfile) -> tuple[float, ...]:
+    """Features of the task against the namespace: presence of its terms, and how many it has.
+
+    Only evidence: the task's form (a question mark, the first person) and the namespace's
+    size told the fit which data set a task came from, not whether memory serves it, and made
+    "what time is it?" pass in a small store.
+    """
+    return (profile.presence, math.log1p(len(profile.terms)))
 
 
 def _lexical_part(ref: Reference) -> tuple[float, ...]:
@@ -87,9 +80,9 @@ def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
     )
 
 
-def qpp_features(mode: str, task: str, profile: QueryProfile, ref: Reference) -> tuple[float, ...]:
+def qpp_features(mode: str, profile: QueryProfile, ref: Reference) -> tuple[float, ...]:
     """The QPP features of a task in a namespace, in the order of the fitted weights."""
-    own = task_features(task, profile)
+    own = task_features(profile)
     if mode == "lexical":
         return (*own, *_lexical_part(ref))
     if mode == "dense":
@@ -137,10 +130,12 @@ def band_features(mode: str, base_logit: float, cosine: float | None, ref: Refer
     best = ref.pool[0] if ref.pool else base_logit
     gap = max(0.0, best - base_logit - RANK_TIE)
     if mode == "lexical":
-        return (rank, gap, rank * gap)
+        return (rank, gap)
     top = ref.top_cosines[0] if ref.top_cosines else (cosine or 0.0)
     cos_gap = max(0.0, top - (cosine if cosine is not None else 0.0))
-    return (rank, gap, rank * gap, cos_gap)
+    if mode == "dense":  # the base is a function of the cosine: its gap says nothing more
+        return (rank, cos_gap)
+    return (rank, gap, cos_gap)
 
 
 def band_probability(mode: str, features: tuple[float, ...]) -> float:

@@ -104,7 +104,7 @@ def compute_reference(  # noqa: PLR0913 - the task, where, and how it is searche
     bases = [_base(mode, prof, feats[k], cosines.get(k), partial) for k in members]
     pool = tuple(sorted((_gate.logit(b) for b in bases if b > 0.0), reverse=True))
     ref = attrs.evolve(partial, pool=pool)
-    features = _gate.qpp_features(mode, task, prof, ref)
+    features = _gate.qpp_features(mode, prof, ref)
     return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)
 
 

@@ -63,24 +63,12 @@ def test_band_never_rises_as_the_cosine_falls(
     pool=pools,
     presence=st.floats(min_value=0.0, max_value=1.0),
     n_terms=st.integers(min_value=1, max_value=12),
-    task=st.text(min_size=1, max_size=80),
 )
-def test_the_gate_is_a_probability(
-    mode: str, pool: tuple[float, ...], presence: float, n_terms: int, task: str
-) -> None:
+def test_the_gate_is_a_probability(mode: str, pool: tuple[float, ...], presence: float, n_terms: int) -> None:
     """Whatever the task and the namespace's evidence, qpp is a probability and its features are finite."""
     terms = tuple(f"t{i}" for i in range(n_terms))
     present = frozenset(terms[: round(presence * n_terms)])
     prof = QueryProfile(terms=terms, idf=dict.fromkeys(terms, 2.0), present=present, avgdl=10.0, n_docs=500)
-    features = _gate.qpp_features(mode, task, prof, _ref(pool))
+    features = _gate.qpp_features(mode, prof, _ref(pool))
     assert all(math.isfinite(f) for f in features)
     assert 0.0 <= _gate.qpp_probability(mode, features) <= 1.0
-
-
-def test_first_person_and_question_form_are_read_from_the_task() -> None:
-    """The task features see a question mark and the first person, not other words."""
-    prof = QueryProfile(terms=("snack",), idf={"snack": 3.0}, present=frozenset({"snack"}), avgdl=8.0)
-    asked = _gate.task_features("What snacks should I pack for Mia?", prof)
-    told = _gate.task_features("Pack snacks for the trip", prof)
-    assert asked[2:4] == (1.0, 1.0)
-    assert told[2:4] == (0.0, 0.0)
