@@ -38,6 +38,7 @@ from ._relevance import MODES as RECALL_MODES
 from ._relevance import Scorer as Scorer
 from ._schema import ensure_memory_type_column as ensure_memory_type_column
 from ._source_base import StoreReader as StoreReader
+from ._store import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
 from ._store import Memory as Memory
 from ._store import MemoryStore as MemoryStore
 from ._store import NewEntry as NewEntry
@@ -56,6 +57,7 @@ __all__ = [
     "CONFIDENCE_LEVELS",
     "DEFAULT_SOURCES",
     "KINDS",
+    "MAX_RECALL_LIMIT",
     "MAX_TEXT_CHARS",
     "MEMORULE_KINDS",
     "RECALL_MODES",

@@ -20,6 +20,7 @@ from broker._trace import TURN_COMPLETED
 from sources import NewEntry, SqliteTaskRepository, Writers
 
 from ._app import App, UsageError
+from ._options import DEFAULT_DEADLINE_MS, PositiveInt, add_deadline_argument
 from ._store_cmds import add_mode_argument
 from ._wiring import open_default_selector
 
@@ -38,12 +39,26 @@ _PERCENTILES = (50, 95, 99)
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `demo` and `trace-stats`."""
     p = sub.add_parser("demo", help="assemble one turn's context from the bundled sample memories")
-    p.add_argument("task", nargs="?", default=DEMO_TASK, help=f"the active task (default: {DEMO_TASK!r})")
-    p.add_argument("--window", type=int, default=128_000, help="model window in tokens (default 128000)")
     p.add_argument(
-        "--input-budget", type=int, default=8000, help="tokens for the whole context (default 8000)"
+        "task", nargs="?", default=DEMO_TASK, metavar="TASK", help=f"the active task (default: {DEMO_TASK!r})"
     )
-    p.add_argument("--deadline-ms", type=float, default=250.0, help="memory selection deadline (default 250)")
+    p.add_argument(
+        "--window",
+        type=int,
+        action=PositiveInt,
+        default=128_000,
+        metavar="TOKENS",
+        help="model window in tokens; memories get min(1200, window // 8) of them (default 128000)",
+    )
+    p.add_argument(
+        "--input-budget",
+        type=int,
+        action=PositiveInt,
+        default=8000,
+        metavar="TOKENS",
+        help="tokens for the whole context: a count of tokens, not memories (default 8000)",
+    )
+    add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print blocks and trace as one JSON object")
     add_mode_argument(p)
     p.set_defaults(handler=demo)
@@ -59,15 +74,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def demo(args: argparse.Namespace, app: App) -> int:
     """Seed the sample data if the namespace is empty, create the task, assemble, print."""
-    problems = [
-        f"error: --{name}: must be a positive integer"
-        for name, value in (("window", args.window), ("input-budget", args.input_budget))
-        if value < 1
-    ]
-    if not math.isfinite(args.deadline_ms) or args.deadline_ms <= 0:
-        problems.append("error: --deadline-ms: must be > 0")
-    if problems:
-        raise UsageError(*problems)
     store = app.store()
     namespace = app.namespace
     repo = SqliteTaskRepository.from_store(store)
@@ -93,7 +99,7 @@ async def _assemble(
     store: MemoryStore, repo: SqliteTaskRepository, turn: Turn, include_text: bool
 ) -> Context:
     async with (
-        open_default_selector(store, deadline=turn.deadline or 0.25) as selector,
+        open_default_selector(store, deadline=turn.deadline or DEFAULT_DEADLINE_MS / 1000) as selector,
         open_broker(selector=selector, tasks=repo, conversations=repo, include_text=include_text) as broker,
     ):
         return await broker.assemble(turn)

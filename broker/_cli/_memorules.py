@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_remember_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of `remember`: a note's text, or a memorule's fields."""
-    parser.add_argument("text", nargs="?", help="the note's text, or the memorule's body")
+    parser.add_argument("text", nargs="?", metavar="TEXT", help="the note's text, or the memorule's body")
     parser.add_argument("--kind", default="note", help="note (default), memorule, or another store kind")
     parser.add_argument(
         "--memory-type", help="episodic, semantic, procedural, self, personality, associative"

@@ -22,6 +22,7 @@ from broker import (
 )
 
 from ._app import App, UsageError
+from ._options import PositiveInt, add_deadline_argument
 from ._store_cmds import add_mode_argument, parse_types
 from ._wiring import open_default_selector, open_store
 
@@ -41,13 +42,23 @@ class _Job:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `select`."""
     p = sub.add_parser("select", help="select memories for a task (or a JSONL batch of tasks)")
-    p.add_argument("task", nargs="?", help="the active task's description")
+    p.add_argument("task", nargs="?", metavar="TASK", help="the active task's description")
     p.add_argument(
-        "--batch", help='JSONL, one {"task", "tenant"?, "project"?, "types"?, "budget"?, "mode"?} per line'
+        "--batch",
+        metavar="FILE",
+        help='JSONL ("-": standard input), one {"task", "tenant"?, "project"?, "types"?, "budget"?, '
+        '"mode"?} per line',
     )
     p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
-    p.add_argument("--budget", type=int, default=10, help="most memories to select (default 10)")
-    p.add_argument("--deadline-ms", type=float, default=100.0, help="per-turn deadline (default 100)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        action=PositiveInt,
+        default=10,
+        metavar="N",
+        help="most memories to select: a count of memories, not tokens (default 10)",
+    )
+    add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print the SelectionResult as one JSON object")
     add_mode_argument(p)
     p.set_defaults(handler=select)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker import MEMORY_TYPES, FieldError, ValidationError, printable
-from sources import NewEntry, Writers, entry_errors
+from broker import MEMORY_TYPES, RECALL_MIN_SCORE, FieldError, ValidationError, printable
+from sources import MAX_RECALL_LIMIT, NewEntry, Writers, entry_errors
 
 from ._app import App, UsageError
 from ._memorules import add_remember_arguments, remember_command
@@ -49,9 +49,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=ingest)
 
     p = sub.add_parser("recall", help="memories relevant to a query, above the one floor")
-    p.add_argument("query")
+    p.add_argument("query", metavar="QUERY", help="the text to recall memories for")
     p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
-    p.add_argument("--limit", type=int, default=10)
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=10,
+        metavar="N",
+        help=f"most memories to print, best first (1..{MAX_RECALL_LIMIT}, default 10)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON array")
     add_mode_argument(p)
     p.set_defaults(handler=recall)
@@ -108,6 +114,8 @@ def recall(args: argparse.Namespace, app: App) -> int:
     ]
     if args.json:
         app.print_json(rows)
+    elif not rows:
+        app.out(f"nothing relevant: no memory clears the floor ({RECALL_MIN_SCORE})")
     else:
         for r in rows:
             app.out(f"{r['score']:.3f}  {printable(str(r['id']))}  {printable(str(r['text']))}")
@@ -261,8 +269,3 @@ def _parse_memory(obj: dict[str, Any]) -> tuple[NewEntry | None, list[str]]:
         metadata=obj.get("metadata"),
     )
     return entry, []
-
-
-def field_lines(errors: tuple[FieldError, ...]) -> list[str]:
-    """One CLI line per field error."""
-    return [f"error: {e.field}: {e.message} ({e.code})" for e in errors]

@@ -114,8 +114,8 @@ def test_demo_json_and_bad_options(tmp_path):
     bad = run("--db", str(tmp_path / "d.db"), "demo", "--window", "0", "--input-budget", "-3", home=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.splitlines() == [
-        "error: --window: must be a positive integer",
-        "error: --input-budget: must be a positive integer",
+        "error: --window: must be a positive integer, got 0",
+        "error: --input-budget: must be a positive integer, got -3",
     ]
 
 
