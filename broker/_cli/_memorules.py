@@ -261,4 +261,4 @@ def audit(args: argparse.Namespace, app: App) -> int:
 
 
 def _not_found(memorule_id: str, app: App) -> None:
-    sys.stderr.write(f"error: id: no memorule {memorule_id!r} in {app.namespace} (not_found)\n")
+    sys.stderr.write(f"error: ID: no memorule {memorule_id!r} in {app.namespace} (not_found)\n")
