@@ -43,6 +43,7 @@ from ._store import Memory as Memory
 from ._store import MemoryStore as MemoryStore
 from ._store import NewEntry as NewEntry
 from ._store import Recalled as Recalled
+from ._store import content_id as content_id
 from ._store import entry_errors as entry_errors
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
@@ -87,6 +88,7 @@ __all__ = [
     "WriterSession",
     "Writers",
     "audit_events",
+    "content_id",
     "default_sources",
     "delete_memorule",
     "embed_and_store_vectors",
