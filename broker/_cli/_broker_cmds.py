@@ -9,31 +9,36 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from broker import Context, Turn, open_broker
 from broker._trace import TURN_COMPLETED
-from sources import NewEntry, SqliteTaskRepository, Writers
+from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
+from ._ingest import ingest_records, read_records
+from ._jsonl import label, read_lines
 from ._options import DEFAULT_DEADLINE_MS, PositiveInt, add_deadline_argument
+from ._plot import INSTALL_HINT, plot
 from ._store_cmds import add_mode_argument
 from ._wiring import open_default_selector
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator
 
     from broker import Namespace
     from sources import MemoryStore
 
+    from ._records import Parsed
+
 SAMPLE_RESOURCE = "sample_memories.jsonl"
 DEMO_TASK = "Prepare the Lighthouse 2.4 release checklist and release notes"
 _PERCENTILES = (50, 95, 99)
+EXIT_NO_EVENTS = 1
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,8 +69,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=demo)
 
     t = sub.add_parser("trace-stats", help="summarise a JSONL trace log of turn.completed events")
-    t.add_argument("file", help="JSON lines, e.g. written with --trace-file")
+    t.add_argument(
+        "file", metavar="FILE", help='JSON lines, e.g. written with --trace-file ("-": standard input)'
+    )
     t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    t.add_argument(
+        "--plot",
+        metavar="PNG",
+        help=f"also draw latency and score histograms, the floor marked (needs matplotlib: {INSTALL_HINT})",
+    )
     t.set_defaults(handler=trace_stats)
 
 
@@ -78,7 +90,7 @@ def demo(args: argparse.Namespace, app: App) -> int:
     namespace = app.namespace
     repo = SqliteTaskRepository.from_store(store)
     if store.stats(namespace=namespace)["entries"] == 0:
-        seed_samples(store, repo, namespace)
+        seed_samples(store, namespace)
     task_id = repo.create_task(args.task, namespace=namespace)
     turn = Turn(
         task_id=task_id,
@@ -116,54 +128,29 @@ def _block_json(block: Any) -> dict[str, Any]:  # noqa: ANN401 - a broker Block
     }
 
 
-def sample_records() -> Iterator[dict[str, Any]]:
-    """Yield the bundled sample records (memories, neurons, facts, knowledge, past tasks)."""
-    text = resources.files("broker").joinpath("data", SAMPLE_RESOURCE).read_text(encoding="utf-8")
-    for line in text.splitlines():
-        if line.strip():
-            yield json.loads(line)
+def sample_records() -> Parsed:
+    """The bundled sample (memories, neurons, facts, knowledge, past tasks), read as `ingest` reads."""
+    with resources.as_file(resources.files("broker") / "data" / SAMPLE_RESOURCE) as path:
+        return read_records(str(path))
 
 
-def seed_samples(store: MemoryStore, repo: SqliteTaskRepository, namespace: Namespace) -> None:
-    """Write the sample data into the namespace."""
-    records = list(sample_records())
-    notes = [
-        NewEntry(id=r["id"], text=r["text"], memory_type=r.get("memory_type"))
-        for r in records
-        if r["kind"] == "note"
-    ]
-    store.add_entries(notes, namespace=namespace)
-    writers = Writers.for_store(store)
-    for r in records:
-        if r["kind"] == "neuron":
-            writers.neurons.add_neuron(
-                r["text"], namespace=namespace, triggers=r["triggers"], importance=r["importance"], id=r["id"]
-            )
-        elif r["kind"] == "fact":
-            writers.facts.add_fact(
-                namespace=namespace,
-                subject=r["subject"],
-                predicate=r["predicate"],
-                object=r["object"],
-                id=r["id"],
-            )
-        elif r["kind"] == "knowledge":
-            writers.knowledge.add_knowledge(
-                r["text"], namespace=namespace, provenance=r["provenance"], id=r["id"]
-            )
-        elif r["kind"] == "task":
-            repo.create_task(r["description"], namespace=namespace, task_id=r["id"])
-            for role, body in r["turns"]:
-                repo.append_turn(r["id"], role, body, namespace=namespace)
-            repo.set_status(r["id"], r["status"], namespace=namespace)
+def seed_samples(store: MemoryStore, namespace: Namespace) -> None:
+    """Write the sample data into the namespace, through `ingest`'s own code."""
+    ingest_records(store, namespace, sample_records())
 
 
 # -- trace-stats --------------------------------------------------------------------------
 
 
 def trace_stats(args: argparse.Namespace, app: App) -> int:
-    """Read every turn.completed event of the file and print the summary."""
-    summary = summarise(_events(Path(args.file)))
+    """Read every turn.completed event of the file and print the summary (exit 1 if none)."""
+    events = _events(args.file)
+    if not events:
+        sys.stderr.write(f"error: {label(args.file)}: no {TURN_COMPLETED} trace events found\n")
+        return EXIT_NO_EVENTS
+    summary = summarise(events)
+    if args.plot:
+        plot(events, args.plot, percentiles=summary["latency_ms"])
     if args.json:
         app.print_json(summary)
     else:
@@ -172,15 +159,9 @@ def trace_stats(args: argparse.Namespace, app: App) -> int:
     return 0
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"error: {path}: {exc}") from exc
+def _events(path: str) -> list[dict[str, Any]]:
     events = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, line in read_lines(path):
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:

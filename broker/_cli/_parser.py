@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
 
-from . import _broker_cmds, _completion, _memorules, _select_cmds, _store_cmds
+from . import _broker_cmds, _completion, _ingest, _memorules, _select_cmds, _store_cmds
 from ._app import ENV_DB
 from ._logging import LEVELS
 from ._options import flag_names, walk
 
 # Subcommand groups, each a module exposing register(sub).
-_GROUPS = (_store_cmds, _select_cmds, _broker_cmds, _memorules, _completion)
+_GROUPS = (_ingest, _store_cmds, _select_cmds, _broker_cmds, _memorules, _completion)
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]  # noqa: SLF001 - argparse names it privately
 """Adds subcommands; how the application package (context_broker) adds its own, e.g. `mcp`."""

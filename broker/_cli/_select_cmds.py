@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,6 +21,7 @@ from broker import (
 )
 
 from ._app import App, UsageError
+from ._jsonl import read_lines
 from ._options import PositiveInt, add_deadline_argument
 from ._store_cmds import add_mode_argument, parse_types
 from ._wiring import open_default_selector, open_store
@@ -69,7 +69,7 @@ def select(args: argparse.Namespace, app: App) -> int:
     if (args.task is None) == (args.batch is None):
         raise UsageError("error: select: give exactly one of TASK or --batch FILE")
     if args.batch is not None:
-        jobs = _read_batch(Path(args.batch), app, args)
+        jobs = _read_batch(args.batch, app, args)
         as_json = True
     else:
         # Checked here, before the store opens or any source runs, by the selector's own rules.
@@ -154,16 +154,10 @@ def _print_human(app: App, r: SelectionResult) -> None:
     app.out("sources: " + ", ".join(f"{s.name}={s.status}" for s in r.sources))
 
 
-def _read_batch(path: Path, app: App, args: argparse.Namespace) -> list[_Job]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"error: {path}: {exc}") from exc
+def _read_batch(name: str, app: App, args: argparse.Namespace) -> list[_Job]:
     jobs: list[_Job] = []
     errors: list[str] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, line in read_lines(name):
         job, problems = _parse(line, app, args)
         errors += [f"error: line {number}: {p}" for p in problems]
         if job is not None:

@@ -79,9 +79,10 @@ def test_demo_seeds_once_and_a_trivial_task_abstains(tmp_path):
     assert not MEMORY_TAG.search(done.stdout)
     (event,) = events(trace)
     assert event["memory_abstained"] is True
-    stats = run("--db", str(db), "stats", home=tmp_path)
+    stats = run("--db", str(db), "stats", "--json", home=tmp_path)
     assert stats.returncode == 0, stats.stderr
-    seeded = sum(1 for r in sample_records() if r["kind"] in {"note", "neuron"})
+    sample = sample_records()
+    seeded = len(sample.notes) + sum(1 for r in sample.records if r.type == "neuron")
     assert json.loads(stats.stdout)["entries"] == seeded
 
 

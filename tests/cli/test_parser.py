@@ -3,6 +3,7 @@ anywhere, the one deadline default, and errors that name the flag that was typed
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from broker import open_selector
 from broker._cli._options import DEFAULT_DEADLINE_MS, field_label, flag_names
 from broker._cli._parser import build_parser, version
 
@@ -62,11 +64,12 @@ def test_budget_helps_say_memories_versus_tokens(tmp_path):
 
 
 def test_demo_and_select_share_one_deadline_default(tmp_path):
-    """Both commands default --deadline-ms to the same value, and both help texts say which."""
+    """Both commands default --deadline-ms to the library's deadline, and both help texts say so."""
     defaults = {
         command: build_parser().parse_args([command, "t"]).deadline_ms for command in ("demo", "select")
     }
     assert defaults == {"demo": DEFAULT_DEADLINE_MS, "select": DEFAULT_DEADLINE_MS}
+    assert inspect.signature(open_selector).parameters["deadline"].default * 1000 == DEFAULT_DEADLINE_MS
     for command in ("demo", "select"):
         assert f"(default {DEFAULT_DEADLINE_MS:g})" in " ".join(
             run(tmp_path, command, "--help").stdout.split()

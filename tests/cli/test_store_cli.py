@@ -96,7 +96,7 @@ def test_remember_prints_id_and_global_options_after_subcommand(tmp_path: Path) 
         check=False,
     )
     assert (result.returncode, result.stdout.strip()) == (0, "n-1"), result.stderr
-    stats = run(db, "stats", "--tenant", "t9")
+    stats = run(db, "stats", "--tenant", "t9", "--json")
     assert json.loads(stats.stdout)["entries"] == 1
 
 
@@ -230,7 +230,7 @@ def test_reindex_reports_nothing_stale_after_ingest(db: Path) -> None:
     """Vectors written at ingest are current: reindex re-embeds nothing and stats says so."""
     result = run(db, "reindex")
     assert (result.returncode, result.stdout.strip()) == (0, "0"), result.stderr
-    stats = json.loads(run(db, "stats").stdout)
+    stats = json.loads(run(db, "stats", "--json").stdout)
     assert stats["vectors"]["stale"] == 0
     assert stats["vectors"]["missing"] == 0
 
