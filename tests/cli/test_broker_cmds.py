@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
+from broker._cli._plot import scores
 from broker._trace import trace_schema
 
 if TYPE_CHECKING:
@@ -184,3 +185,91 @@ def test_trace_stats_missing_file_and_empty_log(tmp_path):
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: ")
     assert summarise([])["abstention_rate"] is None
+
+
+def _turns_log(tmp_path: Path) -> Path:
+    """A short log of turn.completed events with admitted and dropped memory scores."""
+    log = tmp_path / "turns.jsonl"
+    events = [
+        {
+            "event": "turn.completed",
+            "timings": {"total_ms": 10.0 + i},
+            "memory_candidates": 3,
+            "memory_selected": 1,
+            "memory_abstained": False,
+            "sources": [{"name": "store", "status": "ok"}],
+            "blocks": [{"name": "memory", "kind": "memory", "score": 0.5 + i / 100}],
+            "dropped": [{"entry_id": "x", "score": 0.45, "reason": "memory budget"}],
+        }
+        for i in range(20)
+    ]
+    log.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return log
+
+
+def test_trace_stats_with_no_trace_events_says_so_and_exits_1(tmp_path):
+    """A log without any turn.completed event is not summarised as zero turns: it says so, exit 1."""
+    log = tmp_path / "other.jsonl"
+    log.write_text('{"event": "store.migrated"}\n', encoding="utf-8")
+    for args in (("trace-stats", str(log)), ("trace-stats", "--json", str(log))):
+        done = run(*args, home=tmp_path)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"error: {log}: no turn.completed trace events found\n"
+
+
+def test_trace_stats_reads_standard_input(tmp_path):
+    """`trace-stats -` summarises a log piped on standard input."""
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "trace-stats", "--json", "-"],
+        input=_turns_log(tmp_path).read_text(encoding="utf-8"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["turns"] == 20
+
+
+def test_trace_stats_plot_writes_a_png(tmp_path):
+    """--plot writes a PNG of the latency and score histograms and still prints the summary."""
+    png = tmp_path / "trace.png"
+    done = run("trace-stats", str(_turns_log(tmp_path)), "--plot", str(png), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert done.stdout.startswith("turns                   20")
+
+
+def test_trace_stats_plot_without_matplotlib_is_a_clear_error(tmp_path):
+    """Without matplotlib, --plot exits 2 with one line saying how to install it; no traceback."""
+    blocker = tmp_path / "blocked"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked for the test')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker",
+            "trace-stats",
+            str(_turns_log(tmp_path)),
+            "--plot",
+            str(tmp_path / "x.png"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "error: --plot needs matplotlib, which is not installed: pip install 'context-broker[bench]'\n"
+    )
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_scores_are_those_of_admitted_and_dropped_memories():
+    """The score histogram reads memory blocks and drops, skipping blocks without a score."""
+    events = [{"blocks": [{"score": 0.7}, {"kind": "task"}], "dropped": [{"score": 0.43}]}, {}]
+    assert scores(events) == [0.7, 0.43]

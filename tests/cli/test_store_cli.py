@@ -288,3 +288,36 @@ def test_damaged_rows_are_skipped_by_recall_and_memorule_history(tmp_path: Path,
     ran = cli("--db", str(db), "memorule", "history", "r1", "--json")
     assert ran.status == 0, ran
     assert [s["version"] for s in json.loads(ran.out)] == [2]
+
+
+def test_recall_text_mode_says_when_nothing_clears_the_floor(db: Path) -> None:
+    """Text mode prints a line saying nothing cleared the floor, instead of printing nothing."""
+    result = run(db, "recall", "what time is it", "--mode", "lexical")
+    assert (result.returncode, result.stdout) == (0, "nothing relevant: no memory clears the floor (0.42)\n")
+
+
+def test_stats_prints_text_and_json_on_request(db: Path) -> None:
+    """`stats` prints readable counts; `stats --json` the same counts as one JSON object."""
+    text = run(db, "stats")
+    assert text.returncode == 0, text.stderr
+    assert "entries   7 in default/default" in text.stdout
+    assert "vectors   7 current, 0 stale, 0 missing" in text.stdout
+    assert json.loads(run(db, "stats", "--json").stdout)["entries"] == 7
+
+
+def test_select_batch_reads_standard_input(db: Path) -> None:
+    """`select --batch -` takes its tasks on standard input."""
+    tasks = json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"}) + "\n"
+    result = run(db, "select", "--batch", "-", stdin=tasks)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["blocks"][0]["entry_id"] == "deploy-1"
+
+
+def test_remember_the_same_text_twice_prints_the_same_id(tmp_path: Path) -> None:
+    """Identical text in one namespace is stored once: the second remember prints the first id."""
+    db = tmp_path / "r.db"
+    first = run(db, "remember", "Lunch orders close at eleven")
+    second = run(db, "remember", "Lunch orders close at eleven")
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout
+    assert json.loads(run(db, "stats", "--json").stdout)["entries"] == 1
