@@ -358,18 +358,20 @@ class MemoryStore:
         return found
 
     def _embed(self, texts: Sequence[str], progress: Progress | None) -> npt.NDArray[np.float32] | None:
-        if self.embedder is None:
-            return None
-        parts = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            parts.append(self.embedder.embed(texts[start : start + EMBED_BATCH]))
-            if progress is not None:
-                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
-        if not parts:
+        if self.embedder is None or not texts:
             return None
         import numpy as np  # noqa: PLC0415 - only stores with an embedder need it
 
-        return np.vstack(parts)
+        # Shortest first across the whole write, so every batch holds texts of about one length
+        # and pads little (per call, the embedder could only sort within EMBED_BATCH texts).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
+        for start in range(0, len(order), EMBED_BATCH):
+            rows = order[start : start + EMBED_BATCH]
+            out[rows] = self.embedder.embed([texts[i] for i in rows])
+            if progress is not None:
+                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+        return out
 
     def _validated(self, entries: list[NewEntry], *, dedupe: bool) -> tuple[list[_Row], list[str]]:
         """The rows to write (a text repeated without an id: once) and every entry's id, in order."""

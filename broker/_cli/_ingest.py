@@ -113,10 +113,17 @@ def ingest_records(
         store=store, writers=Writers.for_store(store), tasks=SqliteTaskRepository.from_store(store)
     )
     for record in parsed.records:
-        if _write_record(sinks, namespace, record, replace=replace):
-            written += 1
-        else:
-            unchanged += 1
+        try:
+            done = _write_record(sinks, namespace, record, replace=replace)
+        except UsageError as exc:
+            if not written:
+                raise
+            raise UsageError(
+                *exc.lines,
+                f"error: the {written} records written before line {record.line} stay; "
+                "fix the line and ingest again with --replace",
+            ) from exc
+        written, unchanged = (written + 1, unchanged) if done else (written, unchanged + 1)
     return Report(written=written, unchanged=unchanged)
 
 

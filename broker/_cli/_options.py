@@ -1,5 +1,6 @@
-"""Options shared by several commands, each defined once: the turn deadline, positive counts,
-the global options, and how a library field error is named after the flag the user typed."""
+"""Options shared by several commands, each defined once: the turn deadline and positive counts
+(every out-of-range value reported at once), and how a library field error is named after the
+flag or argument the user typed (`memorule_kind` -> `--memorule-kind`, `description` -> `TASK`)."""
 
 from __future__ import annotations
 

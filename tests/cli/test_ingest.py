@@ -259,3 +259,23 @@ def test_progress_is_a_live_bar_on_a_terminal(tmp_path: Path) -> None:
     assert re.search(rf"{PROGRESS_MIN_NOTES}/{PROGRESS_MIN_NOTES} \[", terminal)
     assert "lines/s" in terminal
     assert not re.search(r"ingest: \d+/\d+ lines \(", terminal)  # no plain lines
+
+
+def test_a_record_failing_after_notes_were_written_says_what_stays(tmp_path: Path) -> None:
+    """An edge to a missing node fails at its line; the message says the notes before it stay."""
+    db, src = tmp_path / "e.db", tmp_path / "e.jsonl"
+    src.write_text(
+        json.dumps({"text": NOTES[0]})
+        + "\n"
+        + json.dumps({"record": "edge", "src": "a", "relation": "r", "dst": "b"})
+        + "\n",
+        encoding="utf-8",
+    )
+    done = run(db, "ingest", str(src))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: line 2: src: no node 'a' in default/default (not_found)",
+        "error: line 2: dst: no node 'b' in default/default (not_found)",
+        "error: the 1 records written before line 2 stay; fix the line and ingest again with --replace",
+    ]
+    assert entries(db) == 1

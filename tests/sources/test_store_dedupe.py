@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import Namespace, ValidationError
-from sources import MemoryStore, NewEntry, content_id
+from sources import MemoryStore, NewEntry, _schema, _vectors, content_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -127,3 +127,26 @@ def test_ids_are_equal_exactly_when_texts_are(store: MemoryStore, texts: list[st
         for j, b in enumerate(texts):
             assert (ids[i] == ids[j]) == (a == b)
     assert count(store, ns) == max(before, len(set(texts)))
+
+
+class LengthEmbedder:
+    """A fake embedder whose vector records the text's length, so a misplaced row shows."""
+
+    model_id = "length"
+    dim = 2
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Return [len(text), 1] per text."""
+        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32).reshape(len(texts), 2)
+
+
+def test_sorting_texts_by_length_keeps_each_vector_with_its_row(tmp_path: Path) -> None:
+    """The write embeds texts shortest first across batches; every row still gets its own vector."""
+    texts = [("word " * ((i * 7919) % 300 + 1)).strip() + f" {i}" for i in range(600)]
+    with MemoryStore.open(tmp_path / "l.db", mode="lexical", embedder=LengthEmbedder()) as store:
+        store.add_entries([NewEntry(text=t) for t in texts], namespace=A)
+        with store.db.read() as conn:
+            rows = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())
+            vectors = _vectors.stored_vectors(conn, _schema.CORPUS_ENTRIES, list(rows), "length", 2)
+    assert len(vectors) == len(texts)
+    assert all(vectors[rowid][0] == len(text) for rowid, text in rows.items())
