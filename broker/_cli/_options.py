@@ -111,8 +111,9 @@ def field_label(field: str, flags: Mapping[str, str]) -> str:
 
 
 def field_lines(errors: tuple[FieldError, ...] | list[FieldError], flags: Mapping[str, str]) -> list[str]:
-    """One `error: <flag>: <message> (<code>)` line per field error."""
-    return [f"error: {field_label(e.field, flags)}: {e.message} ({e.code})" for e in errors]
+    """One `error: <flag>: <message> (<code>)` line per field error (a repeated one once)."""
+    lines = [f"error: {field_label(e.field, flags)}: {e.message} ({e.code})" for e in errors]
+    return list(dict.fromkeys(lines))
 
 
 def walk(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:

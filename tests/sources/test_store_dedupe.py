@@ -147,6 +147,7 @@ def test_sorting_texts_by_length_keeps_each_vector_with_its_row(tmp_path: Path) 
         store.add_entries([NewEntry(text=t) for t in texts], namespace=A)
         with store.db.read() as conn:
             rows = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())
-            vectors = _vectors.stored_vectors(conn, _schema.CORPUS_ENTRIES, list(rows), "length", 2)
+            (ns_id,) = {r[0] for r in conn.execute("SELECT ns_id FROM entries")}
+            vectors = _vectors.stored_vectors(conn, ns_id, _schema.CORPUS_ENTRIES, list(rows), "length", 2)
     assert len(vectors) == len(texts)
     assert all(vectors[rowid][0] == len(text) for rowid, text in rows.items())
