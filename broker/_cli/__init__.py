@@ -6,6 +6,7 @@ JSON object per line. Errors exit with status 2, one line per error, never a tra
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,8 @@ from ._options import field_lines, option_errors
 from ._parser import Register, build_parser
 
 logger = structlog.get_logger(__name__)
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 
 def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -> int:
@@ -48,6 +51,9 @@ def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -
     except KeyboardInterrupt:
         _lines(["interrupted"])
         return 130
+    except BrokenPipeError:  # the reader left (`... | head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's flush cannot fail
+        return EXIT_BROKEN_PIPE
     finally:
         app.close()
         if trace is not None:

@@ -321,3 +321,24 @@ def test_remember_the_same_text_twice_prints_the_same_id(tmp_path: Path) -> None
     assert first.returncode == second.returncode == 0
     assert first.stdout == second.stdout
     assert json.loads(run(db, "stats", "--json").stdout)["entries"] == 1
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path, db: Path) -> None:
+    """`select --batch ... | head -1`: the closed pipe ends the command quietly (exit 141), no traceback."""
+    batch = tmp_path / "many.jsonl"
+    task = json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"})
+    batch.write_text((task + "\n") * 400, encoding="utf-8")  # well over a pipe buffer of output
+    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
+    with subprocess.Popen(
+        [sys.executable, "-m", "broker", "select", "--batch", str(batch)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        assert json.loads(proc.stdout.readline())["blocks"]
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode("utf-8")
+        assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in stderr
