@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "ingest",
         help="load memories and other records from a JSONL file, every line validated first",
         description="Load records, one JSON object per line: notes (the default), facts, knowledge, "
-        "neurons, graph nodes and edges, memorules and tasks. Every line is validated before anything "
+        "neurons, graph nodes and edges, memorules and tasks. Every line is checked before anything "
         f"is written. The format of each record type, with an example: {RECORDS_DOC}.",
     )
     p.add_argument(
