@@ -88,10 +88,11 @@ def test_zero_deadline_names_the_flag(tmp_path, command):
 def test_global_options_after_a_nested_subcommand(tmp_path):
     """--tenant and --db given after `memorule history ID` are honoured, not rejected."""
     db = tmp_path / "other.db"
+    assert run(tmp_path, "remember", "a note", "--db", str(db)).returncode == 0
     done = run(tmp_path, "memorule", "history", "nope", "--tenant", "t2", "--db", str(db))
     assert done.returncode == 1
     assert "in t2/default" in done.stderr
-    assert db.exists()
+    assert not (tmp_path / "p.db").exists()  # the default database was never used
 
 
 def test_memorule_errors_name_the_flags_typed(tmp_path):

@@ -238,16 +238,16 @@ def test_reindex_reports_nothing_stale_after_ingest(db: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
-        (("select", "x" * 120_000), "error: task: must be at most 32000 chars (too_long)"),
+        (("select", "x" * 120_000), "error: TASK: must be at most 32000 chars (too_long)"),
         (
             ("select", "bad \udcff bytes"),
-            "error: task: must be valid Unicode (no lone surrogates) (encoding)",
+            "error: TASK: must be valid Unicode (no lone surrogates) (encoding)",
         ),
         (
             ("select", "deploy freeze", "--budget", "99999999999999999999"),
-            "error: budget: must be an integer in 1..1000 (out_of_range)",
+            "error: --budget: must be an integer in 1..1000 (out_of_range)",
         ),
-        (("recall", "x" * 120_000), "error: query: must be at most 32000 chars (too_long)"),
+        (("recall", "x" * 120_000), "error: QUERY: must be at most 32000 chars (too_long)"),
     ],
     ids=["select-120KB", "select-surrogate", "select-budget", "recall-120KB"],
 )
