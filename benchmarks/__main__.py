@@ -36,6 +36,7 @@ QUICK = _latency.Config(
     turns=30,
     throughput_turns=40,
     pool=50,
+    ingest_lines=200,
     single_writes=5,
     dense_n=20_000,
     dense_queries=20,

@@ -8,6 +8,7 @@ tasks, so the broker's overhead is a ratio on this machine.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import tempfile
 import time
@@ -55,6 +56,7 @@ class Config:
     throughput_turns: int = 400
     concurrency: tuple[int, ...] = (1, 8, 64)
     pool: int = 1000
+    ingest_lines: int = 5000
     single_writes: int = 50
     dense_n: int = 1_000_000
     dense_queries: int = 200
@@ -65,9 +67,10 @@ class Config:
 
 
 def ingest(
-    tmp: Path, gen: _synthetic.Generator, embedder: MiniLMEmbedder, n: int, singles: int
+    tmp: Path, gen: _synthetic.Generator, embedder: MiniLMEmbedder, n: int, singles: int, *, lines: int
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """Batched ingest with real embeddings, then single writes; return figures and the vectors.
+    """Batched ingest with real embeddings, then single writes, then `context-broker ingest`'s
+    path over a JSONL file; return figures and the vectors.
 
     The vectors (real embeddings of `n` synthetic memories) seed the big corpora.
     """
@@ -91,8 +94,31 @@ def ingest(
             "per_s": round(n / seconds, 1),
         },
         "single_write_with_embedding_ms": pct(single),
+        "file_with_embeddings": ingest_file(tmp, gen, embedder, lines),
     }
     return out, pool
+
+
+def ingest_file(tmp: Path, gen: _synthetic.Generator, embedder: MiniLMEmbedder, n: int) -> dict[str, Any]:
+    """Lines/s of the CLI's ingest path (read, validate, embed, write) over a JSONL file of notes."""
+    from broker._cli._ingest import ingest_records, read_records  # noqa: PLC0415 - the composition root
+
+    path = tmp / "ingest.jsonl"
+    path.write_text("".join(json.dumps({"text": gen.memory()}) + "\n" for _ in range(n)), encoding="utf-8")
+    store = MemoryStore.open(tmp / "ingest-file.db", embedder=embedder, mode="hybrid")
+    try:
+        started, cpu = time.perf_counter(), time.process_time()
+        ingest_records(store, NS, read_records(str(path)))
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    finally:
+        store.close()
+    return {
+        "lines": n,
+        "seconds": round(seconds, 3),
+        "lines_per_s": round(n / seconds, 1),
+        "lines_per_cpu_s": round(n / cpu, 1),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
 
 
 def single_lexical_writes(path: Path, gen: _synthetic.Generator, n: int) -> dict[str, float]:
@@ -391,7 +417,7 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
         gen = _synthetic.Generator(seed=cfg.seed)
         log(f"ingest: {cfg.pool} memories with embeddings")
         out["ingest"], pool = await anyio.to_thread.run_sync(
-            lambda: ingest(tmp, gen, embedder, cfg.pool, cfg.single_writes)
+            lambda: ingest(tmp, gen, embedder, cfg.pool, cfg.single_writes, lines=cfg.ingest_lines)
         )
         out["sizes"] = {}
         for n in cfg.sizes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 SLACK_MS = 10.0
@@ -302,6 +303,16 @@ def _writes_table(lat: dict[str, Any]) -> list[str]:
             f"({ing['memories']} memories in {ing['seconds']} s). Peak RSS of the run: {lat['peak_rss_mb']} MiB."
         ),
     ]
+    f = lat["ingest"].get("file_with_embeddings")
+    if f:
+        out += [
+            "",
+            (
+                f"`context-broker ingest` path (read, validate, embed, write a JSONL file of {f['lines']} notes): "
+                f"{f['lines_per_s']} lines/s ({f['seconds']} s; {f['lines_per_cpu_s']} lines per CPU-second; "
+                f"1-minute load average {f['load_avg_1min']} on {os.cpu_count()} cores)."
+            ),
+        ]
     dense = lat.get("bare_dense")
     if dense:
         d = dense["latency_ms"]

@@ -130,7 +130,7 @@ def _background() -> list[NewEntry]:
     return [
         NewEntry(id=f"bg-{r['id']}", text=r["text"], memory_type=r.get("memory_type"))
         for r in records
-        if r["kind"] == "note"
+        if r.get("kind") == "note"
     ]
 
 

@@ -39,10 +39,12 @@ from ._relevance import MODES as RECALL_MODES
 from ._schema import ensure_memory_type_column as ensure_memory_type_column
 from ._scorer import Scorer as Scorer
 from ._source_base import StoreReader as StoreReader
+from ._store import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
 from ._store import Memory as Memory
 from ._store import MemoryStore as MemoryStore
 from ._store import NewEntry as NewEntry
 from ._store import Recalled as Recalled
+from ._store import content_id as content_id
 from ._store import entry_errors as entry_errors
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
@@ -57,6 +59,7 @@ __all__ = [
     "CONFIDENCE_LEVELS",
     "DEFAULT_SOURCES",
     "KINDS",
+    "MAX_RECALL_LIMIT",
     "MAX_TEXT_CHARS",
     "MEMORULE_KINDS",
     "RECALL_MODES",
@@ -87,6 +90,7 @@ __all__ = [
     "WriterSession",
     "Writers",
     "audit_events",
+    "content_id",
     "default_sources",
     "delete_memorule",
     "embed_and_store_vectors",

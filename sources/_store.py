@@ -14,6 +14,7 @@ at all has no best cosine to stand against, so until `reindex` no text gains tha
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -145,7 +146,15 @@ def entry_errors(entry: NewEntry) -> list[FieldError]:
     return _checked(entry)[1]
 
 
-def _checked(entry: NewEntry, prefix: str = "") -> tuple[_Row | None, list[FieldError]]:
+def content_id(text: str) -> str:
+    """The id of an entry written without one: derived from its text, so the same text
+    written again into a namespace finds the entry already there instead of a second copy."""
+    return "txt-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _checked(
+    entry: NewEntry, prefix: str = "", *, dedupe: bool = True
+) -> tuple[_Row | None, list[FieldError]]:
     errors = _validate.text_errors(f"{prefix}text", entry.text)
     errors += _validate.choice_errors(f"{prefix}kind", entry.kind, _validate.KINDS, optional=False)
     errors += _validate.choice_errors(f"{prefix}memory_type", entry.memory_type, MEMORY_TYPES, optional=True)
@@ -159,7 +168,7 @@ def _checked(entry: NewEntry, prefix: str = "") -> tuple[_Row | None, list[Field
         return None, errors
     return (
         _Row(
-            id=entry.id or str(uuid.uuid4()),
+            id=entry.id or (content_id(entry.text) if dedupe else str(uuid.uuid4())),
             kind=entry.kind,
             memory_type=entry.memory_type,
             text=entry.text,
@@ -270,8 +279,13 @@ class MemoryStore:
         created_at: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         replace: bool = False,
+        dedupe: bool = True,
     ) -> str:
-        """Write one memory; returns its id. An existing id is an error unless `replace`."""
+        """Write one memory; returns its id. An existing id is an error unless `replace`.
+
+        Without an id, the text is the identity (see `add_entries`): the same text again
+        returns the id already stored, unless `dedupe=False`.
+        """
         entry = NewEntry(
             text=text,
             kind=kind,
@@ -281,7 +295,7 @@ class MemoryStore:
             created_at=created_at,
             metadata=metadata,
         )
-        return self.add_entries([entry], namespace=namespace, replace=replace)[0]
+        return self.add_entries([entry], namespace=namespace, replace=replace, dedupe=dedupe)[0]
 
     def add_entries(
         self,
@@ -290,48 +304,87 @@ class MemoryStore:
         namespace: Namespace,
         replace: bool = False,
         progress: Progress | None = None,
+        dedupe: bool = True,
     ) -> list[str]:
-        """Write many memories in one transaction: all or nothing.
+        """Write many memories in one transaction: all or nothing; returns their ids in order.
+
+        An entry without an id gets one derived from its text (`content_id`), so identical
+        text is stored once per namespace: written again (in the batch, or later) it returns
+        the id already stored and writes nothing; with `replace` the stored one is rewritten.
+        `dedupe=False` gives such entries a fresh random id each time instead.
 
         With an embedder, the texts are embedded first, in batches (`progress(done, total)`
         after each), outside the write lock; the vectors go in the same transaction.
         """
-        rows = self._validated(list(entries))
+        rows, ids = self._validated(list(entries), dedupe=dedupe)
+        if not replace:  # texts already stored need no embedding
+            with self.db.read() as conn:
+                stored = self._stored_texts(conn, _index.find_ns(conn, namespace), rows)
+            rows = [r for r in rows if r.id not in stored]
         vectors = self._embed([r.text for r in rows], progress)
         with self.db.write() as conn:
             ns_id = _index.ensure_ns(conn, namespace)
-            rowids = [self._insert(conn, ns_id, namespace, row, replace=replace) for row in rows]
-            if vectors is not None and self.embedder is not None:
+            stored = set() if replace else self._stored_texts(conn, ns_id, rows)  # written meanwhile
+            kept = [i for i, r in enumerate(rows) if r.id not in stored]
+            rowids = [self._insert(conn, ns_id, namespace, rows[i], replace=replace) for i in kept]
+            if vectors is not None and self.embedder is not None and kept:
                 _vectors.store_vectors(
-                    conn, ns_id, _schema.CORPUS_ENTRIES, rowids, vectors, self.embedder.model_id
+                    conn, ns_id, _schema.CORPUS_ENTRIES, rowids, vectors[kept], self.embedder.model_id
                 )
-        return [r.id for r in rows]
+        return ids
+
+    @staticmethod
+    def _stored_texts(conn: sqlite3.Connection, ns_id: int | None, rows: list[_Row]) -> set[str]:
+        """Ids of the text-derived `rows` that the namespace already holds with that text."""
+        derived = {r.id: r.text for r in rows if r.id == content_id(r.text)}
+        if ns_id is None or not derived:
+            return set()
+        found: set[str] = set()
+        keys = list(derived)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            found.update(
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT id, text FROM entries WHERE ns_id = ? AND id IN ({','.join('?' * len(chunk))})",
+                    (ns_id, *chunk),
+                )
+                if derived[str(r[0])] == r[1]
+            )
+        return found
 
     def _embed(self, texts: Sequence[str], progress: Progress | None) -> npt.NDArray[np.float32] | None:
-        if self.embedder is None:
-            return None
-        parts = []
-        for start in range(0, len(texts), EMBED_BATCH):
-            parts.append(self.embedder.embed(texts[start : start + EMBED_BATCH]))
-            if progress is not None:
-                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
-        if not parts:
+        if self.embedder is None or not texts:
             return None
         import numpy as np  # noqa: PLC0415 - only stores with an embedder need it
 
-        return np.vstack(parts)
+        # Shortest first across the whole write, so every batch holds texts of about one length
+        # and pads little (per call, the embedder could only sort within EMBED_BATCH texts).
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.embedder.dim), dtype=np.float32)
+        for start in range(0, len(order), EMBED_BATCH):
+            rows = order[start : start + EMBED_BATCH]
+            out[rows] = self.embedder.embed([texts[i] for i in rows])
+            if progress is not None:
+                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+        return out
 
-    def _validated(self, entries: list[NewEntry]) -> list[_Row]:
+    def _validated(self, entries: list[NewEntry], *, dedupe: bool) -> tuple[list[_Row], list[str]]:
+        """The rows to write (a text repeated without an id: once) and every entry's id, in order."""
         rows: list[_Row] = []
+        ids: list[str] = []
         errors: list[FieldError] = []
         many = len(entries) > 1
         seen: set[str] = set()
         for i, entry in enumerate(entries):
-            row, errs = _checked(entry, f"[{i}]." if many else "")
+            row, errs = _checked(entry, f"[{i}]." if many else "", dedupe=dedupe)
             errors += errs
             if entry.kind == "memorule":  # they need their state and audit event
                 errors.append(attrs.evolve(_MEMORULE_WRITE, field=f"[{i}].kind" if many else "kind"))
             if row is not None:
+                ids.append(row.id)
+                if row.id in seen and entry.id is None:
+                    continue  # the same text again: one entry
                 if row.id in seen:
                     errors.append(
                         FieldError(
@@ -343,7 +396,7 @@ class MemoryStore:
                 seen.add(row.id)
                 rows.append(row)
         _validate.raise_if(errors)
-        return rows
+        return rows, ids
 
     def _insert(
         self, conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: _Row, *, replace: bool

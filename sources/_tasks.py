@@ -133,6 +133,16 @@ class SqliteTaskRepository:
                 "UPDATE tasks SET updated_at = ? WHERE ns_id = ? AND task_id = ?", (now, ns_id, task_id)
             )
 
+    def delete_task(self, task_id: str, *, namespace: Namespace) -> bool:
+        """Remove a task and its conversation turns; return whether it existed."""
+        with self._db.write() as conn:
+            ns_id = _index.find_ns(conn, namespace)
+            if ns_id is None or not self._exists(conn, ns_id, task_id):
+                return False
+            conn.execute("DELETE FROM conversation_turns WHERE ns_id = ? AND task_id = ?", (ns_id, task_id))
+            conn.execute("DELETE FROM tasks WHERE ns_id = ? AND task_id = ?", (ns_id, task_id))
+        return True
+
     @staticmethod
     def _exists(conn: sqlite3.Connection, ns_id: int, task_id: str) -> bool:
         row = conn.execute("SELECT 1 FROM tasks WHERE ns_id = ? AND task_id = ?", (ns_id, task_id)).fetchone()

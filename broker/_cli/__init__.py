@@ -6,6 +6,7 @@ JSON object per line. Errors exit with status 2, one line per error, never a tra
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -15,15 +16,21 @@ from broker import BrokerError, ValidationError
 
 from . import _logging
 from ._app import EXIT_USAGE, App, UsageError
+from ._options import field_lines, option_errors
 from ._parser import Register, build_parser
 
 logger = structlog.get_logger(__name__)
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 
 def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -> int:
     """Run the CLI (with the subcommands `extra` adds); returns the exit status."""
     parser = build_parser(extra)
-    args = parser.parse_args(_hoist_globals(list(sys.argv[1:] if argv is None else argv)))
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if option_errors(args):
+        _lines(option_errors(args))
+        return EXIT_USAGE
     try:
         trace = _logging.configure(level=args.log_level, trace_file=args.trace_file)
     except OSError as exc:
@@ -36,7 +43,7 @@ def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -
         _lines(exc.lines)
         return EXIT_USAGE
     except ValidationError as exc:
-        _lines([f"error: {e.field}: {e.message} ({e.code})" for e in exc.errors])
+        _lines(field_lines(exc.errors, getattr(args, "field_flags", {})))
         return EXIT_USAGE
     except BrokerError as exc:
         _lines([f"error: {exc}"])
@@ -44,6 +51,9 @@ def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -
     except KeyboardInterrupt:
         _lines(["interrupted"])
         return 130
+    except BrokenPipeError:  # the reader left (`... | head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so exit's flush cannot fail
+        return EXIT_BROKEN_PIPE
     finally:
         app.close()
         if trace is not None:
@@ -54,36 +64,6 @@ def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -
 def _lines(lines: Sequence[str]) -> None:
     for line in lines:
         sys.stderr.write(line.rstrip("\n") + "\n")
-
-
-_GLOBAL_WITH_VALUE = ("--db", "--tenant", "--project", "--trace-file", "--log-level", "--durability")
-
-
-def _hoist_globals(argv: list[str]) -> list[str]:
-    """Accept global options after the subcommand too, by moving them in front of it."""
-    front: list[str] = []
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        name = arg.split("=", 1)[0]
-        if arg == "--":
-            rest += argv[i:]
-            break
-        if name in _GLOBAL_WITH_VALUE:
-            if "=" in arg:
-                front.append(arg)
-            elif i + 1 < len(argv):
-                front += [arg, argv[i + 1]]
-                i += 1
-            else:
-                rest.append(arg)
-        elif arg == "--trace-text":
-            front.append(arg)
-        else:
-            rest.append(arg)
-        i += 1
-    return front + rest
 
 
 __all__ = ["Register", "main"]

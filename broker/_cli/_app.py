@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 import platformdirs
 
-from broker import ConfigError, FieldError, Namespace, ValidationError
+from broker import ConfigError, Namespace, ValidationError
 from sources import MemoryStore
 
 ENV_DB = "CONTEXT_BROKER_DB"
@@ -35,11 +35,6 @@ class UsageError(Exception):
     def __init__(self, *lines: str) -> None:
         self.lines = lines
         super().__init__("; ".join(lines))
-
-    @classmethod
-    def from_fields(cls, errors: tuple[FieldError, ...]) -> UsageError:
-        """One line per field error."""
-        return cls(*(f"error: {e.field}: {e.message} ({e.code})" for e in errors))
 
 
 @attrs.define(eq=False)

@@ -9,49 +9,76 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from broker import Context, Turn, open_broker
 from broker._trace import TURN_COMPLETED
-from sources import NewEntry, SqliteTaskRepository, Writers
+from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
+from ._ingest import ingest_records, read_records
+from ._jsonl import label, read_lines
+from ._options import DEFAULT_DEADLINE_MS, PositiveInt, add_deadline_argument
+from ._plot import INSTALL_HINT, plot
 from ._store_cmds import add_mode_argument
 from ._wiring import open_default_selector
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator
 
     from broker import Namespace
     from sources import MemoryStore
 
+    from ._records import Parsed
+
 SAMPLE_RESOURCE = "sample_memories.jsonl"
 DEMO_TASK = "Prepare the Lighthouse 2.4 release checklist and release notes"
 _PERCENTILES = (50, 95, 99)
+EXIT_NO_EVENTS = 1
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `demo` and `trace-stats`."""
     p = sub.add_parser("demo", help="assemble one turn's context from the bundled sample memories")
-    p.add_argument("task", nargs="?", default=DEMO_TASK, help=f"the active task (default: {DEMO_TASK!r})")
     p.add_argument("--message", help="the task's latest user message (joins the selection query)")
-    p.add_argument("--window", type=int, default=128_000, help="model window in tokens (default 128000)")
     p.add_argument(
-        "--input-budget", type=int, default=8000, help="tokens for the whole context (default 8000)"
+        "task", nargs="?", default=DEMO_TASK, metavar="TASK", help=f"the active task (default: {DEMO_TASK!r})"
     )
-    p.add_argument("--deadline-ms", type=float, default=250.0, help="memory selection deadline (default 250)")
+    p.add_argument(
+        "--window",
+        type=int,
+        action=PositiveInt,
+        default=128_000,
+        metavar="TOKENS",
+        help="model window in tokens; memories get min(1200, window // 8) of them (default 128000)",
+    )
+    p.add_argument(
+        "--input-budget",
+        type=int,
+        action=PositiveInt,
+        default=8000,
+        metavar="TOKENS",
+        help="tokens for the whole context: a count of tokens, not memories (default 8000)",
+    )
+    add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print blocks and trace as one JSON object")
     add_mode_argument(p)
     p.set_defaults(handler=demo)
 
     t = sub.add_parser("trace-stats", help="summarise a JSONL trace log of turn.completed events")
-    t.add_argument("file", help="JSON lines, e.g. written with --trace-file")
+    t.add_argument(
+        "file", metavar="FILE", help='JSON lines, e.g. written with --trace-file ("-": standard input)'
+    )
     t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    t.add_argument(
+        "--plot",
+        metavar="PNG",
+        help=f"also draw latency and score histograms, the floor marked (needs matplotlib: {INSTALL_HINT})",
+    )
     t.set_defaults(handler=trace_stats)
 
 
@@ -60,22 +87,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def demo(args: argparse.Namespace, app: App) -> int:
     """Seed the sample data if the namespace is empty, create the task, assemble, print."""
-    problems = [
-        f"error: --{name}: must be a positive integer"
-        for name, value in (("window", args.window), ("input-budget", args.input_budget))
-        if value < 1
-    ]
-    if not math.isfinite(args.deadline_ms) or args.deadline_ms <= 0:
-        problems.append("error: --deadline-ms: must be > 0")
     if args.message is not None and not args.message.strip():
-        problems.append("error: --message: must be a non-empty string")
-    if problems:
-        raise UsageError(*problems)
+        raise UsageError("error: --message: must be a non-empty string")
     store = app.store()
     namespace = app.namespace
     repo = SqliteTaskRepository.from_store(store)
     if store.stats(namespace=namespace)["entries"] == 0:
-        seed_samples(store, repo, namespace)
+        seed_samples(store, namespace)
     task_id = repo.create_task(args.task, namespace=namespace)
     turn = Turn(
         task_id=task_id,
@@ -97,7 +115,7 @@ async def _assemble(
     store: MemoryStore, repo: SqliteTaskRepository, turn: Turn, include_text: bool
 ) -> Context:
     async with (
-        open_default_selector(store, deadline=turn.deadline or 0.25) as selector,
+        open_default_selector(store, deadline=turn.deadline or DEFAULT_DEADLINE_MS / 1000) as selector,
         open_broker(selector=selector, tasks=repo, conversations=repo, include_text=include_text) as broker,
     ):
         return await broker.assemble(turn)
@@ -114,54 +132,29 @@ def _block_json(block: Any) -> dict[str, Any]:  # noqa: ANN401 - a broker Block
     }
 
 
-def sample_records() -> Iterator[dict[str, Any]]:
-    """Yield the bundled sample records (memories, neurons, facts, knowledge, past tasks)."""
-    text = resources.files("broker").joinpath("data", SAMPLE_RESOURCE).read_text(encoding="utf-8")
-    for line in text.splitlines():
-        if line.strip():
-            yield json.loads(line)
+def sample_records() -> Parsed:
+    """The bundled sample (memories, neurons, facts, knowledge, past tasks), read as `ingest` reads."""
+    with resources.as_file(resources.files("broker") / "data" / SAMPLE_RESOURCE) as path:
+        return read_records(str(path))
 
 
-def seed_samples(store: MemoryStore, repo: SqliteTaskRepository, namespace: Namespace) -> None:
-    """Write the sample data into the namespace."""
-    records = list(sample_records())
-    notes = [
-        NewEntry(id=r["id"], text=r["text"], memory_type=r.get("memory_type"))
-        for r in records
-        if r["kind"] == "note"
-    ]
-    store.add_entries(notes, namespace=namespace)
-    writers = Writers.for_store(store)
-    for r in records:
-        if r["kind"] == "neuron":
-            writers.neurons.add_neuron(
-                r["text"], namespace=namespace, triggers=r["triggers"], importance=r["importance"], id=r["id"]
-            )
-        elif r["kind"] == "fact":
-            writers.facts.add_fact(
-                namespace=namespace,
-                subject=r["subject"],
-                predicate=r["predicate"],
-                object=r["object"],
-                id=r["id"],
-            )
-        elif r["kind"] == "knowledge":
-            writers.knowledge.add_knowledge(
-                r["text"], namespace=namespace, provenance=r["provenance"], id=r["id"]
-            )
-        elif r["kind"] == "task":
-            repo.create_task(r["description"], namespace=namespace, task_id=r["id"])
-            for role, body in r["turns"]:
-                repo.append_turn(r["id"], role, body, namespace=namespace)
-            repo.set_status(r["id"], r["status"], namespace=namespace)
+def seed_samples(store: MemoryStore, namespace: Namespace) -> None:
+    """Write the sample data into the namespace, through `ingest`'s own code."""
+    ingest_records(store, namespace, sample_records())
 
 
 # -- trace-stats --------------------------------------------------------------------------
 
 
 def trace_stats(args: argparse.Namespace, app: App) -> int:
-    """Read every turn.completed event of the file and print the summary."""
-    summary = summarise(_events(Path(args.file)))
+    """Read every turn.completed event of the file and print the summary (exit 1 if none)."""
+    events = _events(args.file)
+    if not events:
+        sys.stderr.write(f"error: {label(args.file)}: no {TURN_COMPLETED} trace events found\n")
+        return EXIT_NO_EVENTS
+    summary = summarise(events)
+    if args.plot:
+        plot(events, args.plot, percentiles=summary["latency_ms"])
     if args.json:
         app.print_json(summary)
     else:
@@ -170,15 +163,9 @@ def trace_stats(args: argparse.Namespace, app: App) -> int:
     return 0
 
 
-def _events(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"error: {path}: {exc}") from exc
+def _events(path: str) -> list[dict[str, Any]]:
     events = []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, line in read_lines(path):
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:

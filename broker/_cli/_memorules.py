@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_remember_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of `remember`: a note's text, or a memorule's fields."""
-    parser.add_argument("text", nargs="?", help="the note's text, or the memorule's body")
+    parser.add_argument("text", nargs="?", metavar="TEXT", help="the note's text, or the memorule's body")
     parser.add_argument("--kind", default="note", help="note (default), memorule, or another store kind")
     parser.add_argument(
         "--memory-type", help="episodic, semantic, procedural, self, personality, associative"
@@ -261,4 +261,4 @@ def audit(args: argparse.Namespace, app: App) -> int:
 
 
 def _not_found(memorule_id: str, app: App) -> None:
-    sys.stderr.write(f"error: id: no memorule {memorule_id!r} in {app.namespace} (not_found)\n")
+    sys.stderr.write(f"error: ID: no memorule {memorule_id!r} in {app.namespace} (not_found)\n")

@@ -1,17 +1,24 @@
-"""The argument parser: global options, then one subcommand per job."""
+"""The argument parser: global options, then one subcommand per job.
+
+The global options are accepted before or after the subcommand and listed in every
+subcommand's help: each subcommand parser carries them too, with no default of its own, so
+only a value the user typed there overrides the one given (or defaulted) before it.
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import Any
 
-from . import _broker_cmds, _explain_cmds, _memorules, _select_cmds, _store_cmds
+from . import _broker_cmds, _completion, _explain_cmds, _ingest, _memorules, _select_cmds, _store_cmds
 from ._app import ENV_DB
 from ._logging import LEVELS
+from ._options import flag_names, walk
 
 # Subcommand groups, each a module exposing register(sub).
-_GROUPS = (_store_cmds, _select_cmds, _explain_cmds, _broker_cmds, _memorules)
+_GROUPS = (_ingest, _store_cmds, _select_cmds, _explain_cmds, _broker_cmds, _memorules, _completion)
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]  # noqa: SLF001 - argparse names it privately
 """Adds subcommands; how the application package (context_broker) adds its own, e.g. `mcp`."""
@@ -21,7 +28,16 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line and no usage dump."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error: {message}\n")
+        # "argument --limit: must be ..." -> "--limit: must be ...", like the commands' own errors.
+        self.exit(2, f"error: {message.removeprefix('argument ')}\n")
+
+
+def version() -> str:
+    """The installed distribution's version."""
+    try:
+        return metadata.version("context-broker")
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 def build_parser(extra: Sequence[Register] = ()) -> argparse.ArgumentParser:
@@ -30,24 +46,49 @@ def build_parser(extra: Sequence[Register] = ()) -> argparse.ArgumentParser:
         prog="context-broker",
         description="Decide which memories enter an agent's context, and prove it.",
     )
-    parser.add_argument(
-        "--db", help=f"SQLite file (default: ${ENV_DB}, else memory.db in the user data directory)"
-    )
-    parser.add_argument("--tenant", default="default", help="tenant id (default: default)")
-    parser.add_argument("--project", default="default", help="project id (default: default)")
-    parser.add_argument("--trace-file", help="append log and trace events (JSON lines) here, not stderr")
-    parser.add_argument("--trace-text", action="store_true", help="include memory and task text in traces")
-    parser.add_argument("--log-level", default="info", choices=LEVELS, help="default: info")
-    parser.add_argument(
-        "--durability",
-        default="normal",
-        choices=("normal", "full"),
-        help="normal (default): commits survive a crash of the process; full: fsync every commit, "
-        "so they survive a power loss too",
-    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    _add_globals(parser, defaults=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for group in _GROUPS:
         group.register(sub)
     for register in extra:
         register(sub)
+    for child in walk(parser):
+        _add_globals(
+            child.add_argument_group("global options (also accepted before COMMAND)"), defaults=False
+        )
+        child.set_defaults(field_flags=flag_names(child))
+    parser.set_defaults(root_parser=parser)  # `completion` describes the parser in use, extras included
     return parser
+
+
+def _add_globals(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, defaults: bool) -> None:
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    p.add_argument(
+        "--db",
+        default=default(None),
+        help=f"SQLite file (default: ${ENV_DB}, else memory.db in the user data directory)",
+    )
+    p.add_argument("--tenant", default=default("default"), help="tenant id (default: default)")
+    p.add_argument("--project", default=default("default"), help="project id (default: default)")
+    p.add_argument(
+        "--trace-file",
+        default=default(None),
+        help="append log and trace events (JSON lines) here, not stderr",
+    )
+    p.add_argument(
+        "--trace-text",
+        action="store_true",
+        default=default(value=False),
+        help="include memory and task text in traces",
+    )
+    p.add_argument("--log-level", default=default("info"), choices=LEVELS, help="default: info")
+    p.add_argument(
+        "--durability",
+        default=default("normal"),
+        choices=("normal", "full"),
+        help="normal (default): commits survive a crash of the process; full: fsync every commit, "
+        "so they survive a power loss too",
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,6 +23,8 @@ from broker import (
 )
 
 from ._app import App, UsageError
+from ._jsonl import read_lines
+from ._options import PositiveInt, add_deadline_argument
 from ._store_cmds import add_mode_argument, parse_types
 from ._wiring import open_default_selector, open_store
 
@@ -43,14 +44,24 @@ class _Job:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `select`."""
     p = sub.add_parser("select", help="select memories for a task (or a JSONL batch of tasks)")
-    p.add_argument("task", nargs="?", help="the active task's description")
+    p.add_argument("task", nargs="?", metavar="TASK", help="the active task's description")
     p.add_argument("--message", help="the task's latest user message (joins the query, as in a turn)")
     p.add_argument(
-        "--batch", help='JSONL, one {"task", "tenant"?, "project"?, "types"?, "budget"?, "mode"?} per line'
+        "--batch",
+        metavar="FILE",
+        help='JSONL ("-": standard input), one {"task", "tenant"?, "project"?, "types"?, "budget"?, '
+        '"mode"?, "message"?} per line',
     )
     p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
-    p.add_argument("--budget", type=int, default=10, help="most memories to select (default 10)")
-    p.add_argument("--deadline-ms", type=float, default=100.0, help="per-turn deadline (default 100)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        action=PositiveInt,
+        default=10,
+        metavar="N",
+        help="most memories to select: a count of memories, not tokens (default 10)",
+    )
+    add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print the SelectionResult as one JSON object")
     add_mode_argument(p)
     p.set_defaults(handler=select)
@@ -61,7 +72,7 @@ def select(args: argparse.Namespace, app: App) -> int:
     if (args.task is None) == (args.batch is None):
         raise UsageError("error: select: give exactly one of TASK or --batch FILE")
     if args.batch is not None:
-        jobs = _read_batch(Path(args.batch), app, args)
+        jobs = _read_batch(args.batch, app, args)
         as_json = True
     else:
         # Checked here, before the store opens or any source runs, by the selector's own rules.
@@ -151,16 +162,10 @@ def _print_human(app: App, r: SelectionResult) -> None:
     app.out("sources: " + ", ".join(f"{s.name}={s.status}" for s in r.sources))
 
 
-def _read_batch(path: Path, app: App, args: argparse.Namespace) -> list[_Job]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"error: {path}: {exc}") from exc
+def _read_batch(name: str, app: App, args: argparse.Namespace) -> list[_Job]:
     jobs: list[_Job] = []
     errors: list[str] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, line in read_lines(name):
         job, problems = _parse(line, app, args)
         errors += [f"error: line {number}: {p}" for p in problems]
         if job is not None:

@@ -51,6 +51,7 @@ def test_latency_results_have_every_figure(results: Path) -> None:
     """latency.json holds per-mode latency, floors, overhead, throughput, writes, size and RSS."""
     latency = json.loads((results / "latency.json").read_text(encoding="utf-8"))
     assert {"ingest", "sizes", "bare_dense", "peak_rss_mb", "deadline_ms"} <= latency.keys()
+    assert latency["ingest"]["file_with_embeddings"]["lines_per_s"] > 0
     size = next(iter(latency["sizes"].values()))
     assert {"db_bytes", "peak_rss_mb", "single_write_lexical_ms", "build_per_s"} <= size.keys()
     assert set(size["modes"]) == {"lexical", "hybrid"}

@@ -172,7 +172,7 @@ def test_a_garbage_wal_loses_nothing(tmp_path: Path, good: Path, cli) -> None:
     db = tmp_path / "memory.db"
     shutil.copy(good, db)
     Path(f"{db}-wal").write_bytes(random.Random(7).randbytes(64 * 1024))  # noqa: S311
-    ran = cli("--db", str(db), "stats")
+    ran = cli("--db", str(db), "stats", "--json")
     assert ran.status == 0, ran
     assert json.loads(ran.out)["entries"] == 401
     ran = cli("--db", str(db), "remember", "Written after the garbage WAL was dropped", "--kind", "note")

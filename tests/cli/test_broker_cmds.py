@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
+from broker._cli._plot import scores
 from broker._trace import trace_schema
 
 if TYPE_CHECKING:
@@ -79,9 +80,10 @@ def test_demo_seeds_once_and_a_trivial_task_abstains(tmp_path):
     assert not MEMORY_TAG.search(done.stdout)
     (event,) = events(trace)
     assert event["memory_abstained"] is True
-    stats = run("--db", str(db), "stats", home=tmp_path)
+    stats = run("--db", str(db), "stats", "--json", home=tmp_path)
     assert stats.returncode == 0, stats.stderr
-    seeded = sum(1 for r in sample_records() if r["kind"] in {"note", "neuron"})
+    sample = sample_records()
+    seeded = len(sample.notes) + sum(1 for r in sample.records if r.type == "neuron")
     assert json.loads(stats.stdout)["entries"] == seeded
 
 
@@ -114,8 +116,8 @@ def test_demo_json_and_bad_options(tmp_path):
     bad = run("--db", str(tmp_path / "d.db"), "demo", "--window", "0", "--input-budget", "-3", home=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.splitlines() == [
-        "error: --window: must be a positive integer",
-        "error: --input-budget: must be a positive integer",
+        "error: --window: must be a positive integer, got 0",
+        "error: --input-budget: must be a positive integer, got -3",
     ]
 
 
@@ -183,3 +185,91 @@ def test_trace_stats_missing_file_and_empty_log(tmp_path):
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: ")
     assert summarise([])["abstention_rate"] is None
+
+
+def _turns_log(tmp_path: Path) -> Path:
+    """A short log of turn.completed events with admitted and dropped memory scores."""
+    log = tmp_path / "turns.jsonl"
+    events = [
+        {
+            "event": "turn.completed",
+            "timings": {"total_ms": 10.0 + i},
+            "memory_candidates": 3,
+            "memory_selected": 1,
+            "memory_abstained": False,
+            "sources": [{"name": "store", "status": "ok"}],
+            "blocks": [{"name": "memory", "kind": "memory", "score": 0.5 + i / 100}],
+            "dropped": [{"entry_id": "x", "score": 0.45, "reason": "memory budget"}],
+        }
+        for i in range(20)
+    ]
+    log.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return log
+
+
+def test_trace_stats_with_no_trace_events_says_so_and_exits_1(tmp_path):
+    """A log without any turn.completed event is not summarised as zero turns: it says so, exit 1."""
+    log = tmp_path / "other.jsonl"
+    log.write_text('{"event": "store.migrated"}\n', encoding="utf-8")
+    for args in (("trace-stats", str(log)), ("trace-stats", "--json", str(log))):
+        done = run(*args, home=tmp_path)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"error: {log}: no turn.completed trace events found\n"
+
+
+def test_trace_stats_reads_standard_input(tmp_path):
+    """`trace-stats -` summarises a log piped on standard input."""
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "trace-stats", "--json", "-"],
+        input=_turns_log(tmp_path).read_text(encoding="utf-8"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["turns"] == 20
+
+
+def test_trace_stats_plot_writes_a_png(tmp_path):
+    """--plot writes a PNG of the latency and score histograms and still prints the summary."""
+    png = tmp_path / "trace.png"
+    done = run("trace-stats", str(_turns_log(tmp_path)), "--plot", str(png), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert done.stdout.startswith("turns                   20")
+
+
+def test_trace_stats_plot_without_matplotlib_is_a_clear_error(tmp_path):
+    """Without matplotlib, --plot exits 2 with one line saying how to install it; no traceback."""
+    blocker = tmp_path / "blocked"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked for the test')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker",
+            "trace-stats",
+            str(_turns_log(tmp_path)),
+            "--plot",
+            str(tmp_path / "x.png"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "error: --plot needs matplotlib, which is not installed: pip install 'context-broker[bench]'\n"
+    )
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_scores_are_those_of_admitted_and_dropped_memories():
+    """The score histogram reads memory blocks and drops, skipping blocks without a score."""
+    events = [{"blocks": [{"score": 0.7}, {"kind": "task"}], "dropped": [{"score": 0.43}]}, {}]
+    assert scores(events) == [0.7, 0.43]

@@ -77,7 +77,7 @@ def test_audit_rejects_a_bad_since(tmp_path: Path) -> None:
     MemoryStore.open(tmp_path / "e.db", mode="lexical").close()
     result = run(tmp_path / "e.db", "audit", "--since", "yesterday")
     assert result.returncode == 2
-    assert "error: since: must be ISO-8601 (invalid_timestamp)" in result.stderr.splitlines()
+    assert "error: --since: must be ISO-8601 (invalid_timestamp)" in result.stderr.splitlines()
 
 
 def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
@@ -131,16 +131,16 @@ def test_remember_prints_every_error_and_exits_2(tmp_path: Path) -> None:
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert sorted(errors) == sorted(
         [
-            "error: applies_to: expected KEY=VALUE, got 'oops' (invalid_format)",
-            "error: persona: --persona is required with --session-id (required)",
-            "error: memorule_kind: is required for kind 'memorule' (required)",
-            "error: subject: must be at least 4 chars (too_short)",
-            "error: body: is required for kind 'memorule' (required)",
+            "error: --applies-to: expected KEY=VALUE, got 'oops' (invalid_format)",
+            "error: --persona: --persona is required with --session-id (required)",
+            "error: --memorule-kind: is required for kind 'memorule' (required)",
+            "error: --subject: must be at least 4 chars (too_short)",
+            "error: --body: is required for kind 'memorule' (required)",
             (
-                "error: applies_to: scope must be one of global, org, project, persona; got 'everywhere' "
+                "error: --applies-to: scope must be one of global, org, project, persona; got 'everywhere' "
                 "(invalid_choice)"
             ),
-            "error: confidence: must be one of observed, inferred, asserted; got 'sure' (invalid_choice)",
+            "error: --confidence: must be one of observed, inferred, asserted; got 'sure' (invalid_choice)",
         ]
     )
     assert "Traceback" not in result.stderr
@@ -154,9 +154,11 @@ def test_memorule_commands_report_unknown_ids(tmp_path: Path) -> None:
     result = run(db, "memorule", "update", "nope", "--confidence", "observed")
     assert result.returncode == 2
     assert any(
-        line.startswith("error: id: ") and "(not_found)" in line for line in result.stderr.splitlines()
+        line.startswith("error: ID: ") and "(not_found)" in line for line in result.stderr.splitlines()
     )
-    assert run(db, "memorule", "delete", "nope").returncode == 1
+    deleted = run(db, "memorule", "delete", "nope")
+    assert deleted.returncode == 1
+    assert deleted.stderr.startswith("error: ID: no memorule 'nope'")
     assert run(db, "memorule", "history", "nope", "--json").returncode == 1
 
 

@@ -96,7 +96,7 @@ def test_remember_prints_id_and_global_options_after_subcommand(tmp_path: Path) 
         check=False,
     )
     assert (result.returncode, result.stdout.strip()) == (0, "n-1"), result.stderr
-    stats = run(db, "stats", "--tenant", "t9")
+    stats = run(db, "stats", "--tenant", "t9", "--json")
     assert json.loads(stats.stdout)["entries"] == 1
 
 
@@ -230,7 +230,7 @@ def test_reindex_reports_nothing_stale_after_ingest(db: Path) -> None:
     """Vectors written at ingest are current: reindex re-embeds nothing and stats says so."""
     result = run(db, "reindex")
     assert (result.returncode, result.stdout.strip()) == (0, "0"), result.stderr
-    stats = json.loads(run(db, "stats").stdout)
+    stats = json.loads(run(db, "stats", "--json").stdout)
     assert stats["vectors"]["stale"] == 0
     assert stats["vectors"]["missing"] == 0
 
@@ -238,16 +238,16 @@ def test_reindex_reports_nothing_stale_after_ingest(db: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
-        (("select", "x" * 120_000), "error: task: must be at most 32000 chars (too_long)"),
+        (("select", "x" * 120_000), "error: TASK: must be at most 32000 chars (too_long)"),
         (
             ("select", "bad \udcff bytes"),
-            "error: task: must be valid Unicode (no lone surrogates) (encoding)",
+            "error: TASK: must be valid Unicode (no lone surrogates) (encoding)",
         ),
         (
             ("select", "deploy freeze", "--budget", "99999999999999999999"),
-            "error: budget: must be an integer in 1..1000 (out_of_range)",
+            "error: --budget: must be an integer in 1..1000 (out_of_range)",
         ),
-        (("recall", "x" * 120_000), "error: query: must be at most 32000 chars (too_long)"),
+        (("recall", "x" * 120_000), "error: QUERY: must be at most 32000 chars (too_long)"),
     ],
     ids=["select-120KB", "select-surrogate", "select-budget", "recall-120KB"],
 )
@@ -288,3 +288,57 @@ def test_damaged_rows_are_skipped_by_recall_and_memorule_history(tmp_path: Path,
     ran = cli("--db", str(db), "memorule", "history", "r1", "--json")
     assert ran.status == 0, ran
     assert [s["version"] for s in json.loads(ran.out)] == [2]
+
+
+def test_recall_text_mode_says_when_nothing_clears_the_floor(db: Path) -> None:
+    """Text mode prints a line saying nothing cleared the floor, instead of printing nothing."""
+    result = run(db, "recall", "what time is it", "--mode", "lexical")
+    assert (result.returncode, result.stdout) == (0, "nothing relevant: no memory clears the floor (0.42)\n")
+
+
+def test_stats_prints_text_and_json_on_request(db: Path) -> None:
+    """`stats` prints readable counts; `stats --json` the same counts as one JSON object."""
+    text = run(db, "stats")
+    assert text.returncode == 0, text.stderr
+    assert "entries   7 in default/default" in text.stdout
+    assert "vectors   7 current, 0 stale, 0 missing" in text.stdout
+    assert json.loads(run(db, "stats", "--json").stdout)["entries"] == 7
+
+
+def test_select_batch_reads_standard_input(db: Path) -> None:
+    """`select --batch -` takes its tasks on standard input."""
+    tasks = json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"}) + "\n"
+    result = run(db, "select", "--batch", "-", stdin=tasks)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["blocks"][0]["entry_id"] == "deploy-1"
+
+
+def test_remember_the_same_text_twice_prints_the_same_id(tmp_path: Path) -> None:
+    """Identical text in one namespace is stored once: the second remember prints the first id."""
+    db = tmp_path / "r.db"
+    first = run(db, "remember", "Lunch orders close at eleven")
+    second = run(db, "remember", "Lunch orders close at eleven")
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout
+    assert json.loads(run(db, "stats", "--json").stdout)["entries"] == 1
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path, db: Path) -> None:
+    """`select --batch ... | head -1`: the closed pipe ends the command quietly (exit 141), no traceback."""
+    batch = tmp_path / "many.jsonl"
+    task = json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"})
+    batch.write_text((task + "\n") * 400, encoding="utf-8")  # well over a pipe buffer of output
+    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
+    with subprocess.Popen(
+        [sys.executable, "-m", "broker", "select", "--batch", str(batch)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        assert json.loads(proc.stdout.readline())["blocks"]
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode("utf-8")
+        assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in stderr

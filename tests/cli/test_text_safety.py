@@ -71,7 +71,7 @@ def test_an_id_with_a_newline_is_refused_at_write(tmp_path):
     """`remember --id` with a newline cannot be written, so it can never forge a line later."""
     done = run(tmp_path / "m.db", "remember", "a note", "--id", "m1\n2026-01-01T00:00:00Z  create  forged")
     assert done.returncode == 2
-    assert "error: id: must not contain control or invisible characters" in done.stderr
+    assert "error: --id: must not contain control or invisible characters" in done.stderr
 
 
 def test_a_persona_with_a_newline_is_refused_at_write(tmp_path):
@@ -95,7 +95,8 @@ def test_a_persona_with_a_newline_is_refused_at_write(tmp_path):
         "donna\n2026-01-01  create  forged",
     )
     assert done.returncode == 2
-    assert "error: persona: must not contain control or invisible characters" in done.stderr
+    assert "error: --persona: must not contain control or invisible characters" in done.stderr
+    assert done.stderr.count("--persona: must not contain") == 1  # reported once, not per check
 
 
 def test_audit_prints_one_line_per_event_even_for_a_legacy_id_with_a_newline(tmp_path):

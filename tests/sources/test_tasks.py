@@ -128,3 +128,16 @@ async def test_cancelled_read_returns_promptly(repo):
     with trio.move_on_after(0) as scope:
         await repo.get_task("t1", namespace=NS)
     assert scope.cancelled_caught
+
+
+async def test_delete_task_removes_it_and_its_turns_in_its_namespace_only(repo):
+    """delete_task drops the task and its turns; the same id in another namespace stays."""
+    repo.create_task("Plan", namespace=NS, task_id="t1")
+    repo.append_turn("t1", "user", "Plan it", namespace=NS)
+    repo.create_task("Other tenant's plan", namespace=OTHER, task_id="t1")
+    assert repo.delete_task("t1", namespace=NS) is True
+    assert await repo.get_task("t1", namespace=NS) is None
+    assert await repo.turns("t1", namespace=NS) == []
+    assert await repo.get_task("t1", namespace=OTHER) is not None
+    assert repo.delete_task("t1", namespace=NS) is False
+    repo.create_task("Plan again", namespace=NS, task_id="t1")  # the id is free again

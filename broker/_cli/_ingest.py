@@ -1,0 +1,258 @@
+"""`ingest`: load a record file (or standard input) into every source of the namespace. The
+demo seeds its bundled sample through the same `ingest_lines`, so there is one record format.
+
+Notes go in first, in one transaction (embedded in batches, with progress); then the other
+records one by one in `RECORDS` order. Every line is parsed and checked before anything is
+written. Ingesting a file again is idempotent: a record without an id has one derived from
+its content and is found again; a record whose own id exists is an error that names `--replace`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from broker import FieldError, Namespace, ValidationError
+from sources import SqliteTaskRepository, Writers, remember, update_memorule
+
+from ._app import App, UsageError
+from ._jsonl import label, read_lines
+from ._progress import progress
+from ._records import Parsed, Record, parse
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from sources import MemoryStore, NewEntry
+
+PROGRESS_MIN_NOTES = 1000
+"""Below this many notes an ingest takes about a second: no progress is shown."""
+RECORDS_DOC = "docs/records.md"
+_REPLACE_HINT = "; use --replace to overwrite it"
+_MAX_LISTED = 10
+_RECORD_FIELDS = {"src_id": "src", "dst_id": "dst", "task_id": "id"}  # writer field -> record key
+
+
+@attrs.frozen(kw_only=True)
+class Report:
+    """What an ingest did, line by line: written (new or replaced), or already stored."""
+
+    written: int
+    unchanged: int
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `ingest`."""
+    p = sub.add_parser(
+        "ingest",
+        help="load memories and other records from a JSONL file, every line validated first",
+        description="Load records, one JSON object per line: notes (the default), facts, knowledge, "
+        "neurons, graph nodes and edges, memorules and tasks. Every line is checked before anything "
+        f"is written. The format of each record type, with an example: {RECORDS_DOC}.",
+    )
+    p.add_argument(
+        "file", metavar="FILE", help=f'JSONL records ("-": standard input); record types in {RECORDS_DOC}'
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite records whose id exists (a memorule gets a new state, a task is rewritten)",
+    )
+    p.add_argument(
+        "--keep-duplicates",
+        action="store_true",
+        help="store a note without an id even if the namespace holds its text already",
+    )
+    p.set_defaults(handler=ingest)
+
+
+def ingest(args: argparse.Namespace, app: App) -> int:
+    """Validate every line, then write; print how many records the file held."""
+    parsed = read_records(args.file)
+    big = len(parsed.notes) >= PROGRESS_MIN_NOTES
+    with progress("ingest") as update:
+        report = ingest_records(
+            app.store(),
+            app.namespace,
+            parsed,
+            replace=args.replace,
+            dedupe=not args.keep_duplicates,
+            progress=update if big else None,
+        )
+    sys.stderr.write(
+        f"ingested {report.written + report.unchanged} records into {app.namespace}: "
+        f"{report.written} written, {report.unchanged} already stored\n"
+    )
+    app.out(str(report.written + report.unchanged))
+    return 0
+
+
+def read_records(name: str) -> Parsed:
+    """Every record of a file (`-`: standard input); UsageError listing every bad line."""
+    parsed, problems = parse(read_lines(name))
+    if problems:
+        raise UsageError(*(f"error: {p}" for p in problems), f"error: {label(name)}: nothing was written")
+    return parsed
+
+
+def ingest_records(
+    store: MemoryStore,
+    namespace: Namespace,
+    parsed: Parsed,
+    *,
+    replace: bool = False,
+    dedupe: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    """Write parsed records: the notes in one transaction, then each other record."""
+    written, unchanged = _write_notes(store, namespace, parsed.notes, replace, dedupe, progress)
+    sinks = _Sinks(
+        store=store, writers=Writers.for_store(store), tasks=SqliteTaskRepository.from_store(store)
+    )
+    for record in parsed.records:
+        try:
+            done = _write_record(sinks, namespace, record, replace=replace)
+        except UsageError as exc:
+            if not written:
+                raise
+            raise UsageError(
+                *exc.lines,
+                f"error: the {written} records written before line {record.line} stay; "
+                "fix the line and ingest again with --replace",
+            ) from exc
+        written, unchanged = (written + 1, unchanged) if done else (written, unchanged + 1)
+    return Report(written=written, unchanged=unchanged)
+
+
+def _write_notes(  # noqa: PLR0917 - private: ingest_records' arguments, passed on
+    store: MemoryStore,
+    namespace: Namespace,
+    notes: tuple[tuple[int, NewEntry], ...],
+    replace: bool,
+    dedupe: bool,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[int, int]:
+    if not notes:
+        return 0, 0
+    before = store.stats(namespace=namespace)["entries"]
+    try:
+        ids = store.add_entries(
+            [e for _, e in notes], namespace=namespace, replace=replace, progress=progress, dedupe=dedupe
+        )
+    except ValidationError as exc:
+        raise UsageError(*_note_errors(store, namespace, notes, exc.errors)) from exc
+    if replace:
+        return len(set(ids)), len(ids) - len(set(ids))
+    new = int(store.stats(namespace=namespace)["entries"]) - int(before)
+    return new, len(ids) - new
+
+
+def _note_errors(
+    store: MemoryStore,
+    namespace: Namespace,
+    notes: tuple[tuple[int, NewEntry], ...],
+    errors: tuple[FieldError, ...],
+) -> list[str]:
+    """Batch errors (`[12].text`, or an existing id) as lines naming the file's line."""
+    lines = []
+    for e in errors:
+        if e.code == "exists":  # the store stops at the first: name the ids that exist
+            taken = [
+                (number, entry.id)
+                for number, entry in notes
+                if entry.id is not None and store.get(entry.id, namespace=namespace) is not None
+            ]
+            lines += [
+                f"error: line {number}: id: {id_!r} already exists in {namespace}{_REPLACE_HINT}"
+                for number, id_ in taken[:_MAX_LISTED]
+            ]
+            if len(taken) > _MAX_LISTED:
+                lines.append(f"error: {len(taken) - _MAX_LISTED} more ids exist already")
+            continue
+        index, _, field = e.field.removeprefix("[").partition("].")
+        number, field = (notes[int(index)][0], field) if index.isdigit() else (notes[0][0], e.field)
+        lines.append(f"error: line {number}: {field}: {e.message} ({e.code})")
+    return lines
+
+
+@attrs.frozen(kw_only=True)
+class _Sinks:
+    store: MemoryStore
+    writers: Writers
+    tasks: SqliteTaskRepository
+
+
+def _write_record(sinks: _Sinks, namespace: Namespace, record: Record, *, replace: bool) -> bool:
+    """Write one record; False when it was already stored (its content-derived id exists)."""
+    fields = dict(record.fields)
+    try:
+        return _WRITE[record.type](sinks, namespace, fields, replace)
+    except ValidationError as exc:
+        exists = any(e.code == "exists" for e in exc.errors)
+        if exists and record.derived_id:
+            return False
+        hint = _REPLACE_HINT if exists else ""
+        named = [(_RECORD_FIELDS.get(e.field, e.field), e) for e in exc.errors]
+        raise UsageError(
+            *(f"error: line {record.line}: {f}: {e.message} ({e.code}){hint}" for f, e in named)
+        ) from exc
+
+
+def _fact(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
+    s.writers.facts.add_fact(namespace=ns, replace=replace, **f)
+    return True
+
+
+def _knowledge(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
+    s.writers.knowledge.add_knowledge(namespace=ns, replace=replace, **f)
+    return True
+
+
+def _neuron(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
+    s.writers.neurons.add_neuron(namespace=ns, replace=replace, **f)
+    return True
+
+
+def _node(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
+    s.writers.graphs.add_node(namespace=ns, replace=replace, **f)
+    return True
+
+
+def _edge(s: _Sinks, ns: Namespace, f: dict[str, Any], _replace: bool) -> bool:
+    return s.writers.graphs.add_edge(f.pop("src"), f.pop("relation"), f.pop("dst"), namespace=ns, **f)
+
+
+def _memorule(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
+    """A new memorule; with `replace`, an existing one gets these fields as its next state."""
+    try:
+        remember(s.store, namespace=ns, kind="memorule", **f)
+    except ValidationError as exc:
+        if not (replace and any(e.code == "exists" for e in exc.errors)):
+            raise
+        changes = {k: v for k, v in f.items() if k not in {"id", "memory_type", "importance"}}
+        update_memorule(s.store, f["id"], namespace=ns, **changes)
+    return True
+
+
+def _task(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
+    """A task and its turns; with `replace`, an existing task of that id is rewritten."""
+    if replace:
+        s.tasks.delete_task(f["id"], namespace=ns)
+    s.tasks.create_task(f["description"], namespace=ns, task_id=f["id"], status=f.get("status") or "active")
+    for role, text in f.get("turns") or ():
+        s.tasks.append_turn(f["id"], role, text, namespace=ns)
+    return True
+
+
+_WRITE: dict[str, Callable[[_Sinks, Namespace, dict[str, Any], bool], bool]] = {
+    "fact": _fact,
+    "knowledge": _knowledge,
+    "neuron": _neuron,
+    "node": _node,
+    "edge": _edge,
+    "memorule": _memorule,
+    "task": _task,
+}

@@ -1,0 +1,279 @@
+"""`ingest` driven as a subprocess: one record format (the docs' examples and the bundled sample
+load as shipped), idempotent re-ingest, standard input, encodings, and progress."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import anyio
+import pytest
+
+from broker import Namespace
+from broker._cli._ingest import PROGRESS_MIN_NOTES
+from broker._cli._records import RECORDS
+from sources import MemoryStore, SqliteTaskRepository, memorule_history
+from sources._schema import SCHEMA_VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = Namespace(tenant_id="default", project_id="default")
+NOTES = [
+    "Standup moved to ten because of the dentist appointment",
+    "The staging database was upgraded to Postgres sixteen",
+    "Priya prefers short pull requests with screenshots",
+    "Our office plants need watering every Friday",
+    "The team offsite will be in Lisbon in spring",
+    "Invoices are sent on the first business day of the month",
+    "Deploys freeze every Friday after the payment incident",
+    "Marco is allergic to peanuts, order lunch accordingly",
+]
+
+
+def run(db: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", *args],
+        capture_output=True,
+        env=env,
+        input=stdin,
+        timeout=300,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
+    )
+
+
+def entries(db: Path) -> int:
+    return int(json.loads(run(db, "stats", "--json").stdout)["entries"])
+
+
+def doc_examples() -> list[str]:
+    """Every example line of docs/records.md, in order."""
+    text = (ROOT / "docs" / "records.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", text, flags=re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def notes_file(tmp_path: Path, texts: list[str] = NOTES) -> Path:
+    path = tmp_path / "notes.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+def test_every_example_line_of_the_records_doc_ingests(tmp_path: Path) -> None:
+    """docs/records.md shows every record type, and each of its example lines loads as shown."""
+    lines = doc_examples()
+    types = {json.loads(line).get("record", "note") for line in lines}
+    assert types == set(RECORDS)
+    src = tmp_path / "docs.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = run(tmp_path / "d.db", "ingest", str(src))
+    assert (done.returncode, done.stdout.strip()) == (0, str(len(lines))), done.stderr
+    assert f"{len(lines)} written, 0 already stored" in done.stderr
+
+
+def test_the_bundled_sample_ingests_as_shipped(tmp_path: Path) -> None:
+    """broker/data/sample_memories.jsonl is in the one record format `ingest` reads."""
+    sample = ROOT / "broker" / "data" / "sample_memories.jsonl"
+    done = run(tmp_path / "s.db", "ingest", str(sample))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(len(sample.read_text(encoding="utf-8").splitlines()))
+
+
+def test_ingest_help_points_to_the_records_doc(tmp_path: Path) -> None:
+    """`ingest --help` names docs/records.md and says `-` reads standard input."""
+    text = " ".join(run(tmp_path / "h.db", "ingest", "--help").stdout.split())
+    assert "docs/records.md" in text
+    assert '"-": standard input' in text
+
+
+def test_reingesting_lines_without_ids_stores_nothing_twice(tmp_path: Path) -> None:
+    """Ids derived from content: ingest, ingest again, then --replace all leave 8 entries, one per text."""
+    db, src = tmp_path / "r.db", notes_file(tmp_path)
+    assert run(db, "ingest", str(src)).returncode == 0
+    again = run(db, "ingest", str(src))
+    assert again.returncode == 0, again.stderr
+    assert "0 written, 8 already stored" in again.stderr
+    replaced = run(db, "ingest", str(src), "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert entries(db) == len(NOTES)
+    selected = run(db, "select", "Deploys freeze every Friday after the payment incident", "--json")
+    ids = [b["entry_id"] for b in json.loads(selected.stdout)["blocks"]]
+    assert ids
+    assert len(ids) == len(set(ids))
+
+
+def test_identical_text_is_one_entry_unless_duplicates_are_kept(tmp_path: Path) -> None:
+    """A repeated text is stored once; --keep-duplicates stores every copy."""
+    db = tmp_path / "k.db"
+    src = notes_file(tmp_path, [NOTES[0], NOTES[0], NOTES[1]])
+    assert "2 written, 1 already stored" in run(db, "ingest", str(src)).stderr
+    assert entries(db) == 2
+    assert run(db, "ingest", str(src), "--keep-duplicates").returncode == 0
+    assert entries(db) == 5
+
+
+def test_an_existing_id_names_replace(tmp_path: Path) -> None:
+    """Re-ingesting lines with their own ids fails naming each line and --replace; --replace then works."""
+    db, src = tmp_path / "i.db", tmp_path / "ids.jsonl"
+    src.write_text(
+        "".join(json.dumps({"id": f"n{i}", "text": t}) + "\n" for i, t in enumerate(NOTES[:2])),
+        encoding="utf-8",
+    )
+    assert run(db, "ingest", str(src)).returncode == 0
+    again = run(db, "ingest", str(src))
+    assert (again.returncode, again.stdout) == (2, "")
+    assert again.stderr.splitlines() == [
+        "error: line 1: id: 'n0' already exists in default/default; use --replace to overwrite it",
+        "error: line 2: id: 'n1' already exists in default/default; use --replace to overwrite it",
+    ]
+    assert run(db, "ingest", str(src), "--replace").returncode == 0
+    assert entries(db) == 2
+
+
+def test_replace_gives_a_memorule_a_new_state_and_rewrites_a_task(tmp_path: Path) -> None:
+    """--replace appends a memorule state (history kept) and rewrites a task without doubling its turns."""
+    db, src = tmp_path / "m.db", tmp_path / "m.jsonl"
+    examples = [json.loads(line) for line in doc_examples()]
+    src.write_text(
+        "".join(json.dumps(r) + "\n" for r in examples if r.get("record") in {"memorule", "task"}),
+        encoding="utf-8",
+    )
+    assert run(db, "ingest", str(src)).returncode == 0
+    assert run(db, "ingest", str(src), "--replace").returncode == 0
+    with MemoryStore.open(db, mode="lexical") as store:
+        assert [s.version for s in memorule_history(store, "rule-short-prs", namespace=NS)] == [1, 2]
+        turns = anyio.run(
+            lambda: SqliteTaskRepository.from_store(store).turns("task-notes-2-3-1", namespace=NS)
+        )
+    assert [t.role for t in turns] == ["user", "assistant"]
+
+
+def test_a_bad_memorule_line_is_caught_before_anything_is_written(tmp_path: Path) -> None:
+    """Memorule fields are validated with the notes, up front: one bad line, nothing written."""
+    db, src = tmp_path / "b.db", tmp_path / "b.jsonl"
+    rule = {
+        "record": "memorule",
+        "memorule_kind": "wish",
+        "subject": "ab",
+        "body": "long enough body",
+        "applies_to": {},
+    }
+    src.write_text(json.dumps({"text": NOTES[0]}) + "\n" + json.dumps(rule) + "\n", encoding="utf-8")
+    done = run(db, "ingest", str(src))
+    assert done.returncode == 2
+    assert any(
+        line.startswith("error: line 2: memorule_kind: must be one of") for line in done.stderr.splitlines()
+    )
+    assert not db.exists()  # every line is checked before the store is opened
+
+
+def test_ingest_reads_standard_input_with_a_byte_order_mark(tmp_path: Path) -> None:
+    """`ingest -` reads standard input; a UTF-8 BOM before the first line is accepted."""
+    db = tmp_path / "s.db"
+    data = b"\xef\xbb\xbf" + notes_file(tmp_path).read_bytes()
+    done = run(db, "ingest", "-", stdin=data)
+    assert (done.returncode, done.stdout.strip()) == (0, str(len(NOTES))), done.stderr
+    assert entries(db) == len(NOTES)
+
+
+def test_a_latin1_file_names_the_line_that_is_not_utf8(tmp_path: Path) -> None:
+    """A latin-1 byte is reported with its line and column; nothing is written."""
+    db, src = tmp_path / "l.db", tmp_path / "latin1.jsonl"
+    src.write_bytes(b'{"text": "plain ascii line"}\n{"text": "caf\xe9 au lait"}\n')
+    done = run(db, "ingest", str(src))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: {src}: line 2: not UTF-8 (byte 0xe9 at column 14)",
+        f"error: {src}: save it as UTF-8",
+    ]
+    assert not db.exists()
+
+
+def test_a_new_database_logs_no_migrations_at_the_default_level(tmp_path: Path) -> None:
+    """Creating a database prints no store.migrated lines unless --log-level debug asks for them."""
+    quiet = run(tmp_path / "q.db", "ingest", str(notes_file(tmp_path)))
+    assert quiet.returncode == 0, quiet.stderr
+    assert "store.migrat" not in quiet.stderr
+    loud = run(tmp_path / "l.db", "--log-level", "debug", "remember", "a first note")
+    migrated = [
+        json.loads(line)["to_version"] for line in loud.stderr.splitlines() if "store.migrated" in line
+    ]
+    assert migrated == list(range(1, SCHEMA_VERSION + 1))
+
+
+def many_notes(tmp_path: Path) -> Path:
+    return notes_file(tmp_path, [f"note number {i} about topic {i % 37}" for i in range(PROGRESS_MIN_NOTES)])
+
+
+def test_progress_is_a_few_plain_lines_when_not_a_terminal(tmp_path: Path) -> None:
+    """Piped stderr gets at most one progress line per tenth, each with rate and time left."""
+    done = run(tmp_path / "p.db", "ingest", str(many_notes(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("ingest: ")]
+    assert 1 <= len(lines) <= 10
+    assert re.fullmatch(
+        rf"ingest: {PROGRESS_MIN_NOTES}/{PROGRESS_MIN_NOTES} lines \(100%\), \d+ lines/s", lines[-1]
+    )
+    assert all("\r" not in line for line in lines)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_progress_is_a_live_bar_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal stderr gets a redrawn bar with the rate, not plain lines."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # rows, columns
+    env = {**os.environ, "CONTEXT_BROKER_DB": str(tmp_path / "t.db")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "broker", "ingest", str(many_notes(tmp_path))],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env=env,
+    ) as proc:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(timeout=300)
+    os.close(leader)
+    terminal = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0, terminal
+    assert "\r" in terminal
+    assert re.search(rf"{PROGRESS_MIN_NOTES}/{PROGRESS_MIN_NOTES} \[", terminal)
+    assert "lines/s" in terminal
+    assert not re.search(r"ingest: \d+/\d+ lines \(", terminal)  # no plain lines
+
+
+def test_a_record_failing_after_notes_were_written_says_what_stays(tmp_path: Path) -> None:
+    """An edge to a missing node fails at its line; the message says the notes before it stay."""
+    db, src = tmp_path / "e.db", tmp_path / "e.jsonl"
+    src.write_text(
+        json.dumps({"text": NOTES[0]})
+        + "\n"
+        + json.dumps({"record": "edge", "src": "a", "relation": "r", "dst": "b"})
+        + "\n",
+        encoding="utf-8",
+    )
+    done = run(db, "ingest", str(src))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: line 2: src: no node 'a' in default/default (not_found)",
+        "error: line 2: dst: no node 'b' in default/default (not_found)",
+        "error: the 1 records written before line 2 stay; fix the line and ingest again with --replace",
+    ]
+    assert entries(db) == 1

@@ -1,0 +1,121 @@
+"""The parser as a user meets it, through a real subprocess: --version, help, global options
+anywhere, the one deadline default, and errors that name the flag that was typed."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from broker import open_selector
+from broker._cli._options import DEFAULT_DEADLINE_MS, field_label, flag_names
+from broker._cli._parser import build_parser, version
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CONTEXT_BROKER_DB": str(tmp_path / "p.db")}
+    return subprocess.run(
+        [sys.executable, "-m", "broker", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_version_prints_the_installed_version(tmp_path):
+    """`--version` prints the program name and the distribution's version, exit 0."""
+    done = run(tmp_path, "--version")
+    assert (done.returncode, done.stdout.strip()) == (0, f"context-broker {version()}")
+    assert version()[0].isdigit()
+
+
+@pytest.mark.parametrize("command", ["recall", "select", "demo", "ingest", "stats", "memorule update"])
+def test_every_subcommand_help_lists_the_global_options(tmp_path, command):
+    """Subcommand help shows --db, --tenant, --project, --trace-file, --trace-text and --log-level."""
+    done = run(tmp_path, *command.split(), "--help")
+    assert done.returncode == 0, done.stderr
+    assert "global options (also accepted before COMMAND)" in done.stdout
+    for flag in ("--db", "--tenant", "--project", "--trace-file", "--trace-text", "--log-level"):
+        assert flag in done.stdout
+
+
+def test_recall_help_explains_query_and_limit(tmp_path):
+    """`recall --help` says what QUERY and --limit are."""
+    done = run(tmp_path, "recall", "--help")
+    assert "QUERY                 the text to recall memories for" in done.stdout
+    assert "--limit N             most memories to print" in done.stdout
+
+
+def test_budget_helps_say_memories_versus_tokens(tmp_path):
+    """`select --budget` counts memories and `demo --input-budget` counts tokens, and help says so."""
+    select = " ".join(run(tmp_path, "select", "--help").stdout.split())
+    demo = " ".join(run(tmp_path, "demo", "--help").stdout.split())
+    assert "a count of memories, not tokens" in select
+    assert "a count of tokens, not memories" in demo
+
+
+def test_demo_and_select_share_one_deadline_default(tmp_path):
+    """Both commands default --deadline-ms to the library's deadline, and both help texts say so."""
+    defaults = {
+        command: build_parser().parse_args([command, "t"]).deadline_ms for command in ("demo", "select")
+    }
+    assert defaults == {"demo": DEFAULT_DEADLINE_MS, "select": DEFAULT_DEADLINE_MS}
+    assert inspect.signature(open_selector).parameters["deadline"].default * 1000 == DEFAULT_DEADLINE_MS
+    for command in ("demo", "select"):
+        assert f"(default {DEFAULT_DEADLINE_MS:g})" in " ".join(
+            run(tmp_path, command, "--help").stdout.split()
+        )
+
+
+@pytest.mark.parametrize("command", ["demo", "select"])
+def test_zero_deadline_names_the_flag(tmp_path, command):
+    """`--deadline-ms 0` exits 2 with one line naming --deadline-ms, nothing opened."""
+    done = run(tmp_path, command, "a task", "--deadline-ms", "0")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "error: --deadline-ms: must be milliseconds > 0, got 0\n"
+    assert not (tmp_path / "p.db").exists()
+
+
+def test_global_options_after_a_nested_subcommand(tmp_path):
+    """--tenant and --db given after `memorule history ID` are honoured, not rejected."""
+    db = tmp_path / "other.db"
+    assert run(tmp_path, "remember", "a note", "--db", str(db)).returncode == 0
+    done = run(tmp_path, "memorule", "history", "nope", "--tenant", "t2", "--db", str(db))
+    assert done.returncode == 1
+    assert "in t2/default" in done.stderr
+    assert not (tmp_path / "p.db").exists()  # the default database was never used
+
+
+def test_memorule_errors_name_the_flags_typed(tmp_path):
+    """A bad memorule names --memorule-kind, --subject, --applies-to: the flags, not Python fields."""
+    done = run(tmp_path, "remember", "--kind", "memorule", "--memorule-kind", "nope", "--body", "x" * 12)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error: --memorule-kind: must be one of ")
+    assert "error: --subject: is required for kind 'memorule' (required)" in lines
+    assert "error: --applies-to: is required for kind 'memorule' (required)" in lines
+    assert "memorule_kind" not in done.stderr
+
+
+def test_an_empty_task_names_the_task_argument(tmp_path):
+    """`demo ""` names the TASK argument, not the repository's `description` field."""
+    done = run(tmp_path, "demo", "  ", "--mode", "lexical")
+    assert (done.returncode, done.stderr) == (2, "error: TASK: must not be empty (empty)\n")
+
+
+def test_field_label_keeps_the_index_and_leaves_unknown_fields():
+    """`applies_to[1]` -> `--applies-to[1]`; a field no option carries stays as it is."""
+    flags = flag_names(build_parser()._subparsers._group_actions[0].choices["remember"])
+    assert field_label("applies_to[1]", flags) == "--applies-to[1]"
+    assert field_label("memorule_kind", flags) == "--memorule-kind"
+    assert field_label("text", flags) == "TEXT"
+    assert field_label("provenance[0]", flags) == "provenance[0]"
