@@ -5,7 +5,7 @@ summaries; one tenant each, and a turns-only copy of each as the held-out harnes
 them), the bundled sample notes (a small store asked only tasks it cannot serve), the
 personal-assistant dev set of our own writing
 (benchmarks/data/personal_dev.json; one tenant), and off-topic tasks of our own writing
-(benchmarks/offtopic_queries.txt, benchmarks/data/offtopic_train.txt). The held-out trivial
+(sources/data/offtopic.txt, shipped: the gate reads a task's closeness to them). The held-out trivial
 tasks (../shared/data/trivial_tasks.txt) and benchmarks/data/personal_test.json are never fitted on.
 
 Three logistic models per mode, fitted in order (`sources._relevance`, `sources._gate`):
@@ -45,7 +45,7 @@ import numpy as np
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, _analysis, _gate, _index
+from sources import MemoryStore, NewEntry, _analysis, _gate, _index, _offtopic
 from sources import _calibration_constants as constants
 from sources._relevance import (
     MODES,
@@ -76,15 +76,9 @@ NOTES_NS = Namespace(tenant_id="sample-notes")
 
 
 def offtopic_tasks() -> tuple[str, ...]:
-    """Off-topic tasks of our own writing (never the held-out trivial file)."""
-    out: list[str] = []
-    for path in (Path(__file__).parent / "offtopic_queries.txt", DATA / "offtopic_train.txt"):
-        out += [
-            line.strip()
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.startswith("#")
-        ]
-    return tuple(dict.fromkeys(out))
+    """Off-topic tasks of our own writing (never the held-out trivial file): the package's own
+    list, which the gate also reads a task's closeness to (`sources._offtopic`)."""
+    return _offtopic.tasks()
 
 
 CONSTANTS = _locomo.ROOT / "sources" / "_calibration_constants.py"
@@ -95,10 +89,11 @@ BASE_DOC = {
     "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_standing, "
     "best_bm25_standing, bm25_shortfall, coverage_shortfall",
 }
-_TASK = "presence, log1p(informative terms)"
+_TASK = "presence, log1p(informative terms), first person"
 _LEX = "best base logit, its margin over the second, best bm25_norm, best coverage"
 _DENSE = (
-    "best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence"
+    "best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, "
+    "closeness to the off-topic tasks"
 )
 QPP_DOC = {
     "lexical": f"{_TASK}, {_LEX}",

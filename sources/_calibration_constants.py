@@ -19,16 +19,17 @@ LEXICAL_WEIGHTS: tuple[float, ...] = (
 )
 LEXICAL_BIAS: float = -8.959386
 
-# lexical qpp features: presence, log1p(informative terms), best base logit, its margin over the second, best bm25_norm, best coverage.
+# lexical qpp features: presence, log1p(informative terms), first person, best base logit, its margin over the second, best bm25_norm, best coverage.
 LEXICAL_QPP_WEIGHTS: tuple[float, ...] = (
-    1.661925,
-    5.615853,
-    0.036885,
-    -0.016802,
-    1.954840,
-    4.636831,
+    1.680946,
+    5.720397,
+    0.578782,
+    0.052371,
+    -0.026349,
+    1.981220,
+    4.727722,
 )
-LEXICAL_QPP_BIAS: float = -13.652511
+LEXICAL_QPP_BIAS: float = -13.948256
 
 # lexical band features: log1p(rank), base logit gap to the best.
 LEXICAL_BAND_WEIGHTS: tuple[float, ...] = (
@@ -47,74 +48,78 @@ DENSE_WEIGHTS: tuple[float, ...] = (
 )
 DENSE_BIAS: float = -10.436645
 
-# dense qpp features: presence, log1p(informative terms), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence.
+# dense qpp features: presence, log1p(informative terms), first person, best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, closeness to the off-topic tasks.
 DENSE_QPP_WEIGHTS: tuple[float, ...] = (
-    -3.117799,
-    2.163279,
-    1.073122,
-    2.465429,
-    -0.020999,
-    2.899742,
-    1.150081,
-    1.315349,
-    5.274909,
+    -3.393481,
+    1.390509,
+    3.012338,
+    1.464955,
+    2.383374,
+    -1.140743,
+    0.507548,
+    1.052313,
+    1.331061,
+    4.762466,
+    -6.156632,
 )
-DENSE_QPP_BIAS: float = -2.330142
+DENSE_QPP_BIAS: float = 2.313298
 
 # dense band features: log1p(rank), cosine gap to the best.
 DENSE_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.037055,
-    -18.752476,
+    -0.041229,
+    -18.715168,
 )
-DENSE_BAND_BIAS: float = 1.820548
+DENSE_BAND_BIAS: float = 1.827187
 
 # hybrid base features: the eight lexical features, cosine, cosine * presence, best_cosine_standing, best_bm25_standing, bm25_shortfall, coverage_shortfall.
 HYBRID_WEIGHTS: tuple[float, ...] = (
-    3.673582,
-    -7.923127,
-    -0.671956,
-    -0.267140,
-    1.646338,
-    0.041286,
-    1.019054,
-    2.484349,
-    12.567897,
-    -4.499167,
-    0.260802,
-    0.679291,
-    -1.203750,
-    1.582328,
+    3.547023,
+    -7.677178,
+    -0.676404,
+    -0.264455,
+    1.632843,
+    0.042232,
+    1.042077,
+    2.490435,
+    12.552985,
+    -4.479088,
+    0.282952,
+    0.644813,
+    -1.417827,
+    1.672691,
 )
-HYBRID_BIAS: float = -9.724534
+HYBRID_BIAS: float = -9.729300
 
-# hybrid qpp features: presence, log1p(informative terms), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence.
+# hybrid qpp features: presence, log1p(informative terms), first person, best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, closeness to the off-topic tasks.
 HYBRID_QPP_WEIGHTS: tuple[float, ...] = (
-    -3.065611,
-    2.811430,
-    0.335310,
-    0.026660,
-    -0.298237,
-    1.559444,
-    5.937908,
-    -0.074258,
-    2.733733,
-    2.742142,
-    3.195765,
-    6.053780,
+    -3.035542,
+    2.111293,
+    2.636282,
+    0.440118,
+    -0.057729,
+    -0.538657,
+    1.606950,
+    6.732024,
+    -0.735811,
+    0.778765,
+    3.125561,
+    3.606463,
+    6.119264,
+    -5.851792,
 )
-HYBRID_QPP_BIAS: float = -9.344880
+HYBRID_QPP_BIAS: float = -6.759352
 
 # hybrid band features: log1p(rank), base logit gap to the best, cosine gap to the best.
 HYBRID_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.308246,
-    -0.523751,
-    -3.234634,
+    -0.309941,
+    -0.523165,
+    -3.226531,
 )
-HYBRID_BAND_BIAS: float = 1.354594
+HYBRID_BAND_BIAS: float = 1.357421
 
 # Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.
 BAND_EXPONENTS: dict[str, float] = {
-    "lexical": 0.289492,
-    "dense": 0.314795,
-    "hybrid": 0.269339,
+    "lexical": 0.282990,
+    "dense": 0.320677,
+    "hybrid": 0.272410,
 }

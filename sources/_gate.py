@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from typing import TYPE_CHECKING, Final
 
 from . import _calibration_constants as constants
@@ -38,6 +39,9 @@ from ._relevance import logistic
 if TYPE_CHECKING:
     from ._relevance import QueryProfile, Reference
 
+_FIRST_PERSON: Final = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|ours|us)\b", re.IGNORECASE
+)
 _LOGIT_CLIP: Final = 1e-6
 TOP_COSINES: Final = 5
 """How many of the namespace's best cosines the reference keeps."""
@@ -49,14 +53,16 @@ def logit(p: float) -> float:
     return math.log(q / (1.0 - q))
 
 
-def task_features(profile: QueryProfile) -> tuple[float, ...]:
-    """Features of the task against the namespace: presence of its terms, and how many it has.
+def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
+    """Features of the task against the namespace: presence of its terms, how many it has,
+    and whether it speaks of the user (the first person: what a personal memory serves).
 
-    Only evidence: the task's form (a question mark, the first person) and the namespace's
-    size told the fit which data set a task came from, not whether memory serves it, and made
-    "what time is it?" pass in a small store.
+    Not its form otherwise: a question mark and the namespace's size told the fit which data
+    set a task came from, not whether memory serves it, and made "what time is it?" pass in
+    a small store.
     """
-    return (profile.presence, math.log1p(len(profile.terms)))
+    first = 1.0 if _FIRST_PERSON.search(task) else 0.0
+    return (profile.presence, math.log1p(len(profile.terms)), first)
 
 
 def _lexical_part(ref: Reference) -> tuple[float, ...]:
@@ -77,12 +83,13 @@ def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
         best - ref.mean_cosine,
         ref.mean_cosine,
         best * profile.presence,
+        ref.offtopic,
     )
 
 
-def qpp_features(mode: str, profile: QueryProfile, ref: Reference) -> tuple[float, ...]:
+def qpp_features(mode: str, task: str, profile: QueryProfile, ref: Reference) -> tuple[float, ...]:
     """The QPP features of a task in a namespace, in the order of the fitted weights."""
-    own = task_features(profile)
+    own = task_features(task, profile)
     if mode == "lexical":
         return (*own, *_lexical_part(ref))
     if mode == "dense":

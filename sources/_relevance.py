@@ -139,6 +139,8 @@ class Reference:
     top_cosines: tuple[float, ...] = ()
     mean_cosine: float = 0.0
     pool: tuple[float, ...] = ()
+    offtopic: float = 0.0
+    """The task's closeness to tasks no memory serves (`sources._offtopic`; dense modes)."""
     qpp: float = 0.0
     qpp_features: tuple[float, ...] = ()
 

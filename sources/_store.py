@@ -33,7 +33,7 @@ from broker import (
 )
 from broker.log import get_logger
 
-from . import _analysis, _index, _schema, _validate, _vectors
+from . import _analysis, _index, _offtopic, _schema, _validate, _vectors
 from ._db import Database
 from ._reference import compute_reference
 from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
@@ -254,6 +254,8 @@ class MemoryStore:
     def __attrs_post_init__(self) -> None:
         if self._vindex is None and self.embedder is not None:
             self._vindex = _vectors.VectorIndex(model_id=self.embedder.model_id, dim=self.embedder.dim)
+        if self.embedder is not None and self.mode in DENSE_MODES:
+            _offtopic.warm(self.embedder)  # the gate reads it in every turn: never cold inside one
 
     def close(self) -> None:
         """Close every connection."""
@@ -653,7 +655,14 @@ class MemoryStore:
         ref = self._references.get(
             key,
             lambda: compute_reference(
-                conn, ns_id, prof, query, mode=mode, query_vector=vector, vindex=self._vindex
+                conn,
+                ns_id,
+                prof,
+                query,
+                mode=mode,
+                query_vector=vector,
+                vindex=self._vindex,
+                embedder=embedder or self.embedder,
             ),
         )
         return attrs.evolve(scorer, reference=ref)

@@ -284,7 +284,9 @@ def test_damaged_rows_are_skipped_by_recall_and_memorule_history(tmp_path: Path,
             conn.execute("UPDATE memorule_states SET applies_to = 'not json' WHERE rowid = 1")
     ran = cli("--db", str(db), "recall", "payment incident deploy freeze", "--json", "--mode", "lexical")
     assert ran.status == 0, ran
-    assert [r["id"] for r in json.loads(ran.out)] == ["good"]
+    ids = [r["id"] for r in json.loads(ran.out)]
+    assert ids[0] == "good"
+    assert "bad" not in ids
     ran = cli("--db", str(db), "memorule", "history", "r1", "--json")
     assert ran.status == 0, ran
     assert [s["version"] for s in json.loads(ran.out)] == [2]

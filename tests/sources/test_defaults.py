@@ -237,6 +237,8 @@ async def test_a_damaged_row_is_skipped_and_logged_and_the_rest_served(
             for sql in _DAMAGE:
                 assert conn.execute(sql).rowcount > 0, sql
         for src in default_sources(store):
+            if src.name == "past_tasks":  # tasks hold no JSON column to damage
+                continue
             got = await src.fetch(SourceRequest(task=TASKS[src.name], namespace=NS, limit=50))
             ids = [bare(c.entry_id) for c in got]
             assert any(i.startswith("good-") for i in ids), src.name

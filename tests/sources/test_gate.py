@@ -69,6 +69,6 @@ def test_the_gate_is_a_probability(mode: str, pool: tuple[float, ...], presence:
     terms = tuple(f"t{i}" for i in range(n_terms))
     present = frozenset(terms[: round(presence * n_terms)])
     prof = QueryProfile(terms=terms, idf=dict.fromkeys(terms, 2.0), present=present, avgdl=10.0, n_docs=500)
-    features = _gate.qpp_features(mode, prof, _ref(pool))
+    features = _gate.qpp_features(mode, "what do I need to know?", prof, _ref(pool))
     assert all(math.isfinite(f) for f in features)
     assert 0.0 <= _gate.qpp_probability(mode, features) <= 1.0

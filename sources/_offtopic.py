@@ -1,0 +1,64 @@
+"""How close a task is to the tasks no memory serves: one of the QPP gate's features.
+
+`sources/data/offtopic.txt` holds off-topic tasks of our own writing — small talk,
+acknowledgements, arithmetic, general knowledge, generic requests. A task's closeness to them
+(its best cosine with any of them) tells the gate what the namespace's evidence cannot: "what
+time is it?" looks like something nobody's memory answers, even in a small store whose best
+match for it is as close as a real question's best match is.
+
+The tasks are embedded once per process and embedding model (about half a second, when the
+store opens: `MemoryStore.open` warms it, never inside a turn). A task identical to one of
+them (case and spacing aside) is compared with the others only, so the fit, which asks these
+very tasks, sees what an unseen off-topic task would get.
+"""
+
+from __future__ import annotations
+
+import threading
+from importlib.resources import files
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from broker.abc import Embedder
+
+RESOURCE: Final = "offtopic.txt"
+_lock = threading.Lock()
+_matrices: dict[str, tuple[tuple[str, ...], npt.NDArray[np.float32]]] = {}
+
+
+def _key(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def tasks() -> tuple[str, ...]:
+    """The off-topic tasks shipped with the package."""
+    raw = files("sources").joinpath("data", RESOURCE).read_text(encoding="utf-8")
+    return tuple(line.strip() for line in raw.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def warm(embedder: Embedder) -> None:
+    """Embed the off-topic tasks for this embedder's model, once per process."""
+    _matrix(embedder)
+
+
+def _matrix(embedder: Embedder) -> tuple[tuple[str, ...], npt.NDArray[np.float32]]:
+    with _lock:
+        found = _matrices.get(embedder.model_id)
+        if found is None:
+            texts = tasks()
+            found = (tuple(_key(t) for t in texts), np.asarray(embedder.embed(list(texts)), dtype=np.float32))
+            _matrices[embedder.model_id] = found
+        return found
+
+
+def closeness(embedder: Embedder, task: str, query_vector: npt.NDArray[np.float32]) -> float:
+    """The task's best cosine with an off-topic task other than itself."""
+    keys, matrix = _matrix(embedder)
+    cosines = matrix @ np.asarray(query_vector, dtype=np.float32)
+    own = _key(task)
+    mask = np.fromiter((k != own for k in keys), dtype=np.bool_, count=len(keys))
+    return float(cosines[mask].max()) if mask.any() else 0.0
