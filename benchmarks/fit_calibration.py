@@ -89,14 +89,15 @@ BASE_DOC = {
     "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_standing, "
     "best_bm25_standing, bm25_shortfall, coverage_shortfall",
 }
-_TASK = "presence, log1p(informative terms), first person"
+_TASK = "presence, log1p(informative terms), first person, log1p(namespace documents)"
 _LEX = "best base logit, its margin over the second, best bm25_norm, best coverage"
+_LEX_ONLY = f"{_LEX}, term overlap with the off-topic tasks"
 _DENSE = (
     "best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, "
-    "closeness to the off-topic tasks"
+    "best cosine * log1p(namespace documents), closeness to the off-topic tasks"
 )
 QPP_DOC = {
-    "lexical": f"{_TASK}, {_LEX}",
+    "lexical": f"{_TASK}, {_LEX_ONLY}",
     "dense": f"{_TASK}, best base logit, {_DENSE}",
     "hybrid": f"{_TASK}, {_LEX}, {_DENSE}",
 }
@@ -280,6 +281,7 @@ class Fit:
     mode: str
     base: dict[Key, Xy] = attrs.field(factory=dict)
     gate: dict[Key, Xy] = attrs.field(factory=dict)
+    kinds: dict[Key, list[str]] = attrs.field(factory=dict)  # the gate's rows: answerable, foreign, off-topic
     # answerable tasks as (qpp features, each candidate's (band features, rank, gold?))
     tasks: dict[Key, list[Task]] = attrs.field(factory=dict)
 
@@ -309,37 +311,50 @@ def collect_base(store: MemoryStore, fit: Fit, ten: list[Tenant], qvecs: dict[st
 def collect_gate(store: MemoryStore, fit: Fit, ten: list[Tenant], qvecs: dict[str, np.ndarray]) -> None:
     """QPP data (every task in every tenant it is asked of) and the band's answerable tasks."""
     for owner, foreign in _pairs(ten):
-        xs, ys = fit.gate.setdefault((owner.group, owner.regime), ([], []))
-        tasks = fit.tasks.setdefault((owner.group, owner.regime), [])
+        key = (owner.group, owner.regime)
+        xs, ys = fit.gate.setdefault(key, ([], []))
+        kinds = fit.kinds.setdefault(key, [])
+        tasks = fit.tasks.setdefault(key, [])
         for q in owner.questions:
             prof, ref = _reference(store, fit.mode, q.text, owner)
             if prof.terms:
                 xs.append(ref.qpp_features)
                 ys.append(1.0)
+                kinds.append("answerable")
                 cands = candidates(store, fit.mode, q.text, qvecs[q.text], owner)
                 tasks.append((ref.qpp_features, [_banded(fit.mode, c, ref, q) for c in cands]))
             prof, ref = _reference(store, fit.mode, q.text, foreign)
             if prof.terms:
                 xs.append(ref.qpp_features)
                 ys.append(0.0)
+                kinds.append("foreign")
         for text in offtopic_tasks():
             prof, ref = _reference(store, fit.mode, text, owner)
             if prof.terms:
                 xs.append(ref.qpp_features)
                 ys.append(0.0)
+                kinds.append("off-topic")
 
 
-def _stack(data: dict[Key, Xy], keep: set[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Features, labels and sample weights of the groups in `keep`; every regime weighs the same
-    in total (its own class balance kept), so the small personal set counts as much as LoCoMo."""
+def _stack(
+    data: dict[Key, Xy], keep: set[str], kinds: dict[Key, list[str]] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, labels and sample weights of the groups in `keep`: every regime weighs the same
+    in total, so the small personal set counts as much as LoCoMo; with `kinds` (the gate), every
+    kind of task (answerable, foreign, off-topic) weighs the same within its regime."""
     keys = [k for k in data if k[0] in keep]
-    sizes: dict[str, int] = {}
+
+    def cls(k: Key, i: int) -> tuple[str, str]:
+        return (k[1], kinds[k][i] if kinds is not None else "")
+
+    sizes: dict[tuple[str, str], int] = {}
     for k in keys:
-        sizes[k[1]] = sizes.get(k[1], 0) + len(data[k][1])
+        for i in range(len(data[k][1])):
+            sizes[cls(k, i)] = sizes.get(cls(k, i), 0) + 1
     total = sum(sizes.values())
     xs = [x for k in keys for x in data[k][0]]
     ys = [y for k in keys for y in data[k][1]]
-    ws = [total / (len(sizes) * sizes[k[1]]) for k in keys for _ in data[k][1]]
+    ws = [total / (len(sizes) * sizes[cls(k, i)]) for k in keys for i in range(len(data[k][1]))]
     return np.array(xs, dtype=np.float64), np.array(ys, dtype=np.float64), np.array(ws, dtype=np.float64)
 
 
@@ -426,8 +441,10 @@ def fit_exponent(mode: str, regimes: dict[str, list[Task]]) -> float:
     return lo
 
 
-def _fit(data: dict[Key, Xy], keep: set[str], l2: float) -> tuple[np.ndarray, float]:
-    x, y, w = _stack(data, keep)
+def _fit(
+    data: dict[Key, Xy], keep: set[str], l2: float, kinds: dict[Key, list[str]] | None = None
+) -> tuple[np.ndarray, float]:
+    x, y, w = _stack(data, keep, kinds)
     return _logit.fit(x, y, l2=l2, weights=w)
 
 
@@ -438,7 +455,7 @@ def loco_gate(fit: Fit) -> str:
     passed: dict[tuple[str, float], list[bool]] = {}
     preds, labels = [], []
     for held in groups - {"personal"}:
-        w, b = _fit(fit.gate, groups - {held}, 1.0)
+        w, b = _fit(fit.gate, groups - {held}, 1.0, fit.kinds)
         for key in [k for k in fit.gate if k[0] == held]:
             hx, hy = np.array(fit.gate[key][0]), np.array(fit.gate[key][1])
             p = _logit.predict(hx, w, b)
@@ -488,7 +505,7 @@ def fit_mode(store: MemoryStore, mode: str, ten: list[Tenant], qvecs: dict[str, 
     store._references.clear()
     collect_gate(store, fit, ten, qvecs)
     print(f"{mode} gate: {loco_gate(fit)}")
-    _set(mode, "qpp", *_fit(fit.gate, _groups(fit.gate), 1.0))
+    _set(mode, "qpp", *_fit(fit.gate, _groups(fit.gate), 1.0, fit.kinds))
     _set(mode, "band", *_fit(band_data(fit.tasks), _groups(fit.tasks), 1.0))
     regimes = {r: [t for k, ts in fit.tasks.items() if k[1] == r for t in ts] for _g, r in fit.tasks}
     exponent = fit_exponent(mode, regimes)

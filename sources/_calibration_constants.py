@@ -19,17 +19,19 @@ LEXICAL_WEIGHTS: tuple[float, ...] = (
 )
 LEXICAL_BIAS: float = -8.959386
 
-# lexical qpp features: presence, log1p(informative terms), first person, best base logit, its margin over the second, best bm25_norm, best coverage.
+# lexical qpp features: presence, log1p(informative terms), first person, log1p(namespace documents), best base logit, its margin over the second, best bm25_norm, best coverage, term overlap with the off-topic tasks.
 LEXICAL_QPP_WEIGHTS: tuple[float, ...] = (
-    1.680946,
-    5.720397,
-    0.578782,
-    0.052371,
-    -0.026349,
-    1.981220,
-    4.727722,
+    1.777903,
+    3.689405,
+    0.766494,
+    -0.433335,
+    -0.055875,
+    -0.043584,
+    0.122825,
+    5.515429,
+    -4.511627,
 )
-LEXICAL_QPP_BIAS: float = -13.948256
+LEXICAL_QPP_BIAS: float = -7.002502
 
 # lexical band features: log1p(rank), base logit gap to the best.
 LEXICAL_BAND_WEIGHTS: tuple[float, ...] = (
@@ -48,21 +50,23 @@ DENSE_WEIGHTS: tuple[float, ...] = (
 )
 DENSE_BIAS: float = -10.436645
 
-# dense qpp features: presence, log1p(informative terms), first person, best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, closeness to the off-topic tasks.
+# dense qpp features: presence, log1p(informative terms), first person, log1p(namespace documents), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log1p(namespace documents), closeness to the off-topic tasks.
 DENSE_QPP_WEIGHTS: tuple[float, ...] = (
-    -3.393481,
-    1.390509,
-    3.012338,
-    1.464955,
-    2.383374,
-    -1.140743,
-    0.507548,
-    1.052313,
-    1.331061,
-    4.762466,
-    -6.156632,
+    -2.145121,
+    0.316192,
+    1.417502,
+    -2.810429,
+    0.366916,
+    1.689309,
+    -3.128448,
+    -3.858782,
+    1.798686,
+    -0.109376,
+    4.075304,
+    3.231763,
+    -5.429863,
 )
-DENSE_QPP_BIAS: float = 2.313298
+DENSE_QPP_BIAS: float = 8.752822
 
 # dense band features: log1p(rank), cosine gap to the best.
 DENSE_BAND_WEIGHTS: tuple[float, ...] = (
@@ -90,24 +94,26 @@ HYBRID_WEIGHTS: tuple[float, ...] = (
 )
 HYBRID_BIAS: float = -9.729300
 
-# hybrid qpp features: presence, log1p(informative terms), first person, best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, closeness to the off-topic tasks.
+# hybrid qpp features: presence, log1p(informative terms), first person, log1p(namespace documents), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log1p(namespace documents), closeness to the off-topic tasks.
 HYBRID_QPP_WEIGHTS: tuple[float, ...] = (
-    -3.035542,
-    2.111293,
-    2.636282,
-    0.440118,
-    -0.057729,
-    -0.538657,
-    1.606950,
-    6.732024,
-    -0.735811,
-    0.778765,
-    3.125561,
-    3.606463,
-    6.119264,
-    -5.851792,
+    -2.057593,
+    0.629984,
+    1.430956,
+    -2.953248,
+    0.057853,
+    0.026792,
+    -2.035376,
+    2.153526,
+    2.284965,
+    -2.975271,
+    -3.655370,
+    2.055805,
+    0.229160,
+    3.361679,
+    3.632730,
+    -5.119495,
 )
-HYBRID_QPP_BIAS: float = -6.759352
+HYBRID_QPP_BIAS: float = 5.979828
 
 # hybrid band features: log1p(rank), base logit gap to the best, cosine gap to the best.
 HYBRID_BAND_WEIGHTS: tuple[float, ...] = (
@@ -119,7 +125,7 @@ HYBRID_BAND_BIAS: float = 1.357421
 
 # Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.
 BAND_EXPONENTS: dict[str, float] = {
-    "lexical": 0.282990,
-    "dense": 0.320677,
-    "hybrid": 0.272410,
+    "lexical": 0.309552,
+    "dense": 0.347409,
+    "hybrid": 0.277471,
 }

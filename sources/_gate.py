@@ -55,20 +55,21 @@ def logit(p: float) -> float:
 
 def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
     """Features of the task against the namespace: presence of its terms, how many it has,
-    and whether it speaks of the user (the first person: what a personal memory serves).
-
-    Not its form otherwise: a question mark and the namespace's size told the fit which data
-    set a task came from, not whether memory serves it, and made "what time is it?" pass in
-    a small store.
-    """
+    whether it speaks of the user (the first person: what a personal memory serves), and the
+    namespace's size (the best of many candidates is high by chance alone: a best cosine
+    means less in a large namespace than in a small one)."""
     first = 1.0 if _FIRST_PERSON.search(task) else 0.0
-    return (profile.presence, math.log1p(len(profile.terms)), first)
+    return (profile.presence, math.log1p(len(profile.terms)), first, math.log1p(profile.n_docs))
 
 
 def _lexical_part(ref: Reference) -> tuple[float, ...]:
     first = ref.pool[0] if ref.pool else logit(0.0)
     second = ref.pool[1] if len(ref.pool) > 1 else logit(0.0)
     return (first, first - second, ref.best_bm25, ref.best_coverage)
+
+
+def _lexical_only(ref: Reference) -> tuple[float, ...]:
+    return (*_lexical_part(ref), ref.offtopic)
 
 
 def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
@@ -83,6 +84,7 @@ def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
         best - ref.mean_cosine,
         ref.mean_cosine,
         best * profile.presence,
+        best * math.log1p(profile.n_docs),
         ref.offtopic,
     )
 
@@ -91,7 +93,7 @@ def qpp_features(mode: str, task: str, profile: QueryProfile, ref: Reference) ->
     """The QPP features of a task in a namespace, in the order of the fitted weights."""
     own = task_features(task, profile)
     if mode == "lexical":
-        return (*own, *_lexical_part(ref))
+        return (*own, *_lexical_only(ref))
     if mode == "dense":
         return (*own, ref.pool[0] if ref.pool else logit(0.0), *_dense_part(ref, profile))
     return (*own, *_lexical_part(ref), *_dense_part(ref, profile))

@@ -14,13 +14,18 @@ very tasks, sees what an unseen off-topic task would get.
 
 from __future__ import annotations
 
+import functools
 import threading
 from importlib.resources import files
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from . import _analysis
+
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import numpy.typing as npt
 
     from broker.abc import Embedder
@@ -53,6 +58,20 @@ def _matrix(embedder: Embedder) -> tuple[tuple[str, ...], npt.NDArray[np.float32
             found = (tuple(_key(t) for t in texts), np.asarray(embedder.embed(list(texts)), dtype=np.float32))
             _matrices[embedder.model_id] = found
         return found
+
+
+@functools.cache
+def _term_sets() -> tuple[tuple[str, frozenset[str]], ...]:
+    return tuple((_key(t), frozenset(_analysis.terms(t))) for t in tasks())
+
+
+def lexical_closeness(task: str, terms: Iterable[str]) -> float:
+    """Without vectors (lexical mode): the task's best Jaccard overlap of informative terms with
+    an off-topic task other than itself."""
+    own, mine = _key(task), frozenset(terms)
+    if not mine:
+        return 0.0
+    return max((len(mine & t) / len(mine | t) for k, t in _term_sets() if k != own and t), default=0.0)
 
 
 def closeness(embedder: Embedder, task: str, query_vector: npt.NDArray[np.float32]) -> float:

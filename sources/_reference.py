@@ -29,7 +29,7 @@ import attrs
 
 from . import _analysis, _gate, _schema, _vectors
 from ._graphs import mentioned_texts
-from ._offtopic import closeness
+from ._offtopic import closeness, lexical_closeness
 from ._relevance import (
     DENSE_MODES,
     LexicalFeatures,
@@ -104,11 +104,10 @@ def compute_reference(  # noqa: PLR0913 - the task, where, and how it is searche
     )
     bases = [_base(mode, prof, feats[k], cosines.get(k), partial) for k in members]
     pool = tuple(sorted((_gate.logit(b) for b in bases if b > 0.0), reverse=True))
-    offtopic = (
-        closeness(embedder, task, query_vector)
-        if dense_mode and embedder and query_vector is not None
-        else 0.0
-    )
+    if dense_mode and embedder is not None and query_vector is not None:
+        offtopic = closeness(embedder, task, query_vector)
+    else:
+        offtopic = lexical_closeness(task, prof.terms)
     ref = attrs.evolve(partial, pool=pool, offtopic=offtopic)
     features = _gate.qpp_features(mode, task, prof, ref)
     return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)

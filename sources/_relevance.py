@@ -140,7 +140,7 @@ class Reference:
     mean_cosine: float = 0.0
     pool: tuple[float, ...] = ()
     offtopic: float = 0.0
-    """The task's closeness to tasks no memory serves (`sources._offtopic`; dense modes)."""
+    """The task's closeness to tasks no memory serves (`sources._offtopic`)."""
     qpp: float = 0.0
     qpp_features: tuple[float, ...] = ()
 
