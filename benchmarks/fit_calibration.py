@@ -205,11 +205,11 @@ def tenants(store: MemoryStore, convs: list[_locomo.Conversation], personal: dic
             )
             for c in convs
         ]
-    own = tuple(Question(text=q, evidence=frozenset({fid})) for q, fid in personal["questions"])
-    out.append(_tenant(store, PERSONAL_NS, own, "personal", "personal", every))
-    # A second small store with no question of its own: off-topic tasks and the personal
-    # questions are asked of it, so a small namespace's common words are seen as no answer.
+    # A second small store with no question of its own: off-topic tasks and the last LoCoMo
+    # tenant's questions are asked of it, so a small namespace's common words are no answer.
     out.append(_tenant(store, NOTES_NS, (), "personal", "personal", every))
+    own = tuple(Question(text=q, evidence=frozenset({fid})) for q, fid in personal["questions"])
+    out.append(_tenant(store, PERSONAL_NS, own, "personal", "personal", every))  # its questions go to conv 1
     return out
 
 
