@@ -73,6 +73,10 @@ DATA = Path(__file__).parent / "data"
 PERSONAL = DATA / "personal_dev.json"
 PERSONAL_NS = Namespace(tenant_id="personal-dev")
 NOTES_NS = Namespace(tenant_id="sample-notes")
+FEW = 12
+"""Memories of the just-begun stores."""
+FEW_NOTES_NS = Namespace(tenant_id="few-notes")
+FEW_PERSONAL_NS = Namespace(tenant_id="personal-few")
 
 
 def offtopic_tasks() -> tuple[str, ...]:
@@ -89,12 +93,12 @@ BASE_DOC = {
     "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_standing, "
     "best_bm25_standing, bm25_shortfall, coverage_shortfall",
 }
-_TASK = "presence, log1p(informative terms), first person, log1p(namespace documents)"
+_TASK = "presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS)"
 _LEX = "best base logit, its margin over the second, best bm25_norm, best coverage"
 _LEX_ONLY = f"{_LEX}, term overlap with the off-topic tasks"
 _DENSE = (
     "best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, "
-    "best cosine * log1p(namespace documents), closeness to the off-topic tasks"
+    "best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks"
 )
 QPP_DOC = {
     "lexical": f"{_TASK}, {_LEX_ONLY}",
@@ -205,9 +209,15 @@ def tenants(store: MemoryStore, convs: list[_locomo.Conversation], personal: dic
             )
             for c in convs
         ]
-    # A second small store with no question of its own: off-topic tasks and the last LoCoMo
-    # tenant's questions are asked of it, so a small namespace's common words are no answer.
+    # Small stores with no question of their own (the sample notes; ten of them, as a store
+    # just begun): off-topic tasks and the previous tenant's questions are asked of them, so a
+    # small namespace's common words are no answer.
     out.append(_tenant(store, NOTES_NS, (), "personal", "personal", every))
+    out.append(_tenant(store, FEW_NOTES_NS, (), "personal", "personal", every))
+    # A just-begun personal store: the first facts and the questions they serve.
+    few = {k for k, _ in list(personal["facts"].items())[:FEW]}
+    served = tuple(Question(text=q, evidence=frozenset({f})) for q, f in personal["questions"] if f in few)
+    out.append(_tenant(store, FEW_PERSONAL_NS, served, "personal", "personal", every))
     own = tuple(Question(text=q, evidence=frozenset({fid})) for q, fid in personal["questions"])
     out.append(_tenant(store, PERSONAL_NS, own, "personal", "personal", every))  # its questions go to conv 1
     return out
@@ -539,6 +549,11 @@ def main(argv: list[str] | None = None) -> int:
             namespace=PERSONAL_NS,
         )
         store.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NOTES_NS)
+        store.add_entries([NewEntry(text=t) for t in background_memories()[:FEW]], namespace=FEW_NOTES_NS)
+        store.add_entries(
+            [NewEntry(id=k, text=v) for k, v in list(personal["facts"].items())[:FEW]],
+            namespace=FEW_PERSONAL_NS,
+        )
         ten = tenants(store, convs, personal)
         if store.embedder is None:
             raise SystemExit("the store has no embedder")

@@ -28,6 +28,8 @@ from broker import EstimatingTokenCounter, Namespace, open_selector
 from sources import MemoryStore, NewEntry, default_sources
 from sources._relevance import MODES
 
+from . import _locomo
+
 DATA: Final = Path(__file__).parent / "data"
 SETS: Final = ("dev", "test")
 BUDGET: Final = 40
@@ -46,12 +48,18 @@ class Figures:
     mean_injected: float
     mean_tokens: float
     off_evidence: float
+    shared_trivial_abstention: float | None = None
 
     def line(self) -> str:
         return (
             f"hit {self.hit:.3f}  false abstention {self.false_abstention:.3f}  "
             f"trivial abstention {self.trivial_abstention:.3f}  injected {self.mean_injected:.1f} "
             f"({self.mean_tokens:.0f} tokens)  not the fact {self.off_evidence:.3f}  (n={self.questions})"
+            + (
+                ""
+                if self.shared_trivial_abstention is None
+                else f"  shared trivial abstention {self.shared_trivial_abstention:.3f}"
+            )
         )
 
 
@@ -84,6 +92,9 @@ async def evaluate(data: dict[str, Any], mode: str) -> Figures:
                 quiet = 0
                 for task in data["trivial"]:
                     quiet += (await selector.select_for_task(task, namespace=ME, budget=BUDGET)).abstained
+                shared = 0
+                for task in _shared_trivial():
+                    shared += (await selector.select_for_task(task, namespace=ME, budget=BUDGET)).abstained
         finally:
             store.close()
     n = len(data["questions"])
@@ -95,7 +106,13 @@ async def evaluate(data: dict[str, Any], mode: str) -> Figures:
         mean_injected=injected / n,
         mean_tokens=tokens / n,
         off_evidence=off / injected if injected else 0.0,
+        shared_trivial_abstention=shared / len(_shared_trivial()) if _shared_trivial() else None,
     )
+
+
+def _shared_trivial() -> list[str]:
+    """The held-out trivial tasks of ../shared, asked of the personal store too (none without them)."""
+    return _locomo.trivial_tasks() if _locomo.TRIVIAL.exists() else []
 
 
 def run(

@@ -8,124 +8,124 @@ from __future__ import annotations
 
 # lexical base features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity.
 LEXICAL_WEIGHTS: tuple[float, ...] = (
-    -1.310816,
-    -1.081471,
-    4.177662,
-    -1.318353,
-    -0.114623,
-    0.280829,
-    0.224417,
-    5.484534,
+    -0.931363,
+    -1.302992,
+    4.263282,
+    -1.159347,
+    -0.315087,
+    0.279723,
+    0.135085,
+    5.557564,
 )
-LEXICAL_BIAS: float = -9.159053
+LEXICAL_BIAS: float = -9.358631
 
-# lexical qpp features: presence, log1p(informative terms), first person, log1p(namespace documents), best base logit, its margin over the second, best bm25_norm, best coverage, term overlap with the off-topic tasks.
+# lexical qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, its margin over the second, best bm25_norm, best coverage, term overlap with the off-topic tasks.
 LEXICAL_QPP_WEIGHTS: tuple[float, ...] = (
-    1.447854,
-    4.012304,
-    0.545191,
-    -1.811098,
-    0.147484,
-    -0.146100,
-    1.837454,
-    6.069704,
-    -5.916652,
+    1.841198,
+    3.822175,
+    0.361671,
+    -2.375966,
+    0.090707,
+    -0.112245,
+    1.304538,
+    5.917452,
+    -5.031650,
 )
-LEXICAL_QPP_BIAS: float = 1.372541
+LEXICAL_QPP_BIAS: float = 5.403773
 
 # lexical band features: log1p(rank), base logit gap to the best.
 LEXICAL_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.827085,
-    -0.293736,
+    -0.822674,
+    -0.291805,
 )
-LEXICAL_BAND_BIAS: float = 1.903061
+LEXICAL_BAND_BIAS: float = 1.900067
 
 # dense base features: cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing.
 DENSE_WEIGHTS: tuple[float, ...] = (
-    12.166499,
-    -3.698039,
-    1.566913,
-    0.370433,
-    1.702808,
+    12.135906,
+    -3.609418,
+    1.501731,
+    0.357777,
+    1.678749,
 )
-DENSE_BIAS: float = -10.509433
+DENSE_BIAS: float = -10.455981
 
-# dense qpp features: presence, log1p(informative terms), first person, log1p(namespace documents), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log1p(namespace documents), closeness to the off-topic tasks.
+# dense qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks.
 DENSE_QPP_WEIGHTS: tuple[float, ...] = (
-    -0.519989,
-    1.666181,
-    2.649135,
-    -5.063210,
-    0.792845,
-    0.883299,
-    -2.997218,
-    -3.737306,
-    -0.247183,
-    1.130482,
-    2.946973,
-    4.120941,
-    -7.457267,
+    2.346808,
+    1.657492,
+    1.561521,
+    -5.786566,
+    -1.003039,
+    0.180828,
+    -1.924201,
+    -3.438756,
+    -1.191656,
+    1.372484,
+    3.955156,
+    5.501834,
+    -6.387574,
 )
-DENSE_QPP_BIAS: float = 19.565890
+DENSE_QPP_BIAS: float = 13.322664
 
 # dense band features: log1p(rank), cosine gap to the best.
 DENSE_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.041215,
-    -18.715297,
+    -0.023449,
+    -18.871072,
 )
-DENSE_BAND_BIAS: float = 1.827167
+DENSE_BAND_BIAS: float = 1.796337
 
 # hybrid base features: the eight lexical features, cosine, cosine * presence, best_cosine_standing, best_bm25_standing, bm25_shortfall, coverage_shortfall.
 HYBRID_WEIGHTS: tuple[float, ...] = (
-    3.471667,
-    -7.663401,
-    -0.627732,
-    -0.317753,
-    1.622032,
-    0.049043,
-    1.033718,
-    2.536214,
-    12.589411,
-    -4.497049,
-    0.276735,
-    0.658664,
-    -1.440992,
-    1.620907,
+    3.479082,
+    -7.651687,
+    -0.602311,
+    -0.334633,
+    1.541269,
+    0.045143,
+    1.028717,
+    2.541426,
+    12.527985,
+    -4.423628,
+    0.243030,
+    0.663041,
+    -1.435411,
+    1.580979,
 )
-HYBRID_BIAS: float = -9.742138
+HYBRID_BIAS: float = -9.697194
 
-# hybrid qpp features: presence, log1p(informative terms), first person, log1p(namespace documents), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log1p(namespace documents), closeness to the off-topic tasks.
+# hybrid qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks.
 HYBRID_QPP_WEIGHTS: tuple[float, ...] = (
-    -0.811087,
-    2.284403,
-    2.786810,
-    -5.198582,
-    0.234834,
-    -0.041705,
-    -0.492851,
-    2.381007,
-    1.430923,
-    -2.632385,
-    -3.499889,
-    -0.086300,
-    1.517223,
-    2.396036,
-    4.855007,
-    -7.193513,
+    -0.124503,
+    1.587467,
+    1.587049,
+    -5.277050,
+    -0.314997,
+    0.361295,
+    -0.460581,
+    2.158418,
+    -0.597815,
+    -2.705254,
+    -4.073887,
+    -1.935763,
+    1.337949,
+    4.214628,
+    4.354815,
+    -6.372219,
 )
-HYBRID_QPP_BIAS: float = 14.190631
+HYBRID_QPP_BIAS: float = 17.052366
 
 # hybrid band features: log1p(rank), base logit gap to the best, cosine gap to the best.
 HYBRID_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.309671,
-    -0.523495,
-    -3.203113,
+    -0.293592,
+    -0.525201,
+    -3.311915,
 )
-HYBRID_BAND_BIAS: float = 1.366925
+HYBRID_BAND_BIAS: float = 1.341459
 
 # Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.
 BAND_EXPONENTS: dict[str, float] = {
-    "lexical": 0.287665,
-    "dense": 0.346892,
-    "hybrid": 0.364628,
+    "lexical": 0.280948,
+    "dense": 0.345909,
+    "hybrid": 0.367486,
 }

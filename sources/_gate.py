@@ -34,7 +34,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from . import _calibration_constants as constants
-from ._relevance import logistic
+from ._relevance import PRIOR_DOCS, logistic
 
 if TYPE_CHECKING:
     from ._relevance import QueryProfile, Reference
@@ -59,7 +59,13 @@ def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
     namespace's size (the best of many candidates is high by chance alone: a best cosine
     means less in a large namespace than in a small one)."""
     first = 1.0 if _FIRST_PERSON.search(task) else 0.0
-    return (profile.presence, math.log1p(len(profile.terms)), first, math.log1p(profile.n_docs))
+    return (profile.presence, math.log1p(len(profile.terms)), first, namespace_size(profile))
+
+
+def namespace_size(profile: QueryProfile) -> float:
+    """log(documents + the pseudo-documents of the IDF prior): a brand-new namespace of a few
+    memories reads like a small one, not like a size the fit never saw."""
+    return math.log(profile.n_docs + PRIOR_DOCS)
 
 
 def _lexical_part(ref: Reference) -> tuple[float, ...]:
@@ -84,7 +90,7 @@ def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
         best - ref.mean_cosine,
         ref.mean_cosine,
         best * profile.presence,
-        best * math.log1p(profile.n_docs),
+        best * namespace_size(profile),
         ref.offtopic,
     )
 
