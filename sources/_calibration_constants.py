@@ -8,37 +8,35 @@ from __future__ import annotations
 
 # lexical base features: coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, peak_specificity.
 LEXICAL_WEIGHTS: tuple[float, ...] = (
-    -0.931363,
-    -1.302992,
-    4.263282,
-    -1.159347,
-    -0.315087,
-    0.279723,
-    0.135085,
-    5.557564,
+    -2.788783,
+    -2.361203,
+    6.405922,
+    -2.345842,
+    2.196430,
+    0.741732,
+    -0.332522,
+    3.048659,
 )
-LEXICAL_BIAS: float = -9.358631
+LEXICAL_BIAS: float = -10.680586
 
-# lexical qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, its margin over the second, best bm25_norm, best coverage, term overlap with the off-topic tasks.
+# lexical qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, best bm25_norm, term overlap with the off-topic tasks.
 LEXICAL_QPP_WEIGHTS: tuple[float, ...] = (
-    1.841198,
-    3.822175,
-    0.361671,
-    -2.375966,
-    0.090707,
-    -0.112245,
-    1.304538,
-    5.917452,
-    -5.031650,
+    -0.435931,
+    0.349104,
+    -1.440660,
+    -0.663090,
+    1.818011,
+    1.195980,
+    -5.568374,
 )
-LEXICAL_QPP_BIAS: float = 5.403773
+LEXICAL_QPP_BIAS: float = 10.834452
 
 # lexical band features: log1p(rank), base logit gap to the best.
 LEXICAL_BAND_WEIGHTS: tuple[float, ...] = (
-    -0.822674,
-    -0.291805,
+    -0.378565,
+    -0.389986,
 )
-LEXICAL_BAND_BIAS: float = 1.900067
+LEXICAL_BAND_BIAS: float = 1.095009
 
 # dense base features: cosine, cosine * presence, presence, log1p(informative query terms), best_cosine_standing.
 DENSE_WEIGHTS: tuple[float, ...] = (
@@ -125,7 +123,7 @@ HYBRID_BAND_BIAS: float = 1.341459
 
 # Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.
 BAND_EXPONENTS: dict[str, float] = {
-    "lexical": 0.280948,
+    "lexical": 0.465235,
     "dense": 0.345909,
     "hybrid": 0.367486,
 }

@@ -75,7 +75,13 @@ def _lexical_part(ref: Reference) -> tuple[float, ...]:
 
 
 def _lexical_only(ref: Reference) -> tuple[float, ...]:
-    return (*_lexical_part(ref), ref.offtopic)
+    """Lexical mode: the best base logit, the best BM25 and the off-topic overlap.
+
+    The margin over the second and the coverage, collinear with them, took weights of the wrong
+    sign and closed the gate on a memory that stands far above the rest.
+    """
+    first = ref.pool[0] if ref.pool else logit(0.0)
+    return (first, ref.best_bm25, ref.offtopic)
 
 
 def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:

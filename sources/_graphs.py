@@ -336,7 +336,8 @@ def mentioned_texts(conn: sqlite3.Connection, ns_id: int, task: str) -> list[str
         rowids,
         (ns_id,),
     )
-    nodes = {n.rowid: n for n in map(_Node.from_row, rows)}
+    built = _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
+    nodes = {n.rowid: n for n in built}
     return [render(n, nodes, None) for n in nodes.values()]
 
 

@@ -8,12 +8,13 @@ match for it is as close as a real question's best match is.
 
 The tasks are embedded once per process and embedding model (about half a second, when the
 store opens: `MemoryStore.open` warms it, never inside a turn). A task identical to one of
-them (case and spacing aside) is compared with the others only, so the fit, which asks these
-very tasks, sees what an unseen off-topic task would get.
+them is as close as can be. Only the fit, which asks these very tasks, compares a task with
+the others (`leave_self_out`), so it sees what an unseen off-topic task would get.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from importlib.resources import files
@@ -24,7 +25,7 @@ import numpy as np
 from . import _analysis
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
     import numpy.typing as npt
 
@@ -32,6 +33,24 @@ if TYPE_CHECKING:
 
 RESOURCE: Final = "offtopic.txt"
 _lock = threading.Lock()
+_leave_self_out = threading.local()
+
+
+@contextlib.contextmanager
+def leave_self_out() -> Iterator[None]:
+    """Within this block (in this thread) a task is compared with the off-topic tasks other than
+    itself: for the fit, which asks those very tasks."""
+    _leave_self_out.on = True
+    try:
+        yield
+    finally:
+        _leave_self_out.on = False
+
+
+def _excluded(task: str) -> str | None:
+    return _key(task) if getattr(_leave_self_out, "on", False) else None
+
+
 _matrices: dict[str, tuple[tuple[str, ...], npt.NDArray[np.float32]]] = {}
 
 
@@ -68,7 +87,7 @@ def _term_sets() -> tuple[tuple[str, frozenset[str]], ...]:
 def lexical_closeness(task: str, terms: Iterable[str]) -> float:
     """Without vectors (lexical mode): the task's best Jaccard overlap of informative terms with
     an off-topic task other than itself."""
-    own, mine = _key(task), frozenset(terms)
+    own, mine = _excluded(task), frozenset(terms)
     if not mine:
         return 0.0
     return max((len(mine & t) / len(mine | t) for k, t in _term_sets() if k != own and t), default=0.0)
@@ -78,6 +97,8 @@ def closeness(embedder: Embedder, task: str, query_vector: npt.NDArray[np.float3
     """The task's best cosine with an off-topic task other than itself."""
     keys, matrix = _matrix(embedder)
     cosines = matrix @ np.asarray(query_vector, dtype=np.float32)
-    own = _key(task)
+    own = _excluded(task)
+    if own is None:
+        return float(cosines.max())
     mask = np.fromiter((k != own for k in keys), dtype=np.bool_, count=len(keys))
     return float(cosines[mask].max()) if mask.any() else 0.0

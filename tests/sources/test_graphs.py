@@ -197,5 +197,6 @@ async def test_dense_modes_embed_only_a_few_rendered_texts(tmp_path: Path) -> No
             SourceRequest(task="Hub station spokes", namespace=NS, limit=10, mode="lexical")
         )
     assert 0 < len(got) <= DENSE_SCORED
-    assert fake.texts - before == 1 + DENSE_SCORED  # the task, then the rendered texts
+    # The task; the one node it names, once, for the namespace's reference; the rendered texts.
+    assert fake.texts - before == 1 + 1 + DENSE_SCORED
     assert len(lexical) == 10

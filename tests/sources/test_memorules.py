@@ -300,7 +300,8 @@ def test_update_appends_a_state_and_reindexes_the_text(store: MemoryStore) -> No
     assert history[1] == state
     assert history[0].written_at < history[1].written_at
     ctx = SessionContext(scope="project")
-    assert semantic_recall(store, QUERY, namespace=NS, source_type="memorule", context=ctx) == []
+    old = semantic_recall(store, QUERY, namespace=NS, source_type="memorule", context=ctx)
+    assert all(TOPIC not in m.text and new_body in m.text for m in old)  # the old text is gone
     (match,) = semantic_recall(
         store, "tested rollback script database migrations", namespace=NS, source_type="memorule", context=ctx
     )
