@@ -103,7 +103,9 @@ def test_delete_removes_the_item(store):
     store.put(ACME, "freeze", {"text": FREEZE})
     store.delete(ACME, "freeze")
     assert store.get(ACME, "freeze") is None
-    assert "freeze" not in {h.key for h in store.search(ACME, query="can we deploy the payment fix on Friday?")}
+    assert "freeze" not in {
+        h.key for h in store.search(ACME, query="can we deploy the payment fix on Friday?")
+    }
 
 
 def test_list_namespaces_with_prefix_suffix_and_depth(store):
