@@ -233,6 +233,7 @@ def test_trace_stats_reads_standard_input(tmp_path):
 
 def test_trace_stats_plot_writes_a_png(tmp_path):
     """--plot writes a PNG of the latency and score histograms and still prints the summary."""
+    pytest.importorskip("matplotlib", reason="--plot needs the bench extra: pip install -e '.[bench]'")
     png = tmp_path / "trace.png"
     done = run("trace-stats", str(_turns_log(tmp_path)), "--plot", str(png), home=tmp_path)
     assert done.returncode == 0, done.stderr
