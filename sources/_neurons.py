@@ -218,7 +218,7 @@ class NeuronSource(ReaderSource):
         triggers: dict[int, list[str]] = defaultdict(list)
         for rowid, term in select_in(
             conn,
-            "SELECT entry_rowid, term FROM neuron_triggers WHERE ns_id = ? AND entry_rowid IN ({marks})",
+            "SELECT entry_rowid, term FROM neuron_triggers WHERE +ns_id = ? AND entry_rowid IN ({marks})",
             top,
             (ns_id,),
         ):

@@ -89,6 +89,21 @@ class StoreReader:
     store: MemoryStore
     limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
+    _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _warmed: bool = attrs.field(default=False, init=False)
+
+    async def warm(self) -> None:
+        """Warm the store once for all the sources sharing this reader (`MemoryStore.warm`).
+
+        Runs in a worker thread with no deadline: the sources call it when they open.
+        """
+        await anyio.to_thread.run_sync(self._warm_once, limiter=self.limiter)
+
+    def _warm_once(self) -> None:
+        with self._warm_lock:
+            if not self._warmed:
+                self.store.warm()
+                self._warmed = True
 
     @property
     def embedder(self) -> Embedder | None:
@@ -145,9 +160,12 @@ class ReaderSource:
     _closed: bool = attrs.field(default=False, init=False)
 
     async def open(self) -> None:
-        """Check the store is usable and open a reader connection ahead of the first turn."""
+        """Check the store is usable, open a reader connection and warm the store (the model's
+        first run, the vector matrices) ahead of the first turn: nothing loads cold inside a
+        deadline."""
         self._check_open()
         await self._reader.run(_ping)
+        await self._reader.warm()
 
     async def aclose(self) -> None:
         """Refuse later fetches.
@@ -408,7 +426,7 @@ class CorpusSource(ReaderSource):
         cols = ", ".join(("rowid", "id", "text", "created_at", "metadata", *self.extra_cols))
         rows = select_in(
             conn,
-            f"SELECT {cols} FROM {self.table} WHERE ns_id = ? AND rowid IN ({{marks}})",
+            f"SELECT {cols} FROM {self.table} WHERE +ns_id = ? AND rowid IN ({{marks}})",
             rowids,
             (ns_id,),
         )

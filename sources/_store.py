@@ -257,6 +257,28 @@ class MemoryStore:
         if self.embedder is not None and self.mode in DENSE_MODES:
             _offtopic.warm(self.embedder)  # the gate reads it in every turn: never cold inside one
 
+    def warm(self, *, namespaces: Iterable[Namespace] | None = None) -> None:
+        """Load what a first turn would otherwise load inside its deadline; blocking.
+
+        With an embedder: one embedding run (the model's first is slow) and the vector
+        matrices of every corpus of every namespace (or of `namespaces`). Idempotent: a warm
+        matrix only catches up with the writes since. The selector's sources call it when they
+        open (`StoreReader.warm`); a host that writes much between opening and its first turn
+        may call it again.
+        """
+        if self.embedder is None or self._vindex is None:
+            return
+        self.embedder.embed(["warm"])
+        with self.db.read() as conn:
+            if namespaces is None:
+                ids = [int(r[0]) for r in conn.execute("SELECT ns_id FROM namespaces ORDER BY ns_id")]
+            else:
+                found = (_index.find_ns(conn, ns) for ns in namespaces)
+                ids = [i for i in found if i is not None]
+            for ns_id in ids:
+                for corpus in _CORPUS_TABLES:
+                    self._vindex.warm(conn, ns_id, corpus)
+
     def close(self) -> None:
         """Close every connection."""
         self.db.close()
@@ -716,7 +738,7 @@ class MemoryStore:
         marks = ",".join("?" * len(rowids))
         return conn.execute(
             f"SELECT {cols}, f.body FROM entries e LEFT JOIN {table} f ON f.rowid = e.rowid * 4 "
-            f"WHERE e.ns_id = ? AND e.rowid IN ({marks})",
+            f"WHERE +e.ns_id = ? AND e.rowid IN ({marks})",
             [ns_id, *rowids],
         ).fetchall()
 

@@ -167,3 +167,36 @@ async def test_concurrent_sources_embed_one_task_once(tmp_path: Path) -> None:
         cache.embed(["a", "b"])  # batches (texts to score) are never cached
         cache.embed(["a", "b"])
         assert fake.calls == 3
+
+
+async def test_open_warms_every_matrix_so_no_turn_loads_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the selector loads every corpus matrix of every namespace; a turn loads none."""
+    from broker import open_selector  # noqa: PLC0415 - composition-root imports, test only
+    from sources import FactWriter, NewEntry, NewFact, _vectors, default_sources  # noqa: PLC0415
+    from sources._embedder import load_default_embedder  # noqa: PLC0415
+
+    loads: list[tuple[int, int]] = []
+    real_load = _vectors.VectorIndex._load
+
+    def counting(
+        self: _vectors.VectorIndex, conn: sqlite3.Connection, ns_id: int, corpus: int, tomb: int
+    ) -> object:
+        loads.append((ns_id, corpus))
+        return real_load(self, conn, ns_id, corpus, tomb)
+
+    monkeypatch.setattr(_vectors.VectorIndex, "_load", counting)
+    with MemoryStore.open(tmp_path / "h.db", embedder=load_default_embedder()) as store:
+        for tenant in ("a", "b"):
+            ns = Namespace(tenant_id=tenant)
+            store.add_entries([NewEntry(text=f"The {tenant} team deploys on Fridays.")], namespace=ns)
+            FactWriter(store).add_facts([NewFact(text=f"{tenant} uses Postgres 16.")], namespace=ns)
+        async with open_selector(default_sources(store), deadline=5.0, mode="hybrid") as selector:
+            assert sorted(loads) == [(ns, c) for ns in (1, 2) for c in (0, 1, 2)]
+            loads.clear()
+            result = await selector.select_for_task(
+                "When does the team deploy?", namespace=Namespace(tenant_id="a")
+            )
+        assert loads == []
+        assert {str(s.status) for s in result.sources} <= {"ok", "empty"}
