@@ -98,7 +98,8 @@ _LEX = "best base logit, its margin over the second, best bm25_norm, best covera
 _LEX_ONLY = "best base logit, best bm25_norm, term overlap with the off-topic tasks"
 _DENSE = (
     "best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, "
-    "best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks"
+    "best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks, "
+    "its excess over OFFTOPIC_KNEE"
 )
 QPP_DOC = {
     "lexical": f"{_TASK}, {_LEX_ONLY}",

@@ -48,23 +48,24 @@ DENSE_WEIGHTS: tuple[float, ...] = (
 )
 DENSE_BIAS: float = -10.455981
 
-# dense qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks.
+# dense qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks, its excess over OFFTOPIC_KNEE.
 DENSE_QPP_WEIGHTS: tuple[float, ...] = (
-    2.346808,
-    1.657492,
-    1.561521,
-    -5.786566,
-    -1.003039,
-    0.180828,
-    -1.924201,
-    -3.438756,
-    -1.191656,
-    1.372484,
-    3.955156,
-    5.501834,
-    -6.387574,
+    2.355298,
+    1.644342,
+    1.560968,
+    -5.781834,
+    -1.008004,
+    0.180430,
+    -1.910984,
+    -3.403974,
+    -1.178133,
+    1.358563,
+    3.960888,
+    5.505211,
+    -6.173682,
+    -1.724383,
 )
-DENSE_QPP_BIAS: float = 13.322664
+DENSE_QPP_BIAS: float = 13.216670
 
 # dense band features: log1p(rank), cosine gap to the best.
 DENSE_BAND_WEIGHTS: tuple[float, ...] = (
@@ -92,26 +93,27 @@ HYBRID_WEIGHTS: tuple[float, ...] = (
 )
 HYBRID_BIAS: float = -9.697194
 
-# hybrid qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks.
+# hybrid qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks, its excess over OFFTOPIC_KNEE.
 HYBRID_QPP_WEIGHTS: tuple[float, ...] = (
-    -0.124503,
-    1.587467,
-    1.587049,
-    -5.277050,
-    -0.314997,
-    0.361295,
-    -0.460581,
-    2.158418,
-    -0.597815,
-    -2.705254,
-    -4.073887,
-    -1.935763,
-    1.337949,
-    4.214628,
-    4.354815,
-    -6.372219,
+    -0.129428,
+    1.571142,
+    1.587225,
+    -5.269593,
+    -0.316865,
+    0.366034,
+    -0.464491,
+    2.177946,
+    -0.600980,
+    -2.694312,
+    -4.041486,
+    -1.930562,
+    1.329582,
+    4.215048,
+    4.352416,
+    -6.138335,
+    -1.879973,
 )
-HYBRID_QPP_BIAS: float = 17.052366
+HYBRID_QPP_BIAS: float = 16.958484
 
 # hybrid band features: log1p(rank), base logit gap to the best, cosine gap to the best.
 HYBRID_BAND_WEIGHTS: tuple[float, ...] = (
@@ -124,6 +126,6 @@ HYBRID_BAND_BIAS: float = 1.341459
 # Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.
 BAND_EXPONENTS: dict[str, float] = {
     "lexical": 0.465235,
-    "dense": 0.345909,
-    "hybrid": 0.367486,
+    "dense": 0.345969,
+    "hybrid": 0.367245,
 }

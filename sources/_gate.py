@@ -45,6 +45,11 @@ _FIRST_PERSON: Final = re.compile(
 _LOGIT_CLIP: Final = 1e-6
 TOP_COSINES: Final = 5
 """How many of the namespace's best cosines the reference keeps."""
+OFFTOPIC_KNEE: Final = 0.5
+"""Closeness to the off-topic tasks beyond which the gate closes faster (a second, hinged
+feature): no answerable dev question, LoCoMo or personal, comes closer than about 0.51, while
+the held-out trivial tasks' median is 0.62. Linear alone, the penalty could not outweigh a
+tiny store's weak but only match ("what time is it" against "my favourite time of year")."""
 
 
 def logit(p: float) -> float:
@@ -98,6 +103,7 @@ def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
         best * profile.presence,
         best * namespace_size(profile),
         ref.offtopic,
+        max(0.0, ref.offtopic - OFFTOPIC_KNEE),
     )
 
 

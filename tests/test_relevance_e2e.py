@@ -91,3 +91,22 @@ async def test_a_trivial_task_gets_nothing(store: MemoryStore, task: str) -> Non
     ctx = await turn(store, task)
     assert memories(ctx) == []
     assert ctx.trace["memory_abstained"] is True
+
+
+async def test_what_time_is_it_abstains_in_a_tiny_store_holding_the_word_time(tmp_path: Path) -> None:
+    """A six-fact store whose only match for "what time is it" is a weak one on "time" injects nothing."""
+    facts = [
+        "I work part-time at the library on weekends",
+        "Mia is allergic to peanuts",
+        "The checkout service is written in Go",
+        "My favourite time of year is autumn",
+        "Standup is at 9:30 every morning",
+        "We moved to Lisbon in 2021",
+    ]
+    with MemoryStore.open(tmp_path / "tiny.db", mode="hybrid") as tiny:
+        tiny.add_entries([NewEntry(text=t) for t in facts], namespace=ME)
+        async with open_selector(default_sources(tiny), deadline=2.0, mode="hybrid") as selector:
+            for task in ("what time is it", "what time is it?"):
+                assert (await selector.select_for_task(task, namespace=ME, budget=40)).abstained
+            served = await selector.select_for_task("what time is standup?", namespace=ME, budget=40)
+    assert "Standup is at 9:30 every morning" in [b.text for b in served.blocks]
