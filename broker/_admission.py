@@ -2,8 +2,9 @@
 
 Blocks are ranked by priority, then score (higher first), then their order of arrival;
 blocks of one priority that carry a source's own rank (the memorules) are ranked by it
-first, so the lowest-ranked of them is dropped first. Admission keeps a prefix of that ranking: once a block does not fit, it and every block
-ranked below it are dropped, so drops always take the lowest-ranked first. A smaller,
+first, so the lowest-ranked of them is dropped first. Admission keeps a prefix of that
+ranking: once a block does not fit, it and every block ranked below it are dropped, so
+drops always take the lowest-ranked first. A smaller,
 lower-ranked memory never slips in past a larger, higher-ranked one that was dropped:
 what the model sees is always "the best N", never a knapsack-packed surprise.
 
@@ -94,7 +95,9 @@ def rank_key(block: Admittable, position: int) -> tuple[int, bool, int, float, i
     return order_key(priority=block.priority, rank=block.rank, score=block.score, position=position)
 
 
-def order_key(*, priority: int, rank: int | None, score: float, position: int) -> tuple[int, bool, int, float, int]:
+def order_key(
+    *, priority: int, rank: int | None, score: float, position: int
+) -> tuple[int, bool, int, float, int]:
     """`rank_key` from its parts, for whoever orders blocks as admission does before they are built."""
     return (-priority, rank is None, 0 if rank is None else rank, -score, position)
 

@@ -15,9 +15,9 @@ Contributors, one per kind, no parallel authority path:
   ConversationStateRepository, every past user turn labelled as context, priority 30.
 
 Context order: memory blocks (persona_memories, memorules, memory, consolidated; best
-first within each — memorules in their source's rank), then history (oldest first), then the active task LAST, so the one
-instruction to follow is the freshest thing the model reads, and nothing recalled or past
-comes after it.
+first within each, memorules in their source's rank), then history (oldest first), then the
+active task LAST, so the one instruction to follow is the freshest thing the model reads,
+and nothing recalled or past comes after it.
 """
 
 from __future__ import annotations

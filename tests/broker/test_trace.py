@@ -72,7 +72,13 @@ def facts(**kw: object) -> TurnFacts:
                 text="mem",
             ),
             BlockTrace(
-                name="memorules", kind="memory", tokens=9, entry_id="r1", score=0.7, source="memorules", rank=0
+                name="memorules",
+                kind="memory",
+                tokens=9,
+                entry_id="r1",
+                score=0.7,
+                source="memorules",
+                rank=0,
             ),
             BlockTrace(name="user", kind="task", tokens=30, entry_id="task-1", text="the task"),
         ),
