@@ -26,6 +26,7 @@ from sources import MemoryStore, WriterSession, audit_events, memorule_history
 if TYPE_CHECKING:
     from pathlib import Path
 
+NO_WRITER = "a memorule write names its writer: give --persona or set $CONTEXT_BROKER_PERSONA"
 BODY = "Always store timestamps in UTC with an explicit offset."
 RULE = (
     "remember",
@@ -136,10 +137,7 @@ def test_remember_prints_every_error_and_exits_2(tmp_path: Path) -> None:
     assert sorted(errors) == sorted(
         [
             "error: --applies-to: expected KEY=VALUE, got 'oops' (invalid_format)",
-            (
-                "error: --persona: a memorule write names its writer: give --persona or set "
-                "$CONTEXT_BROKER_PERSONA (required)"
-            ),
+            f"error: --persona: {NO_WRITER} (required)",
             "error: --memorule-kind: is required for kind 'memorule' (required)",
             "error: --subject: must be at least 4 chars (too_short)",
             "error: --body: is required for kind 'memorule' (required)",
@@ -271,7 +269,9 @@ def test_writer_session_derives_the_id_and_requires_a_persona(monkeypatch: pytes
     session, errors = writer_session("s", None, derived_id="inv-1")
     assert (session, [(e.field, e.code) for e in errors]) == (None, [("persona", "required")])
     monkeypatch.setenv(ENV_PERSONA, "texi")
-    assert writer_session(None, None, derived_id="inv-1")[0] == WriterSession(session_id="inv-1", persona="texi")
+    assert writer_session(None, None, derived_id="inv-1")[0] == WriterSession(
+        session_id="inv-1", persona="texi"
+    )
     assert writer_session(None, "donna", derived_id="inv-1")[0] == WriterSession(
         session_id="inv-1", persona="donna"
     )
@@ -286,10 +286,7 @@ def test_every_cli_memorule_write_records_its_writer(tmp_path: Path, cli, monkey
     rule += ("--applies-to", "scope=global")
     refused = cli("--db", db, "remember", *rule)
     assert (refused.status, refused.out) == (2, "")
-    assert refused.err_lines == (
-        "error: --persona: a memorule write names its writer: give --persona or set "
-        "$CONTEXT_BROKER_PERSONA (required)",
-    )
+    assert refused.err_lines == (f"error: --persona: {NO_WRITER} (required)",)
     assert not (tmp_path / "w.db").exists()
     first = cli("--db", db, "remember", *rule, "--persona", "donna")
     assert first.status == 0, first
@@ -300,7 +297,8 @@ def test_every_cli_memorule_write_records_its_writer(tmp_path: Path, cli, monkey
     writers = [(e["written_by_persona"], e["written_by_session_id"]) for e in events]
     assert [p for p, _ in writers] == ["donna", "texi"]
     sessions = [s for _, s in writers]
-    assert all(sessions) and sessions[0] != sessions[1]  # one derived id per invocation
+    assert all(sessions)
+    assert sessions[0] != sessions[1]  # one derived id per invocation
 
 
 def test_a_note_takes_no_writer(tmp_path: Path, cli) -> None:
