@@ -156,8 +156,9 @@ def _without_required(errors: list[FieldError], field: str) -> list[FieldError]:
 def remember_command(args: argparse.Namespace, app: App) -> int:
     """Write a note or a memorule; print its id. Every field error at once, exit 2."""
     applies_to, errors = parse_applies_to(args.applies_to)
-    session, errs = parse_session(args, app) if args.kind == "memorule" else (None, _note_errors(args))
-    errors += errs
+    session, writer_errors = (
+        parse_session(args, app) if args.kind == "memorule" else (None, _note_errors(args))
+    )
     importance, errs = _parse_importance(args.importance)
     errors += errs
     fields: dict[str, Any] = {
@@ -174,13 +175,13 @@ def remember_command(args: argparse.Namespace, app: App) -> int:
         "id": args.id,
         "importance": importance,
     }
-    if errors:
+    if errors or writer_errors:
         more = remember_errors(**fields)
         if applies_to is not None and not applies_to:
             more = _without_required(more, "applies_to")
-        if session is None:  # the writer's one error is already in `errors`
+        if session is None:  # the writer's one error is `writer_errors`, reported last
             more = [e for e in more if e.field not in {"session_id", "persona", "session"}]
-        raise ValidationError(errors + more)
+        raise ValidationError(errors + more + writer_errors)
     app.out(remember(app.store(), namespace=app.namespace, **fields))
     return 0
 
