@@ -31,6 +31,7 @@ from ._model import SelectionResult as SelectionResult
 from ._model import SessionContext as SessionContext
 from ._model import SourceOutcome as SourceOutcome
 from ._model import SourceStatus as SourceStatus
+from ._model import Tally as Tally
 from ._selector import MemorySelector as MemorySelector
 from ._selector import open_selector as open_selector
 from ._text import hidden_character as hidden_character
@@ -67,6 +68,7 @@ __all__ = [
     "SourceOutcome",
     "SourceStatus",
     "StoreError",
+    "Tally",
     "Turn",
     "ValidationError",
     "count_errors",

@@ -1,8 +1,10 @@
 """Pure block admission under two budgets: the memory sub-budget and the global input budget.
 
-Blocks are ranked by priority, then score (higher first), then their order of arrival.
-Admission keeps a prefix of that ranking: once a block does not fit, it and every block
-ranked below it are dropped, so drops always take the lowest-ranked first. A smaller,
+Blocks are ranked by priority, then score (higher first), then their order of arrival;
+blocks of one priority that carry a source's own rank (the memorules) are ranked by it
+first, so the lowest-ranked of them is dropped first. Admission keeps a prefix of that
+ranking: once a block does not fit, it and every block ranked below it are dropped, so
+drops always take the lowest-ranked first. A smaller,
 lower-ranked memory never slips in past a larger, higher-ranked one that was dropped:
 what the model sees is always "the best N", never a knapsack-packed surprise.
 
@@ -53,6 +55,8 @@ class Admittable:
     memory: bool = False
     """True for a memory block: it counts against the memory sub-budget."""
     evictable: bool = True
+    rank: int | None = None
+    """The source's own order within its block (0 first; `Candidate.rank`), or None."""
 
 
 @attrs.frozen(kw_only=True)
@@ -85,9 +89,17 @@ class Admission:
         return sum(b.tokens for b in self.admitted)
 
 
-def rank_key(block: Admittable, position: int) -> tuple[int, float, int]:
-    """Sort key: higher priority first, then higher score, then earlier arrival."""
-    return (-block.priority, -block.score, position)
+def rank_key(block: Admittable, position: int) -> tuple[int, bool, int, float, int]:
+    """Sort key: higher priority first, then a source's rank (ranked blocks first), then
+    higher score, then earlier arrival."""
+    return order_key(priority=block.priority, rank=block.rank, score=block.score, position=position)
+
+
+def order_key(
+    *, priority: int, rank: int | None, score: float, position: int
+) -> tuple[int, bool, int, float, int]:
+    """`rank_key` from its parts, for whoever orders blocks as admission does before they are built."""
+    return (-priority, rank is None, 0 if rank is None else rank, -score, position)
 
 
 def admit(blocks: Iterable[Admittable], *, memory_budget: int, input_budget: int) -> Admission:

@@ -15,9 +15,9 @@ Contributors, one per kind, no parallel authority path:
   ConversationStateRepository, every past user turn labelled as context, priority 30.
 
 Context order: memory blocks (persona_memories, memorules, memory, consolidated; best
-first within each), then history (oldest first), then the active task LAST, so the one
-instruction to follow is the freshest thing the model reads, and nothing recalled or past
-comes after it.
+first within each, memorules in their source's rank), then history (oldest first), then the
+active task LAST, so the one instruction to follow is the freshest thing the model reads,
+and nothing recalled or past comes after it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import attrs
 from . import _admission, _render
 from ._exceptions import BrokerClosedError, ConfigError, ValidationError
 from ._floor import RECALL_MIN_SCORE
-from ._model import MAX_TEXT_CHARS, MEMORY_TYPES, Namespace, SelectionResult, SessionContext
+from ._model import HISTORY_BLOCK, MAX_TEXT_CHARS, MEMORY_TYPES, Namespace, SelectionResult, SessionContext
 from ._tokens import EstimatingTokenCounter as DefaultTokenCounter
 from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, turn_completed
 from .log import get_logger
@@ -72,9 +72,6 @@ _LEAST_SECONDS = 1e-6
 
 DEFAULT_SELECT_BUDGET = 20
 """Most memories asked of the selector per turn; the token budgets then trim further."""
-
-HISTORY_BLOCK = "history"
-"""The selector's block name of a past task (the `past_tasks` source)."""
 
 KIND_TASK = "task"
 KIND_MEMORY = "memory"
@@ -171,6 +168,8 @@ class Block:
     score: float | None = None
     band: float | None = None
     source: str | None = None
+    rank: int | None = None
+    """The source's own order within the block (memorules), which the context follows."""
 
 
 @attrs.frozen(kw_only=True)
@@ -345,7 +344,7 @@ class ContextBroker:
             task_over_budget=admission.task_over_budget,
             floor=RECALL_MIN_SCORE,
             query_has_message=turn.message is not None,
-            history_selected=len(chosen) - len(selected),
+            history_selected=_history_cleared(memories.selection, len(chosen) - len(selected)),
             task_text=task.description,
         )
         trace = turn_completed(facts, include_text=self._include_text)
@@ -384,6 +383,7 @@ class ContextBroker:
                 score=s.score,
                 band=s.band,
                 source=s.source,
+                rank=s.rank,
             )
             out[f"memory:{s.entry_id}"] = (
                 _admittable(f"memory:{s.entry_id}", block, s.score, memory=True),
@@ -439,7 +439,16 @@ def _admittable(
         score=score,
         memory=memory,
         evictable=evictable,
+        rank=block.rank,
     )
+
+
+def _history_cleared(selection: SelectionResult | None, selected: int) -> int:
+    """Past tasks that cleared the floor: the selector's tally, or (a selection built by hand
+    without one) those selected."""
+    if selection is None or selection.memories is None:
+        return selected
+    return selection.history.cleared
 
 
 def _remaining(turn: Turn, start: float) -> Turn:
@@ -464,13 +473,18 @@ def _cuts(
 ) -> _Cuts:
     """Share out the rendering allowances (`_render.render_chars`) in admission order.
 
-    Memories best first as admission ranks them (priority, then score), within the memory
-    budget's allowance; past tasks newest first within the input budget's. Each memory's
-    body is rendered here, once.
+    Memories best first as admission ranks them (priority, a source's rank, score), within
+    the memory budget's allowance; past tasks newest first within the input budget's. Each
+    memory's body is rendered here, once.
     """
     ranked = sorted(
         enumerate(selected),
-        key=lambda p: (-PRIORITIES.get(p[1].block, PRIORITIES["memory"]), -p[1].score, p[0]),
+        key=lambda p: _admission.order_key(
+            priority=PRIORITIES.get(p[1].block, PRIORITIES["memory"]),
+            rank=p[1].rank,
+            score=p[1].score,
+            position=p[0],
+        ),
     )
     lengths = (min(len(s.text), MAX_TEXT_CHARS) for _, s in ranked)
     memory = _render.allowances(lengths, _render.render_chars(memory_budget))
@@ -498,11 +512,12 @@ def query_of(description: str, message: str | None) -> str:
 
 
 def _context_order(blocks: Iterable[Block]) -> tuple[Block, ...]:
-    """Memory blocks by group then score, history by score, the active task last."""
+    """Memory blocks by group, then a source's rank (memorules), then score; history by
+    score; the active task last."""
     items = list(blocks)
     memories = sorted(
         (b for b in items if b.kind == KIND_MEMORY),
-        key=lambda b: (_group(b.name), -(b.score or 0.0)),
+        key=lambda b: (_group(b.name), b.rank is None, b.rank or 0, -(b.score or 0.0)),
     )
     history = sorted((b for b in items if b.kind == KIND_HISTORY), key=lambda b: -(b.score or 0.0))
     tasks = [b for b in items if b.kind == KIND_TASK]
@@ -522,6 +537,7 @@ def _block_trace(block: Block) -> BlockTrace:
         score=block.score,
         band=block.band,
         source=block.source,
+        rank=block.rank,
         text=block.text,
     )
 

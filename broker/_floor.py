@@ -1,13 +1,20 @@
 """Pure selection steps: the one calibrated floor, dedupe by entry id, rank, cap — and the
-fate of every candidate under them, for `explain`."""
+fate of every candidate under them, for `explain`, and the tally of what the sources found.
+
+Ranking is by score, best first, except where a source ranks its own candidates
+(`Candidate.rank`, the memorules source): the places its candidates of a block win by score
+are filled by them in the source's order. So a ranked block gets as many places, as high,
+as its scores earn — rank never lets a source take more of the budget — but which of its
+candidates takes them, and is cut last, is the source's call.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import attrs
 
-from ._model import Candidate, SelectedBlock
+from ._model import HISTORY_BLOCK, Candidate, SelectedBlock, Tally
 
 RECALL_MIN_SCORE = 0.42
 """The one relevance floor: a calibrated probability of relevance, the same in every mode
@@ -32,10 +39,48 @@ def select(
         held = best.get(c.entry_id)
         if held is None or c.score > held.score:
             best[c.entry_id] = c
-    ranked = sorted(best.values(), key=lambda c: (-c.score, c.entry_id))
+    ranked = rank(best.values())
     return tuple(
         SelectedBlock.from_candidate(c, tuple(finders[c.entry_id])) for c in ranked[: max(budget, 0)]
     )
+
+
+def rank(candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Best score first (ties by entry id); a source's ranked candidates of one block take
+    that block's places in their own order (`Candidate.rank`, ties by score)."""
+    ordered = sorted(candidates, key=lambda c: (-c.score, c.entry_id))
+    groups: dict[tuple[str, str], list[int]] = {}
+    for place, c in enumerate(ordered):
+        if c.rank is not None:
+            groups.setdefault((c.block, c.source), []).append(place)
+    out = list(ordered)
+    for places in groups.values():
+        own = sorted((ordered[p] for p in places), key=_own_order)
+        for place, c in zip(places, own, strict=True):
+            out[place] = c
+    return out
+
+
+def _own_order(c: Candidate) -> tuple[int, float, str]:
+    return (c.rank if c.rank is not None else 0, -c.score, c.entry_id)
+
+
+def tally(candidates: Sequence[Candidate], *, floor: float = RECALL_MIN_SCORE) -> tuple[Tally, Tally]:
+    """Distinct memories and distinct past tasks surfaced, and how many cleared the floor.
+
+    An entry counts once, in the block of its best-scored candidate (the one dedupe keeps).
+    """
+    best: dict[str, Candidate] = {}
+    for c in candidates:
+        if c.entry_id not in best or c.score > best[c.entry_id].score:
+            best[c.entry_id] = c
+    memories = [c for c in best.values() if c.block != HISTORY_BLOCK]
+    history = [c for c in best.values() if c.block == HISTORY_BLOCK]
+    return _count(memories, floor), _count(history, floor)
+
+
+def _count(best: Sequence[Candidate], floor: float) -> Tally:
+    return Tally(candidates=len(best), cleared=sum(1 for c in best if c.score >= floor))
 
 
 SELECTED = "selected"

@@ -26,6 +26,9 @@ MEMORY_TYPES: tuple[str, ...] = (
 MEMORY_BLOCKS: tuple[str, ...] = ("memory", "persona_memories", "consolidated", "memorules", "history")
 """The context blocks a selected candidate can belong in (`history`: a past task)."""
 
+HISTORY_BLOCK = "history"
+"""The block of a past task: counted apart from memories in a selection's tallies."""
+
 MAX_TEXT_CHARS = 32_000
 """Longest memory text, in characters: the store refuses longer writes, and the broker cuts
 a longer candidate text from any source to this length at the gather boundary."""
@@ -121,6 +124,14 @@ class Candidate:
     metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
     qpp: float | None = attrs.field(default=None, validator=_optional_unit)
     band: float | None = attrs.field(default=None, validator=_optional_unit)
+    rank: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional([attrs.validators.instance_of(int), attrs.validators.ge(0)]),
+    )
+    """The source's own order within its block (0 first), or None. When a source ranks its
+    candidates (the memorules source, by confidence and session fit), the selector caps them,
+    admission drops them and the context renders them in this order; the floor still applies
+    to `score`."""
 
 
 @attrs.frozen(kw_only=True)
@@ -138,6 +149,7 @@ class SelectedBlock:
     metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
     qpp: float | None = None
     band: float | None = None
+    rank: int | None = None
 
     @classmethod
     def from_candidate(cls, c: Candidate, sources: tuple[str, ...]) -> SelectedBlock:
@@ -154,6 +166,7 @@ class SelectedBlock:
             metadata=c.metadata,
             qpp=c.qpp,
             band=c.band,
+            rank=c.rank,
         )
 
 
@@ -180,16 +193,33 @@ class SourceOutcome:
 
 
 @attrs.frozen(kw_only=True)
+class Tally:
+    """Distinct entries the sources of a turn surfaced, and how many of them cleared the floor.
+
+    An entry two sources returned (the store and the persona lane) counts once.
+    """
+
+    candidates: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    cleared: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+
+
+@attrs.frozen(kw_only=True)
 class SelectionResult:
     """What the selector chose for one task, and the evidence of how."""
 
     blocks: tuple[SelectedBlock, ...]
     candidates_evaluated: int
+    """Distinct entries (memories and past tasks) the sources returned."""
     types_queried: tuple[str, ...] | None
     sources: tuple[SourceOutcome, ...]
     mode: str = "lexical"
     qpp: float | None = None
     """The task's gate in the namespace, as the sources reported it (None: no candidate)."""
+    memories: Tally | None = None
+    """Distinct memories surfaced and cleared the floor (before the budget cap); None in a
+    result built by hand, when `candidates_evaluated` and the selected blocks stand in."""
+    history: Tally = attrs.field(factory=Tally)
+    """Distinct past tasks surfaced and cleared the floor (before the budget cap)."""
 
     @property
     def selected_count(self) -> int:
@@ -202,8 +232,17 @@ class SelectionResult:
         return not self.blocks
 
     @property
+    def memory_tally(self) -> Tally:
+        """The memories' tally (past tasks apart), counted by the selector or from the blocks."""
+        if self.memories is not None:
+            return self.memories
+        selected = sum(1 for b in self.blocks if b.block != HISTORY_BLOCK)
+        return Tally(candidates=max(self.candidates_evaluated, selected), cleared=selected)
+
+    @property
     def irrelevant_memory_rate(self) -> float | None:
-        """Share of evaluated candidates that were not selected; None without candidates."""
-        if self.candidates_evaluated == 0:
+        """Share of the distinct memories surfaced that did not clear the floor; None without any."""
+        tally = self.memory_tally
+        if tally.candidates == 0:
             return None
-        return (self.candidates_evaluated - self.selected_count) / self.candidates_evaluated
+        return (tally.candidates - tally.cleared) / tally.candidates

@@ -17,7 +17,7 @@ from ._actor import DEFAULT_CONCURRENCY, DEFAULT_MAILBOX_SIZE, SourceActor
 from ._breaker import DEFAULT_COOLDOWN, DEFAULT_MAX_COOLDOWN, DEFAULT_THRESHOLD, CircuitBreaker
 from ._exceptions import BrokerClosedError, ConfigError, FieldError, ValidationError
 from ._fields import count_errors, text_errors
-from ._floor import Fate, fates, select
+from ._floor import Fate, fates, select, tally
 from ._gather import gather
 from ._model import MEMORY_TYPES, Candidate, Namespace, SelectionResult, SessionContext
 from .abc import RECALL_MODES, Source, SourceRequest
@@ -137,9 +137,12 @@ class MemorySelector:
         )
         timeout = self._deadline if deadline is None else deadline
         candidates, outcomes = await gather(self._actors, request, deadline=anyio.current_time() + timeout)
+        memories, history = tally(candidates)
         result = SelectionResult(
             blocks=select(candidates, budget=budget),
-            candidates_evaluated=len(candidates),
+            candidates_evaluated=memories.candidates + history.candidates,
+            memories=memories,
+            history=history,
             types_queried=checked_types,
             sources=outcomes,
             mode=request.mode or DEFAULT_MODE,

@@ -16,16 +16,18 @@ import attrs
 if TYPE_CHECKING:
     from ._model import Namespace, SelectionResult
 
-INFERENCE_TRACE_SCHEMA_VERSION = 6
+INFERENCE_TRACE_SCHEMA_VERSION = 7
 """Version of the `turn.completed` event. v5 added the `memory_*` fields; v6 made a score the
 product of the task's gate and the memory's band (`qpp`, per-block `band`), with the floor,
-whether the query carried the turn's message, and past tasks gated by the floor. Readers
-ignore keys they do not know."""
+whether the query carried the turn's message, and past tasks gated by the floor; v7 counts
+distinct memories, `memory_selected` as those that cleared the floor, with `memory_injected`
+and `memory_cut_by_budget` beside it, and a ranked block's `rank`. Readers ignore keys they
+do not know."""
 
 TURN_COMPLETED = "turn.completed"
 """The event name, stable across versions."""
 
-SCHEMA_RESOURCE = "trace-v6.schema.json"
+SCHEMA_RESOURCE = "trace-v7.schema.json"
 _ERROR_CHARS = 200
 
 
@@ -41,12 +43,13 @@ class BlockTrace:
     band: float | None = None
     source: str | None = None
     reason: str | None = None
+    rank: int | None = None
     text: str | None = attrs.field(default=None, repr=False)
 
     def as_dict(self, *, include_text: bool) -> dict[str, Any]:
         """Return the JSON shape; `text` only when the host asked for text."""
         out: dict[str, Any] = {"name": self.name, "kind": self.kind, "tokens": self.tokens}
-        for key in ("entry_id", "score", "band", "source", "reason"):
+        for key in ("entry_id", "score", "band", "source", "rank", "reason"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -94,9 +97,41 @@ def _sources(selection: SelectionResult | None) -> list[dict[str, Any]]:
     return out
 
 
+@attrs.frozen(kw_only=True)
+class MemoryCounts:
+    """The turn's memory counts as the trace reports them (v7): every memory once."""
+
+    candidates: int
+    """Distinct memories the sources surfaced."""
+    selected: int
+    """Of those, how many cleared the floor."""
+    injected: int
+    """Memories that entered the context."""
+
+    @property
+    def cut_by_budget(self) -> int:
+        """Cleared the floor, but cut by the selection budget or dropped at admission."""
+        return max(self.selected - self.injected, 0)
+
+    @property
+    def irrelevant_rate(self) -> float | None:
+        """Share of the surfaced memories that did not clear the floor (None without any)."""
+        return None if self.candidates == 0 else (self.candidates - self.selected) / self.candidates
+
+    @classmethod
+    def of(cls, facts: TurnFacts) -> MemoryCounts:
+        """Count from the selection's tally and the admitted blocks."""
+        injected = sum(1 for b in facts.admitted if b.kind == "memory")
+        if facts.selection is None:
+            return cls(candidates=0, selected=0, injected=injected)
+        tally = facts.selection.memory_tally
+        return cls(candidates=tally.candidates, selected=tally.cleared, injected=injected)
+
+
 def turn_completed(facts: TurnFacts, *, include_text: bool = False) -> dict[str, Any]:
     """Build the `turn.completed` fields (without `event`, which the logger adds)."""
     sel = facts.selection
+    counts = MemoryCounts.of(facts)
     event: dict[str, Any] = {
         "schema_version": INFERENCE_TRACE_SCHEMA_VERSION,
         "turn_id": facts.turn_id,
@@ -109,12 +144,14 @@ def turn_completed(facts: TurnFacts, *, include_text: bool = False) -> dict[str,
         "qpp": None if sel is None else sel.qpp,
         "floor": facts.floor,
         "query_has_message": facts.query_has_message,
-        "memory_candidates": 0 if sel is None else sel.candidates_evaluated,
-        "memory_selected": 0 if sel is None else sel.selected_count - facts.history_selected,
+        "memory_candidates": counts.candidates,
+        "memory_selected": counts.selected,
+        "memory_injected": counts.injected,
+        "memory_cut_by_budget": counts.cut_by_budget,
         "history_selected": facts.history_selected,
-        "memory_abstained": not any(b.kind == "memory" for b in facts.admitted),
+        "memory_abstained": counts.injected == 0,
         "memory_types_queried": None if sel is None or sel.types_queried is None else list(sel.types_queried),
-        "irrelevant_memory_rate": None if sel is None else sel.irrelevant_memory_rate,
+        "irrelevant_memory_rate": counts.irrelevant_rate,
         "recall_mode": None if sel is None else sel.mode,
         "sources": _sources(sel),
         "blocks": [b.as_dict(include_text=include_text) for b in facts.admitted],

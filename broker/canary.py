@@ -6,7 +6,11 @@ active task, assembles real turns through the default sources plus a failing one
 checks: a trivial task gets zero memories; importance alone never injects; TaskState
 supremacy (a past task's text never displaces or outranks the active task block, and recall
 ignores it; a past task enters only when it clears the floor for the turn's task); the memory
-sub-budget holds; a failing source does not fail the turn.
+sub-budget holds; a failing source does not fail the turn; the floor holds (a source answering
+every turn with a candidate below it never gets it selected).
+
+Every check is registered in `CHECKS` by name and every registered check runs; the test suite
+pins the expected names, so a check removed here fails CI instead of passing silently.
 
 Exits 1 with one `canary violation: ...` line per broken invariant, else prints `canary ok`.
 This module is a composition root: it may import `sources`.
@@ -22,21 +26,21 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 import attrs
 import structlog
 
-from broker import MemorySelector, Namespace, SelectionResult, Turn, open_broker
+from broker import Candidate, MemorySelector, Namespace, SelectionResult, Turn, open_broker
 from broker._cli._wiring import open_default_selector
 from broker._tokens import EstimatingTokenCounter
 from broker._trace import TURN_COMPLETED
-from broker.testing import FailingSource
+from broker.testing import FailingSource, FakeSource
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, Writers
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from broker import Context, ContextBroker
 
@@ -88,6 +92,14 @@ _FILLER_DETAIL = (
 )
 SMALL_WINDOW = 1600
 """A window whose default memory budget (200 tokens) the filler must overflow."""
+DOCUMENTED_FLOOR = 0.42
+"""The one floor as documented, written here on purpose: the canary pins it."""
+BELOW_FLOOR_SOURCE = "canary-below-floor"
+BELOW_FLOOR_ID = "below-floor"
+BELOW_FLOOR_SCORE = 0.2
+"""The score of a candidate offered on every turn: relevant-looking text, calibrated below the
+floor, so the floor alone stands between it and the context."""
+BELOW_FLOOR_TEXT = "The Postgres upgrade plan of the billing database cluster might need a new logo."
 
 
 @contextlib.contextmanager
@@ -183,24 +195,88 @@ class _RecordingSelector:
 
 
 class _Checks:
-    """Collects violations instead of stopping at the first."""
+    """Collects violations instead of stopping at the first, and the checks that ran."""
 
     def __init__(self) -> None:
         self.violations: list[str] = []
+        self.ran: list[str] = []
 
     def expect(self, ok: bool, message: str) -> None:
         if not ok:
             self.violations.append(message)
 
 
-def _check_trivial(c: _Checks, ctx: Context) -> None:
+@attrs.frozen(kw_only=True)
+class Observed:
+    """What the canary's turns produced, for the checks to judge."""
+
+    contexts: Mapping[str, Context]
+    keys: tuple[str, ...]
+    """The task text each selection was keyed on, in turn order."""
+    past: SelectionResult
+    """A selection for the past task's own text (self-check: its memories are recallable)."""
+    completed_events: int
+
+
+@attrs.frozen(kw_only=True)
+class Report:
+    """The outcome of a canary run: the violations, and the names of the checks that ran."""
+
+    violations: tuple[str, ...]
+    ran: tuple[str, ...]
+
+
+Check: TypeAlias = "Callable[[_Checks, Observed], None]"
+CHECKS: dict[str, Check] = {}
+"""Every canary check by name, in the order they run."""
+
+
+def check(name: str) -> Callable[[Check], Check]:
+    """Register a check under `name` (each name once)."""
+
+    def register(fn: Check) -> Check:
+        if name in CHECKS:
+            raise ValueError(f"canary check {name!r} registered twice")
+        CHECKS[name] = fn
+        return fn
+
+    return register
+
+
+@check("past-task-memories-recallable")
+def _check_self(c: _Checks, o: Observed) -> None:
+    found = {b.entry_id for b in o.past.blocks}
+    c.expect(
+        {i for i, _ in PAST_ONLY_MEMORIES} <= found,
+        "self-check: the past task's own memories are not recallable, so supremacy is untested",
+    )
+
+
+@check("one-trace-event-per-turn")
+def _check_events(c: _Checks, o: Observed) -> None:
+    c.expect(
+        o.completed_events == len(o.contexts),
+        f"{o.completed_events} turn.completed events for {len(o.contexts)} turns",
+    )
+
+
+@check("recall-keyed-on-the-active-task")
+def _check_keys(c: _Checks, o: Observed) -> None:
+    expected = (ACTIVE, TRIVIAL, ACTIVE, ACTIVE)
+    c.expect(o.keys == expected, f"recall was keyed on {list(o.keys)!r}, not only on each turn's active task")
+
+
+@check("trivial-task-abstains")
+def _check_trivial(c: _Checks, o: Observed) -> None:
+    ctx = o.contexts["trivial"]
     c.expect(not _memory_blocks(ctx), f"trivial task got {len(_memory_blocks(ctx))} memories, expected 0")
     c.expect(ctx.trace["memory_abstained"] is True, "trivial task: trace does not say memory_abstained")
     c.expect(not _ids(ctx, kind="history"), "trivial task got past tasks: a past task must clear the floor")
 
 
-def _check_importance(c: _Checks, contexts: Mapping[str, Context]) -> None:
-    for name, ctx in contexts.items():
+@check("importance-never-injects")
+def _check_importance(c: _Checks, o: Observed) -> None:
+    for name, ctx in o.contexts.items():
         c.expect(
             NEURON_ID not in _ids(ctx),
             f"importance fallback is alive: neuron {NEURON_ID} (importance 1.0, no trigger match) "
@@ -208,11 +284,9 @@ def _check_importance(c: _Checks, contexts: Mapping[str, Context]) -> None:
         )
 
 
-def _check_keys(c: _Checks, keys: list[str], expected: list[str]) -> None:
-    c.expect(keys == expected, f"recall was keyed on {keys!r}, not only on each turn's active task")
-
-
-def _check_supremacy(c: _Checks, ctx: Context, tight: Context) -> None:
+@check("task-state-supremacy")
+def _check_supremacy(c: _Checks, o: Observed) -> None:
+    ctx, tight = o.contexts["active"], o.contexts["tight"]
     last = ctx.blocks[-1] if ctx.blocks else None
     c.expect(last is not None and last.kind == "task", "the active task block is not the last block")
     c.expect(ctx.trace["blocks"][-1].get("entry_id") == "active", "trace: active task is not the last block")
@@ -229,7 +303,9 @@ def _check_supremacy(c: _Checks, ctx: Context, tight: Context) -> None:
     c.expect(dropped.get("past-pg") == "input budget", "history was not dropped with reason `input budget`")
 
 
-def _check_budget(c: _Checks, ctx: Context) -> None:
+@check("memory-sub-budget")
+def _check_budget(c: _Checks, o: Observed) -> None:
+    ctx = o.contexts["small-window"]
     budget = min(1200, SMALL_WINDOW // 8)  # the documented default, computed here on purpose
     counted = sum(EstimatingTokenCounter().count(b.text) for b in _memory_blocks(ctx))
     c.expect(counted <= budget, f"memory sub-budget broken: {counted} tokens > {budget}")
@@ -239,10 +315,45 @@ def _check_budget(c: _Checks, ctx: Context) -> None:
     c.expect("memory budget" in reasons, "the memory budget was never exercised (nothing dropped for it)")
 
 
-def _check_failing_source(c: _Checks, ctx: Context) -> None:
+@check("failing-source-is-data")
+def _check_failing_source(c: _Checks, o: Observed) -> None:
+    ctx = o.contexts["active"]
     statuses = {s["name"]: s["status"] for s in ctx.trace["sources"]}
     c.expect(statuses.get("canary-failing") == "failed", f"failing source not reported failed: {statuses}")
     c.expect(bool(_memory_blocks(ctx)), "a failing source emptied the turn")
+
+
+@check("floor-holds")
+def _check_floor(c: _Checks, o: Observed) -> None:
+    for name, ctx in o.contexts.items():
+        offered = {s["name"]: s.get("candidates", 0) for s in ctx.trace["sources"]}
+        c.expect(
+            offered.get(BELOW_FLOOR_SOURCE, 0) >= 1,
+            f"self-check: no below-floor candidate was offered in the {name} turn: the floor is untested",
+        )
+        c.expect(
+            BELOW_FLOOR_ID not in _ids(ctx),
+            f"floor broken: {BELOW_FLOOR_ID} (score {BELOW_FLOOR_SCORE} < floor {DOCUMENTED_FLOOR}) "
+            f"was selected in the {name} turn",
+        )
+        c.expect(
+            ctx.trace["floor"] == DOCUMENTED_FLOOR,
+            f"trace: floor is {ctx.trace['floor']}, not the documented {DOCUMENTED_FLOOR}",
+        )
+
+
+def _below_floor_source() -> FakeSource:
+    """A source answering every turn with one relevant-looking candidate scored below the floor."""
+    candidate = Candidate(
+        entry_id=BELOW_FLOOR_ID,
+        source=BELOW_FLOOR_SOURCE,
+        score=BELOW_FLOOR_SCORE,
+        text=BELOW_FLOOR_TEXT,
+        memory_type="semantic",
+    )
+    source = FakeSource(BELOW_FLOOR_SOURCE)
+    source.candidates = (candidate,)  # the converter's type (tuple) is not one mypy can check
+    return source
 
 
 async def _turns(broker: ContextBroker) -> dict[str, Context]:
@@ -262,16 +373,15 @@ async def _turns(broker: ContextBroker) -> dict[str, Context]:
     }
 
 
-async def _run(root: Path) -> list[str]:
-    c = _Checks()
+async def _observe(root: Path) -> Observed:
     store = await anyio.to_thread.run_sync(_open_store, root / "data" / "memory.db")
     try:
         repo = SqliteTaskRepository.from_store(store)
         await anyio.to_thread.run_sync(_seed, store, repo)
-        failing = [FailingSource("canary-failing")]
+        extra = [FailingSource("canary-failing"), _below_floor_source()]
         with structlog.testing.capture_logs() as events:
             async with (
-                open_default_selector(store, deadline=5.0, extra_sources=failing) as selector,
+                open_default_selector(store, deadline=5.0, extra_sources=extra) as selector,
                 open_broker(
                     selector=(recorder := _RecordingSelector(selector)), tasks=repo, conversations=repo
                 ) as broker,
@@ -280,28 +390,32 @@ async def _run(root: Path) -> list[str]:
                 past = await selector.select_for_task(PAST, namespace=NS)
     finally:
         store.close()
-    found = {b.entry_id for b in past.blocks}
-    c.expect(
-        {i for i, _ in PAST_ONLY_MEMORIES} <= found,
-        "self-check: the past task's own memories are not recallable, so supremacy is untested",
+    return Observed(
+        contexts=contexts,
+        keys=tuple(recorder.keys),
+        past=past,
+        completed_events=sum(1 for e in events if e.get("event") == TURN_COMPLETED),
     )
-    completed = [e for e in events if e.get("event") == TURN_COMPLETED]
-    c.expect(
-        len(completed) == len(contexts), f"{len(completed)} turn.completed events for {len(contexts)} turns"
-    )
-    _check_keys(c, recorder.keys, [ACTIVE, TRIVIAL, ACTIVE, ACTIVE])
-    _check_trivial(c, contexts["trivial"])
-    _check_importance(c, contexts)
-    _check_supremacy(c, contexts["active"], contexts["tight"])
-    _check_budget(c, contexts["small-window"])
-    _check_failing_source(c, contexts["active"])
-    return c.violations
+
+
+async def _run(root: Path) -> Report:
+    observed = await _observe(root)
+    c = _Checks()
+    for name, run_check in CHECKS.items():
+        c.ran.append(name)
+        run_check(c, observed)
+    return Report(violations=tuple(c.violations), ran=tuple(c.ran))
+
+
+def run() -> Report:
+    """Run every registered check on a throwaway store; the report of what ran and failed."""
+    with _sandbox() as root, structlog.testing.capture_logs():
+        return anyio.run(_run, root, backend="trio")
 
 
 def main() -> int:
     """Run the canary; 0 when every invariant holds."""
-    with _sandbox() as root, structlog.testing.capture_logs():
-        violations = anyio.run(_run, root, backend="trio")
+    violations = run().violations
     for v in violations:
         print(f"canary violation: {v}", file=sys.stderr)
     if violations:

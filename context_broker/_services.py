@@ -4,6 +4,7 @@ repository, one selector over every default source, and one broker."""
 from __future__ import annotations
 
 import contextlib
+import uuid
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -27,6 +28,8 @@ class Services:
     tasks: SqliteTaskRepository
     selector: MemorySelector
     broker: ContextBroker
+    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    """This server run's session: the writer id of a memorule write that names none."""
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run a blocking store call in a worker thread (SQLite never blocks the event loop)."""

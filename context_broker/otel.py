@@ -38,6 +38,8 @@ _FAILED = frozenset(
 _TURN_FIELDS = (
     "memory_candidates",
     "memory_selected",
+    "memory_injected",
+    "memory_cut_by_budget",
     "memory_abstained",
     "irrelevant_memory_rate",
     "recall_mode",

@@ -18,6 +18,7 @@ from ._graphs import GraphSource as GraphSource
 from ._graphs import GraphWriter as GraphWriter
 from ._memorules import CONFIDENCE_LEVELS as CONFIDENCE_LEVELS
 from ._memorules import MEMORULE_KINDS as MEMORULE_KINDS
+from ._memorules import SOURCE_TYPES as SOURCE_TYPES
 from ._memorules import AuditEvent as AuditEvent
 from ._memorules import MemorulesSource as MemorulesSource
 from ._memorules import MemoruleState as MemoruleState
@@ -63,6 +64,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "MEMORULE_KINDS",
     "RECALL_MODES",
+    "SOURCE_TYPES",
     "AbstractionSource",
     "AuditEvent",
     "ConsolidatedSource",

@@ -19,18 +19,26 @@ applies to every project of its tenant; any other (scope `project`, `persona`, o
 applies only to the project it was written in. Updates, deletes and history address the
 project a memorule was written in.
 
-Matching a session. A memorule applies to a `SessionContext` when every key it sets matches:
-`persona`, `surface` and `specialization` must equal the context's (a context that leaves the
-key unset does not match a rule that sets it: a rule for one persona is never shown to an
-unknown one). `scope` is a level, not an identity: global > org > project > persona, and a
-rule applies at its own level and every narrower one — a context at scope `project` sees
-global, org and project rules; at `persona` it sees all four; at `global` only global ones. A
-context without a scope accepts any rule scope (and that key then counts as no overlap).
+Matching a session. `applies_to` ranks; it excludes only on contradiction. A rule is left
+out when a key it sets contradicts the session: `persona`, `surface` or `specialization`
+set to another value than the session's, or a `scope` the session's level does not see.
+`scope` is a level, not an identity: global > org > project > persona, and a rule applies at
+its own level and every narrower one — a context at scope `project` sees global, org and
+project rules; at `persona` it sees all four; at `global` only global ones. A key the session
+does not state contradicts nothing: the rule is kept, and that key counts as no overlap, so
+it ranks below rules whose keys the session matches.
 
-Ranking. Qualified memorules (calibrated relevance at or above the floor, and applying to
-the context) rank by overlap x confidence weight — overlap is how many keys of `applies_to`
-matched a key the context sets, the weights are `CONFIDENCE_WEIGHTS` (observed 3, inferred 2,
-asserted 1) — then by `written_at`, newer first, then by relevance, then by id.
+Ranking. Qualified memorules (calibrated relevance at or above the floor, and not
+contradicting the context) rank by overlap x confidence weight — overlap is how many keys of
+`applies_to` matched a key the context sets, the weights are `CONFIDENCE_WEIGHTS` (observed 3,
+inferred 2, asserted 1) — then by the confidence weight alone (so with an empty session
+context, or equal products, observed still ranks above inferred above asserted), then by
+`written_at`, newer first, then by relevance, then by id. The source hands this order to the
+turn as `Candidate.rank`: the selector caps, admission drops and the context renders
+memorules in it; the floor applies to the relevance alone.
+
+Writers. Every write (create, update, delete) names its `WriterSession` (session id and
+persona), recorded in the state and the audit event: a write without one is refused.
 """
 
 from __future__ import annotations
@@ -59,7 +67,7 @@ from broker.log import get_logger
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, check_mode
 from ._source_base import QueryCache, ReaderSource
-from ._store import MemoryStore, NewEntry, Recalled, _checked, _Row, delete_entry_rowid
+from ._store import MemoryStore, NewEntry, Recalled, _checked, _Row, delete_entry_rowid, types_errors
 
 if TYPE_CHECKING:
     import sqlite3
@@ -175,10 +183,16 @@ class RecallMatch:
     qpp: float | None = None
     band: float | None = None
 
+    @property
+    def source_type(self) -> str:
+        """`memorule` for a memorule, `memory` for any other memory (`semantic_recall`'s filter)."""
+        return "memorule" if self.kind == "memorule" else "memory"
+
     def as_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
         out = attrs.asdict(self, recurse=False)
         out["namespace"] = str(self.namespace)
+        out["source_type"] = self.source_type
         if self.applies_to is not None:
             out["applies_to"] = dict(self.applies_to)
         return out
@@ -335,9 +349,12 @@ def memorule_errors(  # noqa: PLR0913 - one keyword per field
 
 
 def session_errors(session: object) -> list[FieldError]:
-    """Problems with the writing session (None is allowed: an anonymous writer)."""
+    """Problems with the writing session; None is one too: every memorule write names its writer."""
     if session is None:
-        return []
+        return [
+            FieldError(field=f, code="required", message="is required to write a memorule (who wrote it)")
+            for f in ("session_id", "persona")
+        ]
     if not isinstance(session, WriterSession):
         return [
             FieldError(field="session", code="type", message="must be a WriterSession(session_id, persona)")
@@ -975,24 +992,31 @@ def audit_events(
 
 
 def context_overlap(applies_to: Mapping[str, str], context: SessionContext) -> int | None:
-    """Count a memorule's applies_to keys that match the context; None if it does not apply.
+    """Count a memorule's applies_to keys that match the context; None if one contradicts it.
 
-    See the module docstring for the rules, `scope` in particular.
+    A key the context leaves unset matches nothing and contradicts nothing. See the module
+    docstring for the rules, `scope` in particular.
     """
     ctx = context.as_dict()
     overlap = 0
     for key, value in applies_to.items():
         want = ctx.get(key)
+        if want is None:
+            continue
         if key == "scope":
-            if want is None:
-                continue
             fits = _BREADTH.get(value, -1) >= _BREADTH[want] if want in _BREADTH else value == want
         else:
-            fits = want is not None and want == value
+            fits = want == value
         if not fits:
             return None
         overlap += 1
     return overlap
+
+
+def rank_key(overlap: int, confidence: str) -> tuple[int, int]:
+    """The leading keys of the memorule ranking (higher first): overlap x weight, then weight."""
+    weight = CONFIDENCE_WEIGHTS[confidence]
+    return (overlap * weight, weight)
 
 
 @attrs.frozen(kw_only=True)
@@ -1152,8 +1176,8 @@ def recall_memorules_on(  # noqa: PLR0913
 ) -> list[RecallMatch]:
     """Recall memorules on a reader connection the caller holds, in ranking order.
 
-    Those visible from `namespace`, relevant to `query` (at or above the floor) and
-    applying to `context`. `embedder` (default: the store's) embeds the query in dense modes;
+    Those visible from `namespace`, relevant to `query` (at or above the floor) and not
+    contradicting `context`. `embedder` (default: the store's) embeds the query in dense modes;
     sources pass their reader's, which caches the turn's task vector.
     """
     own_ns, others = _visible_namespaces(conn, namespace)
@@ -1177,7 +1201,7 @@ def recall_memorules_on(  # noqa: PLR0913
     matches.sort(key=lambda m: m[0].current.id)
     matches.sort(
         key=lambda m: (
-            m[1] * CONFIDENCE_WEIGHTS[m[0].current.fields.confidence],
+            *rank_key(m[1], m[0].current.fields.confidence),
             m[0].current.written_at,
             m[0].current.state_rowid,
             m[0].score,
@@ -1205,7 +1229,7 @@ def _match(hit: _Hit, overlap: int | None) -> RecallMatch:
         evidence_signal_id=f.evidence_signal_id,
         written_at=c.written_at,
         overlap=overlap,
-        rank_weight=None if overlap is None else overlap * CONFIDENCE_WEIGHTS[f.confidence],
+        rank_weight=None if overlap is None else rank_key(overlap, f.confidence)[0],
     )
 
 
@@ -1239,22 +1263,27 @@ def semantic_recall(  # noqa: PLR0913
     top_k: int = 10,
     context: SessionContext | None = None,
     mode: str | None = None,
+    types: Sequence[str] | None = None,
 ) -> list[RecallMatch]:
     """Recall memories at or above the one calibrated floor.
 
-    `source_type="memorule"`: memorules only, applying to `context`, in memorule ranking
-    order (module docstring). `"memory"`: every memory of the namespace (memorules
-    included, whatever their applies_to) plus the tenant's global/org memorules of other
-    projects, best score first.
+    `source_type="memorule"`: memorules only, those not contradicting `context` (None: an
+    empty one), in memorule ranking order (module docstring). `"memory"`: every memory of the
+    namespace (memorules included, whatever their applies_to) plus the tenant's global/org
+    memorules of other projects, best score first. `types` keeps memories of those types
+    (and unclassified memorules), as a turn's typed request does.
     """
     context = SessionContext() if context is None else context
-    _validate.raise_if(_recall_args_errors(query, source_type, top_k, context, mode))
+    errors = _recall_args_errors(query, source_type, top_k, context, mode)
+    if types is not None:
+        errors += types_errors(types)
+    _validate.raise_if(errors)
     with store.db.read() as conn:
         if source_type == "memorule":
             return recall_memorules_on(
-                store, conn, query, namespace=namespace, context=context, top_k=top_k, mode=mode
+                store, conn, query, namespace=namespace, context=context, top_k=top_k, mode=mode, types=types
             )
-        return _recall_memory_on(store, conn, query, namespace=namespace, top_k=top_k, mode=mode)
+        return _recall_memory_on(store, conn, query, namespace=namespace, top_k=top_k, mode=mode, types=types)
 
 
 def _recall_memory_on(  # noqa: PLR0913
@@ -1265,8 +1294,11 @@ def _recall_memory_on(  # noqa: PLR0913
     namespace: Namespace,
     top_k: int,
     mode: str | None,
+    types: Sequence[str] | None = None,
 ) -> list[RecallMatch]:
     kwargs: dict[str, Any] = {} if mode is None else {"mode": mode}
+    if types is not None:
+        kwargs["types"] = tuple(types)
     own = store.recall_on(conn, query, namespace=namespace, limit=top_k, **kwargs)
 
     def matched(r: Recalled) -> RecallMatch:
@@ -1289,8 +1321,16 @@ def _recall_memory_on(  # noqa: PLR0913
     probe = _Probe.build(
         store, conn, query, own_ns=own_ns, mode=mode, depth=max(4 * top_k, 50), embedder=None
     )
+
+    def typed(c: _Current) -> bool:
+        return types is None or c.memory_type is None or c.memory_type in types
+
     for ns_id in others:
-        out += [_match(h, None) for h in probe.hits(ns_id, foreign=True) if h.score >= RECALL_MIN_SCORE]
+        out += [
+            _match(h, None)
+            for h in probe.hits(ns_id, foreign=True, keep=typed)
+            if h.score >= RECALL_MIN_SCORE
+        ]
     out.sort(key=lambda m: (-m.score, m.id))
     return out[:top_k]
 
@@ -1303,8 +1343,9 @@ class MemorulesSource(ReaderSource):
     """The memorules that apply to the turn's session context and task (`memorules` block).
 
     A candidate's score is its calibrated relevance (so the one floor applies as
-    everywhere); candidates come in memorule ranking order, which
-    `metadata["memorule_rank"]` (0 = first) also records for the block's renderer.
+    everywhere); candidates come in memorule ranking order, carried as `Candidate.rank`
+    (0 = first; also `metadata["memorule_rank"]`), which the selector, admission and the
+    context follow. A turn without a session context still ranks them (by confidence).
     """
 
     name: ClassVar[str] = "memorules"
@@ -1336,6 +1377,7 @@ class MemorulesSource(ReaderSource):
             block="memorules",
             memory_type=m.memory_type,
             created_at=m.written_at,
+            rank=rank,
             metadata={
                 "kind": "memorule",
                 "memorule_kind": m.memorule_kind,

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import attrs
@@ -43,6 +44,8 @@ class App:
 
     args: argparse.Namespace
     _store: MemoryStore | None = None
+    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    """This invocation's session: the writer id of a memorule write without --session-id."""
 
     @property
     def db_path(self) -> Path:

@@ -24,6 +24,7 @@ from ._ingest import ingest_records, read_records
 from ._jsonl import label, read_lines
 from ._options import DEFAULT_DEADLINE_MS, PositiveInt, add_deadline_argument
 from ._plot import INSTALL_HINT, plot
+from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument
 from ._wiring import open_default_selector
 
@@ -67,6 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print blocks and trace as one JSON object")
     add_mode_argument(p)
+    add_context_arguments(p)
     p.set_defaults(handler=demo)
 
     t = sub.add_parser("trace-stats", help="summarise a JSONL trace log of turn.completed events")
@@ -102,6 +104,7 @@ def demo(args: argparse.Namespace, app: App) -> int:
         input_budget=args.input_budget,
         deadline=args.deadline_ms / 1000.0,
         message=args.message,
+        context=session_context(args),
     )
     context = anyio.run(_assemble, store, repo, turn, bool(args.trace_text), backend="trio")
     if args.json:

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from broker import FieldError, Namespace, ValidationError
-from sources import SqliteTaskRepository, Writers, remember, update_memorule
+from sources import SqliteTaskRepository, Writers, WriterSession, remember, update_memorule
 
 from ._app import App, UsageError
 from ._jsonl import label, read_lines
 from ._progress import progress
 from ._records import Parsed, Record, parse
+from ._session import add_writer_arguments, writer_session
 
 if TYPE_CHECKING:
     import argparse
@@ -66,12 +67,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="store a note without an id even if the namespace holds its text already",
     )
+    add_writer_arguments(p)
     p.set_defaults(handler=ingest)
 
 
 def ingest(args: argparse.Namespace, app: App) -> int:
     """Validate every line, then write; print how many records the file held."""
     parsed = read_records(args.file)
+    writer = _writer(args, app, parsed)
     big = len(parsed.notes) >= PROGRESS_MIN_NOTES
     with progress("ingest") as update:
         report = ingest_records(
@@ -81,6 +84,7 @@ def ingest(args: argparse.Namespace, app: App) -> int:
             replace=args.replace,
             dedupe=not args.keep_duplicates,
             progress=update if big else None,
+            writer=writer,
         )
     sys.stderr.write(
         f"ingested {report.written + report.unchanged} records into {app.namespace}: "
@@ -88,6 +92,16 @@ def ingest(args: argparse.Namespace, app: App) -> int:
     )
     app.out(str(report.written + report.unchanged))
     return 0
+
+
+def _writer(args: argparse.Namespace, app: App, parsed: Parsed) -> WriterSession | None:
+    """The writer of the file's memorules (`_session.writer_session`); None when it has none."""
+    if not any(r.type == "memorule" for r in parsed.records):
+        return None
+    session, errors = writer_session(args.session_id, args.persona, derived_id=app.session_id)
+    if errors:
+        raise ValidationError(errors)
+    return session
 
 
 def read_records(name: str) -> Parsed:
@@ -106,11 +120,16 @@ def ingest_records(
     replace: bool = False,
     dedupe: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    writer: WriterSession | None = None,
 ) -> Report:
-    """Write parsed records: the notes in one transaction, then each other record."""
+    """Write parsed records: the notes in one transaction, then each other record; `writer`
+    names who writes the memorules (required when there are any)."""
     written, unchanged = _write_notes(store, namespace, parsed.notes, replace, dedupe, progress)
     sinks = _Sinks(
-        store=store, writers=Writers.for_store(store), tasks=SqliteTaskRepository.from_store(store)
+        store=store,
+        writers=Writers.for_store(store),
+        tasks=SqliteTaskRepository.from_store(store),
+        writer=writer,
     )
     for record in parsed.records:
         try:
@@ -183,6 +202,7 @@ class _Sinks:
     store: MemoryStore
     writers: Writers
     tasks: SqliteTaskRepository
+    writer: WriterSession | None = None
 
 
 def _write_record(sinks: _Sinks, namespace: Namespace, record: Record, *, replace: bool) -> bool:
@@ -228,12 +248,12 @@ def _edge(s: _Sinks, ns: Namespace, f: dict[str, Any], _replace: bool) -> bool:
 def _memorule(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
     """A new memorule; with `replace`, an existing one gets these fields as its next state."""
     try:
-        remember(s.store, namespace=ns, kind="memorule", **f)
+        remember(s.store, namespace=ns, kind="memorule", session=s.writer, **f)
     except ValidationError as exc:
         if not (replace and any(e.code == "exists" for e in exc.errors)):
             raise
         changes = {k: v for k, v in f.items() if k not in {"id", "memory_type", "importance"}}
-        update_memorule(s.store, f["id"], namespace=ns, **changes)
+        update_memorule(s.store, f["id"], namespace=ns, session=s.writer, **changes)
     return True
 
 

@@ -1,15 +1,26 @@
-"""The CLI is a host: it configures structlog as compact JSON lines on stderr or a file."""
+"""The CLI is a host: it configures structlog as compact JSON lines on stderr or a file.
+
+`--log-level` filters log events; a trace event (`turn.completed`) written to `--trace-file`
+passes whatever the level, so the trace file always holds every turn `trace-stats` reads.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Collection, MutableMapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 
+from broker._trace import TURN_COMPLETED
+
 LEVELS = ("debug", "info", "warning", "error")
+TRACE_EVENTS = frozenset({TURN_COMPLETED})
+"""The events a trace file receives at any log level."""
+
+_NUMBERS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def configure(*, level: str, trace_file: str | None) -> TextIO | None:
@@ -21,14 +32,31 @@ def configure(*, level: str, trace_file: str | None) -> TextIO | None:
         stream = opened
     structlog.configure(
         processors=[
+            level_filter(level, keep=TRACE_EVENTS if trace_file else ()),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(separators=(",", ":"), ensure_ascii=False),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        wrapper_class=structlog.make_filtering_bound_logger(
+            min(_NUMBERS[level], logging.INFO) if trace_file else _NUMBERS[level]
+        ),
         logger_factory=structlog.WriteLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
     return opened
+
+
+def level_filter(level: str, *, keep: Collection[str] = ()) -> structlog.types.Processor:
+    """A processor that drops events below `level`, except those named in `keep`."""
+    threshold = _NUMBERS[level]
+
+    def drop_below(
+        _logger: object, method_name: str, event_dict: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        if _NUMBERS.get(method_name, logging.ERROR) < threshold and event_dict.get("event") not in keep:
+            raise structlog.DropEvent
+        return event_dict
+
+    return drop_below

@@ -5,7 +5,8 @@ delegates to (notes and memorules).
 
 Every memorule flag is optional to argparse and validated here, so one invocation reports
 every invalid or missing field at once (one `error: <field>: <message> (<code>)` line each,
-exit 2) instead of stopping at the first missing flag.
+exit 2) instead of stopping at the first missing flag. Every memorule write names its writer
+(`_session.writer_session`): the persona is required, the session id derived when not given.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from sources import (
     memorule_history,
     remember,
     remember_errors,
-    session_errors,
     update_memorule,
 )
+
+from ._session import add_writer_arguments, writer_session
 
 if TYPE_CHECKING:
     import argparse
@@ -90,8 +92,7 @@ def _add_memorule_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_session_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--session-id", help="the writing session (with --persona)")
-    p.add_argument("--persona", help="the writing persona (with --session-id)")
+    add_writer_arguments(p)
 
 
 # -- parsing what argparse leaves as strings ------------------------------------------------
@@ -121,19 +122,18 @@ def parse_applies_to(raw: Sequence[str] | None) -> tuple[dict[str, str] | None, 
     return out, errors
 
 
-def parse_session(
-    session_id: str | None, persona: str | None
-) -> tuple[WriterSession | None, list[FieldError]]:
-    """Build the writing session from --session-id/--persona: both or neither."""
-    if session_id is None and persona is None:
-        return None, []
-    if session_id is None or persona is None:
-        missing = "session_id" if session_id is None else "persona"
-        flag = "--session-id" if session_id is None else "--persona"
-        other = "--persona" if session_id is None else "--session-id"
-        return None, [FieldError(field=missing, code="required", message=f"{flag} is required with {other}")]
-    session = WriterSession(session_id=session_id, persona=persona)
-    return session, session_errors(session)
+def parse_session(args: argparse.Namespace, app: App) -> tuple[WriterSession | None, list[FieldError]]:
+    """The writer of this invocation's memorule write (`_session.writer_session`)."""
+    return writer_session(args.session_id, args.persona, derived_id=app.session_id)
+
+
+def _note_errors(args: argparse.Namespace) -> list[FieldError]:
+    """A note has no writer: a writer flag given with one is refused."""
+    return [
+        FieldError(field=f, code="not_allowed", message="is only accepted with kind 'memorule'")
+        for f in ("session_id", "persona")
+        if getattr(args, f) is not None
+    ]
 
 
 def _parse_importance(raw: str | None) -> tuple[float, list[FieldError]]:
@@ -156,8 +156,9 @@ def _without_required(errors: list[FieldError], field: str) -> list[FieldError]:
 def remember_command(args: argparse.Namespace, app: App) -> int:
     """Write a note or a memorule; print its id. Every field error at once, exit 2."""
     applies_to, errors = parse_applies_to(args.applies_to)
-    session, errs = parse_session(args.session_id, args.persona)
-    errors += errs
+    session, writer_errors = (
+        parse_session(args, app) if args.kind == "memorule" else (None, _note_errors(args))
+    )
     importance, errs = _parse_importance(args.importance)
     errors += errs
     fields: dict[str, Any] = {
@@ -174,11 +175,13 @@ def remember_command(args: argparse.Namespace, app: App) -> int:
         "id": args.id,
         "importance": importance,
     }
-    if errors:
+    if errors or writer_errors:
         more = remember_errors(**fields)
         if applies_to is not None and not applies_to:
             more = _without_required(more, "applies_to")
-        raise ValidationError(errors + more)
+        if session is None:  # the writer's one error is `writer_errors`, reported last
+            more = [e for e in more if e.field not in {"session_id", "persona", "session"}]
+        raise ValidationError(errors + more + writer_errors)
     app.out(remember(app.store(), namespace=app.namespace, **fields))
     return 0
 
@@ -186,7 +189,7 @@ def remember_command(args: argparse.Namespace, app: App) -> int:
 def update(args: argparse.Namespace, app: App) -> int:
     """Append a new state to a memorule; print its id."""
     applies_to, errors = parse_applies_to(args.applies_to)
-    session, errs = parse_session(args.session_id, args.persona)
+    session, errs = parse_session(args, app)
     errors += errs
     changed: dict[str, Any] = {
         "memorule_kind": args.memorule_kind,
@@ -205,7 +208,7 @@ def update(args: argparse.Namespace, app: App) -> int:
 
 def delete(args: argparse.Namespace, app: App) -> int:
     """Delete a memorule; exit 1 if there is none with that id."""
-    session, errors = parse_session(args.session_id, args.persona)
+    session, errors = parse_session(args, app)
     if errors:
         raise ValidationError(errors)
     found = delete_memorule(

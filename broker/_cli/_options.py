@@ -20,7 +20,7 @@ the library's own (`open_selector`). A one-shot CLI turn measured 25-58 ms on a 
 machine, cold start included."""
 
 # Library field names that are not the dest of the option carrying them.
-_FIELD_DESTS = {"description": "task", "task_id": "task"}
+_FIELD_DESTS = {"description": "task", "task_id": "task", "top_k": "limit"}
 _FIELD_BASE = re.compile(r"[A-Za-z_]+")
 
 

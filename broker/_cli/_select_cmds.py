@@ -15,6 +15,7 @@ from broker import (
     MemorySelector,
     Namespace,
     SelectionResult,
+    SessionContext,
     ValidationError,
     count_errors,
     printable,
@@ -25,10 +26,12 @@ from broker import (
 from ._app import App, UsageError
 from ._jsonl import read_lines
 from ._options import PositiveInt, add_deadline_argument
+from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument, parse_types
 from ._wiring import open_default_selector, open_store
 
-_BATCH_KEYS = frozenset({"task", "message", "tenant", "project", "types", "budget", "mode"})
+_CONTEXT_KEYS = ("persona", "surface", "specialization")
+_BATCH_KEYS = frozenset({"task", "message", "tenant", "project", "types", "budget", "mode", *_CONTEXT_KEYS})
 _MODES = ("lexical", "dense", "hybrid")
 
 
@@ -39,6 +42,7 @@ class _Job:
     types: tuple[str, ...] | None
     budget: int
     mode: str | None
+    context: SessionContext | None = None
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,7 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--batch",
         metavar="FILE",
         help='JSONL ("-": standard input), one {"task", "tenant"?, "project"?, "types"?, "budget"?, '
-        '"mode"?, "message"?} per line',
+        '"mode"?, "message"?, "persona"?, "surface"?, "specialization"?} per line',
     )
     p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
     p.add_argument(
@@ -64,6 +68,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print the SelectionResult as one JSON object")
     add_mode_argument(p)
+    add_context_arguments(p)
     p.set_defaults(handler=select)
 
 
@@ -88,6 +93,7 @@ def select(args: argparse.Namespace, app: App) -> int:
                 types=parse_types(args.types),
                 budget=args.budget,
                 mode=args.mode,
+                context=session_context(args),
             )
         ]
         as_json = args.json
@@ -111,8 +117,19 @@ async def _run(jobs: list[_Job], app: App, deadline: float) -> list[SelectionRes
 
 async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
     return await selector.select_for_task(
-        job.task, namespace=job.namespace, types=job.types, budget=job.budget, mode=job.mode
+        job.task,
+        namespace=job.namespace,
+        types=job.types,
+        budget=job.budget,
+        mode=job.mode,
+        context=job.context,
     )
+
+
+def source_type(block: str) -> str:
+    """`memorule` (the memorules block) or `memory`, as `semantic_recall` names them; a past task
+    (the history block) is `past_task`."""
+    return {"memorules": "memorule", "history": "past_task"}.get(block, "memory")
 
 
 def result_json(r: SelectionResult) -> dict[str, Any]:
@@ -124,6 +141,8 @@ def result_json(r: SelectionResult) -> dict[str, Any]:
                 "source": b.source,
                 "sources": list(b.sources),
                 "block": b.block,
+                "source_type": source_type(b.block),
+                "rank": b.rank,
                 "score": round(b.score, 6),
                 "band": None if b.band is None else round(b.band, 6),
                 "memory_type": b.memory_type,
@@ -198,6 +217,11 @@ def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, 
     mode = obj.get("mode", args.mode)
     if mode is not None and mode not in _MODES:
         problems.append(f"mode: must be one of {', '.join(_MODES)}")
+    given = {k: obj.get(k, getattr(args, k)) for k in _CONTEXT_KEYS}
+    problems += [
+        f"{k}: must be a string" for k, v in given.items() if v is not None and not isinstance(v, str)
+    ]
+    context = {k: v for k, v in given.items() if v is not None}
     try:
         ns = Namespace(
             tenant_id=obj.get("tenant", app.args.tenant), project_id=obj.get("project", app.args.project)
@@ -208,4 +232,11 @@ def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, 
     if problems or ns is None or not isinstance(task, str):
         return None, problems
     query = query_of(task, message)
-    return _Job(task=query, namespace=ns, types=tuple(types) if types else None, budget=budget, mode=mode), []
+    return _Job(
+        task=query,
+        namespace=ns,
+        types=tuple(types) if types else None,
+        budget=budget,
+        mode=mode,
+        context=SessionContext(**context) if context else None,
+    ), []

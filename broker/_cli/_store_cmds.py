@@ -7,11 +7,14 @@ import sys
 from typing import Any
 
 from broker import MEMORY_TYPES, RECALL_MIN_SCORE, printable
-from sources import MAX_RECALL_LIMIT
+from sources import MAX_RECALL_LIMIT, RecallMatch, semantic_recall
 
 from ._app import App, UsageError
 from ._memorules import add_remember_arguments, remember_command
 from ._progress import progress
+from ._session import add_context_arguments, session_context
+
+_MEMORULE_FIELDS = ("memorule_kind", "applies_to", "confidence", "evidence_signal_id", "written_at")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,8 +29,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help=f"most memories to print, best first (1..{MAX_RECALL_LIMIT}, default 10)",
     )
+    p.add_argument(
+        "--source-type",
+        choices=("memory", "memorule"),
+        default="memory",
+        help="memory (default): every memory, memorules included, best first; memorule: memorules only, "
+        "ranked by confidence and fit to the session context (as semantic_recall)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON array")
     add_mode_argument(p)
+    add_context_arguments(p)
     p.set_defaults(handler=recall)
 
     p = sub.add_parser("reindex", help="re-embed memories whose vector is missing or from another model")
@@ -64,31 +75,46 @@ def parse_types(raw: str | None) -> tuple[str, ...] | None:
 
 
 def recall(args: argparse.Namespace, app: App) -> int:
-    """Print what clears the floor, best first."""
-    kwargs: dict[str, Any] = {}
-    if args.mode:
-        kwargs["mode"] = args.mode
+    """Print what clears the floor: `semantic_recall`'s matches, in its order."""
     types = parse_types(args.types)  # before opening the store: bad input never touches a file
-    hits = app.store().recall(args.query, namespace=app.namespace, types=types, limit=args.limit, **kwargs)
-    rows = [
-        {
-            "id": h.memory.id,
-            "score": round(h.score, 6),
-            "text": h.memory.text,
-            "memory_type": h.memory.memory_type,
-            "kind": h.memory.kind,
-            "created_at": h.memory.created_at,
-        }
-        for h in hits
-    ]
+    matches = semantic_recall(
+        app.store(),
+        args.query,
+        namespace=app.namespace,
+        source_type=args.source_type,
+        top_k=args.limit,
+        context=session_context(args),
+        mode=args.mode,
+        types=types,
+    )
+    rows = [recall_row(m) for m in matches]
     if args.json:
         app.print_json(rows)
     elif not rows:
         app.out(f"nothing relevant: no memory clears the floor ({RECALL_MIN_SCORE})")
     else:
         for r in rows:
-            app.out(f"{r['score']:.3f}  {printable(str(r['id']))}  {printable(str(r['text']))}")
+            where = f"[{r['source_type']}]  {printable(str(r['id']))}"
+            app.out(f"{r['score']:.3f}  {where}  {printable(str(r['text']))}")
     return 0
+
+
+def recall_row(m: RecallMatch) -> dict[str, Any]:
+    """One match as `recall --json` and the MCP `recall` tool print it: the memory, its
+    `source_type`, and a memorule's own fields (kind, applies_to, confidence, evidence, written_at)."""
+    row: dict[str, Any] = {
+        "id": m.id,
+        "score": round(m.score, 6),
+        "text": m.text,
+        "memory_type": m.memory_type,
+        "kind": m.kind,
+        "created_at": m.created_at,
+        "source_type": m.source_type,
+    }
+    if m.source_type == "memorule":
+        full = m.as_dict()
+        row.update({k: full[k] for k in _MEMORULE_FIELDS})
+    return row
 
 
 def stats(args: argparse.Namespace, app: App) -> int:

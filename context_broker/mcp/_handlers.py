@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from broker import FieldError, MemorySelector, Namespace, SessionContext, Turn, ValidationError
+from broker import FieldError, MemorySelector, Namespace, SessionContext, Turn, ValidationError, count_errors
 from broker._cli._select_cmds import result_json
+from broker._cli._session import ENV_PERSONA
+from broker._cli._store_cmds import recall_row
 from sources import (
+    MAX_RECALL_LIMIT,
     WriterSession,
     audit_events,
     delete_memorule,
     memorule_history,
     remember,
+    remember_errors,
+    semantic_recall,
     session_errors,
     update_memorule,
 )
@@ -46,19 +52,31 @@ def _message(args: Mapping[str, Any], *, accepted: bool) -> dict[str, Any]:
     return {"message": args["message"]} if accepted and "message" in args else {}
 
 
-def _writer_session(args: Mapping[str, Any]) -> WriterSession | None:
-    """`session_id` and `persona` name the writing session: both or neither."""
-    session_id, persona = args.get("session_id"), args.get("persona")
-    if session_id is None and persona is None:
-        return None
-    if session_id is None or persona is None:
-        missing, other = ("session_id", "persona") if session_id is None else ("persona", "session_id")
-        raise ValidationError.single(missing, "required", f"is required with {other}")
-    session = WriterSession(session_id=session_id, persona=persona)
+def _writer_session(s: Services, args: Mapping[str, Any]) -> WriterSession:
+    """The writer of a memorule write: `persona` (else `$CONTEXT_BROKER_PERSONA`; one is
+    required) and `session_id` (else the server's own, one per server run)."""
+    persona = args.get("persona") or os.environ.get(ENV_PERSONA) or None
+    if persona is None:
+        raise ValidationError.single(
+            "persona", "required", f"a memorule write names its writer: give persona or set ${ENV_PERSONA}"
+        )
+    session = WriterSession(session_id=args.get("session_id", s.session_id), persona=persona)
     errors = session_errors(session)
     if errors:
         raise ValidationError(errors)
     return session
+
+
+def _note_writer(args: Mapping[str, Any]) -> None:
+    """A note has no writer: a writer field given with one is refused."""
+    given = [f for f in ("session_id", "persona") if f in args]
+    if given:
+        raise ValidationError(
+            [
+                FieldError(field=f, code="not_allowed", message="is only accepted with kind 'memorule'")
+                for f in given
+            ]
+        )
 
 
 def _session_context(args: Mapping[str, Any]) -> SessionContext | None:
@@ -78,30 +96,43 @@ async def remember_tool(s: Services, ns: Namespace, args: Args) -> dict[str, Any
     fields = {
         k: args[k] for k in ("kind", "text", "memory_type", "id", "importance", *MEMORULE_FIELDS) if k in args
     }
-    session = _writer_session(args)
+    session: WriterSession | None = None
+    if args.get("kind") != "memorule":
+        _note_writer(args)
+    else:
+        try:
+            session = _writer_session(s, args)
+        except ValidationError as exc:  # with every other field error, as the CLI reports them
+            others = [e for e in remember_errors(**fields) if e.field not in {"session_id", "persona"}]
+            raise ValidationError([*others, *exc.errors]) from exc
     memory_id = await s.run(functools.partial(remember, s.store, namespace=ns, session=session, **fields))
     return {"id": memory_id}
 
 
 async def recall_tool(s: Services, ns: Namespace, args: Args) -> dict[str, Any]:
-    """What clears the floor for a query, best first (the `recall --json` rows)."""
-    options = {k: args[k] for k in ("limit", "mode") if k in args}
-    hits = await s.run(
-        functools.partial(s.store.recall, args["query"], namespace=ns, types=_types(args), **options)
+    """What clears the floor for a query (`semantic_recall`; the `recall --json` rows)."""
+    options: dict[str, Any] = {k: args[k] for k in ("mode", "source_type") if k in args}
+    if "limit" in args:
+        _validate_limit(args["limit"])
+        options["top_k"] = args["limit"]
+    matches = await s.run(
+        functools.partial(
+            semantic_recall,
+            s.store,
+            args["query"],
+            namespace=ns,
+            types=_types(args),
+            context=_session_context(args),
+            **options,
+        )
     )
-    return {
-        "memories": [
-            {
-                "id": h.memory.id,
-                "score": round(h.score, 6),
-                "text": h.memory.text,
-                "memory_type": h.memory.memory_type,
-                "kind": h.memory.kind,
-                "created_at": h.memory.created_at,
-            }
-            for h in hits
-        ]
-    }
+    return {"memories": [recall_row(m) for m in matches]}
+
+
+def _validate_limit(limit: int) -> None:
+    errors = count_errors("limit", limit, maximum=MAX_RECALL_LIMIT)
+    if errors:
+        raise ValidationError(errors)
 
 
 async def select_tool(s: Services, ns: Namespace, args: Args) -> dict[str, Any]:
@@ -202,7 +233,7 @@ async def _task_json(s: Services, ns: Namespace, task_id: str) -> dict[str, Any]
 async def memorule_update_tool(s: Services, ns: Namespace, args: Args) -> dict[str, Any]:
     """Append a new state to a memorule (the given fields change)."""
     changed = {k: args[k] for k in MEMORULE_FIELDS if k in args}
-    session = _writer_session(args)
+    session = _writer_session(s, args)
     update = functools.partial(update_memorule, s.store, args["id"], namespace=ns, session=session, **changed)
     return (await s.run(update)).as_dict()
 
@@ -214,7 +245,7 @@ async def memorule_delete_tool(s: Services, ns: Namespace, args: Args) -> dict[s
         s.store,
         args["id"],
         namespace=ns,
-        session=_writer_session(args),
+        session=_writer_session(s, args),
         evidence_signal_id=args.get("evidence_signal_id"),
     )
     if not await s.run(delete):

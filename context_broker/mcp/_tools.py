@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from broker import MEMORY_TYPES, Namespace
-from sources import CONFIDENCE_LEVELS, KINDS, MEMORULE_KINDS, RECALL_MODES
+from sources import CONFIDENCE_LEVELS, KINDS, MEMORULE_KINDS, RECALL_MODES, SOURCE_TYPES
 
 from . import _handlers as h
 from ._fields import Field
@@ -30,8 +30,12 @@ _CONTEXT = tuple(
     for k in ("persona", "surface", "specialization", "scope")
 )
 _WRITER = (
-    Field(name="session_id", type="string", description="the writing session (with persona)"),
-    Field(name="persona", type="string", description="the writing persona (with session_id)"),
+    Field(name="session_id", type="string", description="the writing session (default: the server's)"),
+    Field(
+        name="persona",
+        type="string",
+        description="the writing persona (default: $CONTEXT_BROKER_PERSONA; one is required)",
+    ),
 )
 _MEMORULE = (
     Field(name="memorule_kind", type="string", description="kind of memorule", enum=MEMORULE_KINDS),
@@ -81,12 +85,20 @@ TOOLS: Mapping[str, Tool] = {
         Tool(
             name="recall",
             description="Memories relevant to a query that clear the calibrated floor, best first "
-            "(none when nothing is relevant).",
+            "(none when nothing is relevant). source_type memorule: memorules only, ranked by "
+            "confidence and fit to the session context.",
             fields=(
                 Field(name="query", type="string", description="what to recall", required=True),
                 _TYPES,
                 Field(name="limit", type="integer", description="most memories (default 10)"),
                 _MODE,
+                Field(
+                    name="source_type",
+                    type="string",
+                    description="memory (default; memorules included) or memorule",
+                    enum=SOURCE_TYPES,
+                ),
+                *_CONTEXT,
             ),
             handler=h.recall_tool,
             read_only=True,

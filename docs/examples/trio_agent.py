@@ -10,7 +10,7 @@ import sys
 import trio
 
 from broker import Namespace, SessionContext, Turn, open_broker, open_selector
-from sources import MemoryStore, SqliteTaskRepository, default_sources, remember
+from sources import MemoryStore, SqliteTaskRepository, WriterSession, default_sources, remember
 
 NS = Namespace(tenant_id="acme", project_id="web")
 
@@ -25,6 +25,7 @@ async def main(path: str) -> None:
         subject="Release notes format",
         body="Release notes list every database migration before the features.",
         applies_to={"persona": "release-bot"},
+        session=WriterSession(session_id="release-setup-1", persona="release-bot"),  # who wrote it
     )
     tasks = SqliteTaskRepository.from_store(store)
     task_id = tasks.create_task(

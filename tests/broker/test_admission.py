@@ -33,6 +33,7 @@ def turns(draw: st.DrawFn) -> tuple[list[Admittable], int, int]:
             priority=draw(st.sampled_from([30, 50, 60, 70, 80])),
             score=draw(st.floats(0, 1)),
             memory=draw(st.booleans()),
+            rank=draw(st.none() | st.integers(0, 10)),
         )
         for i in range(n)
     ]
@@ -43,7 +44,7 @@ def turns(draw: st.DrawFn) -> tuple[list[Admittable], int, int]:
     return blocks, draw(st.integers(0, 2000)), draw(st.integers(0, 5000))
 
 
-def _ranks(blocks: list[Admittable]) -> dict[str, tuple[int, float, int]]:
+def _ranks(blocks: list[Admittable]) -> dict[str, tuple[int, bool, int, float, int]]:
     return {b.key: rank_key(b, i) for i, b in enumerate(blocks)}
 
 
@@ -113,6 +114,17 @@ def test_lowest_score_memory_is_dropped_first_with_memory_budget_reason():
     result = admit(blocks, memory_budget=80, input_budget=10_000)
     assert [b.key for b in result.admitted] == ["user", "a", "c"]
     assert [(d.block.key, d.reason) for d in result.dropped] == [("b", REASON_MEMORY_BUDGET)]
+
+
+def test_ranked_memorules_are_dropped_lowest_rank_first_whatever_their_score():
+    """Memorules carry their source's rank: the lowest-ranked goes first, even if it scores best."""
+    rules = [
+        Admittable(key=k, name="memorules", tokens=40, priority=80, score=s, memory=True, rank=r)
+        for k, s, r in (("asserted", 0.95, 2), ("observed", 0.6, 0), ("inferred", 0.8, 1))
+    ]
+    result = admit([TASK, *rules], memory_budget=80, input_budget=10_000)
+    assert [b.key for b in result.admitted] == ["user", "observed", "inferred"]
+    assert [(d.block.key, d.reason) for d in result.dropped] == [("asserted", REASON_MEMORY_BUDGET)]
 
 
 def test_lower_block_priority_is_dropped_before_a_higher_score():

@@ -93,6 +93,57 @@ async def assemble(repo, sources: Sequence, t: Turn | None = None, **options: ob
         return await broker.assemble(t or turn())
 
 
+def rule(entry_id: str, score: float, rank: int, tokens_of_text: int = 8) -> object:
+    """A memorule as the memorules source proposes it: ranked by confidence and session fit."""
+    text = " ".join(f"{entry_id}-{i}" for i in range(tokens_of_text))
+    return attrs.evolve(
+        make_candidate(entry_id, score, source="memorules", text=text, block="memorules"), rank=rank
+    )
+
+
+async def test_memorules_render_and_are_dropped_in_their_rank_order(repo):
+    """The best-scored rule ranked last renders last and is the first the memory budget drops."""
+    seed(repo)
+    rules = [rule("asserted", 0.95, 2), rule("observed", 0.6, 0), rule("inferred", 0.8, 1)]
+    ctx = await assemble(repo, [FakeSource("memorules", candidates=rules)])
+    shown = [b.entry_id for b in ctx.blocks if b.name == "memorules"]
+    assert shown == ["observed", "inferred", "asserted"]
+    assert ctx.trace["memorule_ids"] == shown
+    assert [b["rank"] for b in ctx.trace["blocks"] if b["name"] == "memorules"] == [0, 1, 2]
+    two = sum(b.tokens for b in ctx.blocks if b.entry_id in {"observed", "inferred"})
+    tight = await assemble(repo, [FakeSource("memorules", candidates=rules)], turn(memory_budget=two))
+    assert [b.entry_id for b in tight.blocks if b.name == "memorules"] == ["observed", "inferred"]
+    assert [(d["entry_id"], d["reason"]) for d in tight.trace["dropped"]] == [("asserted", "memory budget")]
+    assert (tight.trace["memory_selected"], tight.trace["memory_injected"]) == (3, 2)
+    assert tight.trace["memory_cut_by_budget"] == 1
+
+
+async def test_a_memory_two_sources_return_counts_once(repo):
+    """The store and the persona lane returning one memory make one candidate in the trace."""
+    seed(repo)
+    same = [
+        make_candidate("self-1", 0.8, source="store"),
+        make_candidate("self-1", 0.8, source="persona", block="persona_memories"),
+        make_candidate("weak", 0.1, source="store"),
+    ]
+    ctx = await assemble(
+        repo, [FakeSource("store", candidates=same[::2]), FakeSource("persona", candidates=same[1:2])]
+    )
+    assert (ctx.trace["memory_candidates"], ctx.trace["memory_selected"]) == (2, 1)
+    assert ctx.trace["irrelevant_memory_rate"] == 0.5
+
+
+async def test_a_relevant_memory_cut_by_the_budget_is_not_counted_irrelevant(repo):
+    """memory_selected counts what cleared the floor; the count cap shows as cut by budget."""
+    seed(repo)
+    many = [make_candidate(f"m{i}", 0.5 + i / 100) for i in range(4)]
+    ctx = await assemble(repo, [FakeSource("store", candidates=many)], turn(budget=1))
+    trace = ctx.trace
+    assert (trace["memory_candidates"], trace["memory_selected"], trace["memory_injected"]) == (4, 4, 1)
+    assert trace["memory_cut_by_budget"] == 3
+    assert trace["irrelevant_memory_rate"] == 0.0
+
+
 async def test_context_order_memories_then_history_then_active_task_last(repo):
     """Memory blocks first (persona, plain, consolidated), then history, then the active task."""
     seed(repo)
@@ -265,7 +316,7 @@ async def test_one_event_per_turn_without_text_by_default(repo, trace_events):
     event = events[0]
     assert event["turn_id"] == "turn-1"
     assert event["log_level"] == "info"
-    assert event["schema_version"] == 6
+    assert event["schema_version"] == 7
     rendered = repr(event)
     for text in ("Postgres", "numbered lists", ACTIVE, PAST):
         assert text not in rendered

@@ -1,12 +1,30 @@
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 
 import pytest
 
-from broker import _admission, _broker, canary
+from broker import _admission, _broker, _floor, _selector, canary
+
+EXPECTED_CHECKS = (
+    "past-task-memories-recallable",
+    "one-trace-event-per-turn",
+    "recall-keyed-on-the-active-task",
+    "trivial-task-abstains",
+    "importance-never-injects",
+    "task-state-supremacy",
+    "memory-sub-budget",
+    "failing-source-is-data",
+    "floor-holds",
+)
+"""Every invariant the canary must check: removing one from `canary.CHECKS` fails this file."""
+
+
+def missing_checks(names) -> list[str]:
+    return [name for name in EXPECTED_CHECKS if name not in names]
 
 
 def test_canary_passes_in_a_fresh_process():
@@ -53,3 +71,40 @@ def test_sandbox_restores_the_environment(monkeypatch, key):
     with canary._sandbox() as root:
         assert os.environ[key].startswith(str(root))
     assert os.environ[key] == "/original"
+
+
+def test_every_expected_check_is_registered_and_runs():
+    """The registry holds exactly the expected checks, and one canary run runs each, cleanly."""
+    assert missing_checks(canary.CHECKS) == []
+    assert tuple(canary.CHECKS) == EXPECTED_CHECKS
+    report = canary.run()
+    assert report.ran == EXPECTED_CHECKS
+    assert report.violations == ()
+
+
+def test_a_removed_check_is_caught(monkeypatch):
+    """Deleting a check from the registry is what the test above refuses (CI fails, not the canary)."""
+    monkeypatch.delitem(canary.CHECKS, "floor-holds")
+    assert missing_checks(canary.CHECKS) == ["floor-holds"]
+
+
+def test_a_check_name_registers_once():
+    """Two checks under one name would hide one of them: registering refuses."""
+    with pytest.raises(ValueError, match="registered twice"):
+        canary.check("floor-holds")(lambda _c, _o: None)
+
+
+def test_a_zero_floor_fails_the_canary(monkeypatch, capsys):
+    """With the selector's floor replaced by 0, the below-floor candidate is selected and the
+    canary exits 1 naming the broken floor."""
+    monkeypatch.setattr(_selector, "select", functools.partial(_floor.select, floor=0.0))
+    assert canary.main() == 1
+    err = capsys.readouterr().err
+    assert "canary violation: floor broken: below-floor (score 0.2 < floor 0.42)" in err
+
+
+def test_a_moved_floor_constant_fails_the_canary(monkeypatch, capsys):
+    """The canary pins the documented floor: a trace reporting another one is a violation."""
+    monkeypatch.setattr(_broker, "RECALL_MIN_SCORE", 0.1)
+    assert canary.main() == 1
+    assert "canary violation: trace: floor is 0.1, not the documented 0.42" in capsys.readouterr().err

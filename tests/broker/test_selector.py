@@ -20,6 +20,7 @@ from broker import (
     Namespace,
     SessionContext,
     SourceStatus,
+    Tally,
     ValidationError,
     count_errors,
     open_selector,
@@ -419,7 +420,7 @@ async def test_bad_configuration_is_a_config_error(sources, options):
 
 
 async def test_selection_counts_below_floor_dedupes_and_records_finders():
-    """Below-floor candidates are evaluated but never selected; duplicates merge, finders kept."""
+    """Below-floor candidates are evaluated but never selected; duplicates merge and count once, finders kept."""
     store = FakeSource(
         "store",
         candidates=[make_candidate("m1", 0.7, source="store"), make_candidate("weak", 0.2, source="store")],
@@ -427,12 +428,24 @@ async def test_selection_counts_below_floor_dedupes_and_records_finders():
     graphs = FakeSource("graphs", candidates=[make_candidate("m1", 0.9, source="graphs")])
     async with open_selector([store, graphs]) as selector:
         result = await selector.select_for_task(TASK, namespace=NS, budget=5)
-    assert result.candidates_evaluated == 3
+    assert result.candidates_evaluated == 2
+    assert result.memories == Tally(candidates=2, cleared=1)
     assert [(b.entry_id, b.source, b.sources, b.score) for b in result.blocks] == [
         ("m1", "graphs", ("store", "graphs"), 0.9)
     ]
     assert result.selected_count == 1
-    assert result.irrelevant_memory_rate == pytest.approx(2 / 3)
+    assert result.irrelevant_memory_rate == pytest.approx(1 / 2)
+
+
+async def test_cleared_floor_is_counted_before_the_budget_cap():
+    """A memory cut by the budget still counts as cleared: it was relevant, not irrelevant."""
+    many = FakeSource("store", candidates=[make_candidate(f"m{i}", 0.5 + i / 100) for i in range(6)])
+    weak = FakeSource("graphs", candidates=[make_candidate("w", 0.1, source="graphs")])
+    async with open_selector([many, weak]) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS, budget=2)
+    assert result.selected_count == 2
+    assert result.memories == Tally(candidates=7, cleared=6)
+    assert result.irrelevant_memory_rate == pytest.approx(1 / 7)
 
 
 async def test_trivial_task_abstains_when_nothing_clears_the_floor():

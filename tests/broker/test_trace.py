@@ -5,15 +5,24 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from broker import Namespace, SelectedBlock, SelectionResult, SourceOutcome, SourceStatus
-from broker._trace import INFERENCE_TRACE_SCHEMA_VERSION, BlockTrace, TurnFacts, trace_schema, turn_completed
+from broker import Namespace, SelectedBlock, SelectionResult, SourceOutcome, SourceStatus, Tally
+from broker._trace import (
+    INFERENCE_TRACE_SCHEMA_VERSION,
+    BlockTrace,
+    MemoryCounts,
+    TurnFacts,
+    trace_schema,
+    turn_completed,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = Namespace(tenant_id="acme", project_id="atlas")
 
 
-def selection(selected: int = 1, candidates: int = 4) -> SelectionResult:
+def selection(selected: int = 1, candidates: int = 4, tally: Tally | None = None) -> SelectionResult:
     blocks = tuple(
         SelectedBlock(
             entry_id=f"m{i}",
@@ -30,6 +39,7 @@ def selection(selected: int = 1, candidates: int = 4) -> SelectionResult:
     return SelectionResult(
         blocks=blocks,
         candidates_evaluated=candidates,
+        memories=tally,
         types_queried=("episodic",),
         qpp=0.89,
         sources=(
@@ -48,7 +58,7 @@ def facts(**kw: object) -> TurnFacts:
         "namespace": NS,
         "total_ms": 12.3456,
         "selection_ms": 4.0,
-        "selection": selection(),
+        "selection": selection(tally=Tally(candidates=4, cleared=3)),
         "memory_unavailable_reason": None,
         "admitted": (
             BlockTrace(
@@ -62,7 +72,13 @@ def facts(**kw: object) -> TurnFacts:
                 text="mem",
             ),
             BlockTrace(
-                name="memorules", kind="memory", tokens=9, entry_id="r1", score=0.7, source="memorules"
+                name="memorules",
+                kind="memory",
+                tokens=9,
+                entry_id="r1",
+                score=0.7,
+                source="memorules",
+                rank=0,
             ),
             BlockTrace(name="user", kind="task", tokens=30, entry_id="task-1", text="the task"),
         ),
@@ -85,18 +101,22 @@ def validate(event: dict) -> None:
     jsonschema.Draft202012Validator(trace_schema()).validate({"event": "turn.completed", **event})
 
 
-def test_event_carries_every_v6_field_and_validates():
-    """The event has the memory fields, the gate and bands, budgets, sources and blocks, and fits the schema."""
+def test_event_carries_every_v7_field_and_validates():
+    """The event has the memory counts, the gate and bands, budgets, sources and blocks, and fits the schema."""
     event = turn_completed(facts())
     validate(event)
-    assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 6
+    assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 7
     assert event["namespace"] == {"tenant": "acme", "project": "atlas"}
     assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0}
     assert event["memory_candidates"] == 4
-    assert event["memory_selected"] == 1
+    assert event["memory_selected"] == 3
+    assert event["memory_injected"] == 2
+    assert event["memory_cut_by_budget"] == 1
     assert event["memory_abstained"] is False
     assert event["memory_types_queried"] == ["episodic"]
-    assert event["irrelevant_memory_rate"] == 0.75
+    assert event["irrelevant_memory_rate"] == 0.25
+    assert event["blocks"][1]["rank"] == 0
+    assert "rank" not in event["blocks"][0]
     assert event["sources"][0] == {"name": "store", "status": "ok", "latency_ms": 1.235, "candidates": 3}
     assert event["sources"][1]["error"] == "RuntimeError: boom"
     assert event["memorule_ids"] == ["r1"]
@@ -110,6 +130,31 @@ def test_event_carries_every_v6_field_and_validates():
     assert event["blocks"][0]["band"] == 0.9
     assert event["query_has_message"] is False
     assert event["history_selected"] == 0
+
+
+def test_a_hand_built_selection_counts_its_selected_blocks():
+    """A selection without the selector's tally (a host's own selector) counts its blocks as cleared."""
+    event = turn_completed(facts(selection=selection(selected=1, candidates=4), admitted=()))
+    validate(event)
+    assert (event["memory_candidates"], event["memory_selected"], event["memory_injected"]) == (4, 1, 0)
+    assert event["memory_cut_by_budget"] == 1
+    assert event["irrelevant_memory_rate"] == 0.75
+
+
+@given(
+    candidates=st.integers(0, 50),
+    cleared=st.integers(0, 50),
+    injected=st.integers(0, 50),
+)
+def test_counts_add_up(candidates, cleared, injected):
+    """Whatever the counts, selected = injected + cut by budget when the budget cut, and the rate is in [0, 1]."""
+    cleared = min(cleared, candidates)
+    injected = min(injected, cleared)
+    counts = MemoryCounts(candidates=candidates, selected=cleared, injected=injected)
+    assert counts.selected == counts.injected + counts.cut_by_budget
+    rate = counts.irrelevant_rate
+    assert (rate is None) == (candidates == 0)
+    assert rate is None or 0.0 <= rate <= 1.0
 
 
 def test_no_text_leaves_unless_asked():
@@ -138,9 +183,9 @@ def test_unavailable_selector_event_validates():
 def test_schema_rejects_a_wrong_version_and_accepts_unknown_keys():
     """Readers can rely on the version and types, and new keys never break them."""
     event = turn_completed(facts())
-    validate({**event, "added_in_v7": {"anything": 1}})
+    validate({**event, "added_in_v8": {"anything": 1}})
     with pytest.raises(jsonschema.ValidationError):
-        validate({**event, "schema_version": 5})
+        validate({**event, "schema_version": 6})
     with pytest.raises(jsonschema.ValidationError):
         validate({**event, "memory_abstained": "no"})
     broken = dict(event)
@@ -152,7 +197,9 @@ def test_schema_rejects_a_wrong_version_and_accepts_unknown_keys():
 def test_schema_is_valid_and_shipped_as_package_data():
     """The schema is a valid draft 2020-12 schema inside the package, and documented."""
     jsonschema.Draft202012Validator.check_schema(trace_schema())
-    assert (ROOT / "broker" / "data" / "trace-v6.schema.json").is_file()
+    assert (ROOT / "broker" / "data" / "trace-v7.schema.json").is_file()
+    assert not (ROOT / "broker" / "data" / "trace-v6.schema.json").exists()
     changelog = (ROOT / "docs" / "trace-schema.md").read_text(encoding="utf-8")
-    assert "v6" in changelog
-    assert "memory_candidates" in changelog
+    assert "| v7 |" in changelog
+    for field in ("memory_candidates", "memory_injected", "memory_cut_by_budget"):
+        assert field in changelog

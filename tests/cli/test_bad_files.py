@@ -37,8 +37,8 @@ READERS: tuple[tuple[str, ...], ...] = (
 )
 WRITERS: tuple[tuple[str, ...], ...] = (
     ("remember", "A new note about the deploy freeze"),
-    ("memorule", "update", "r1", "--confidence", "observed"),
-    ("memorule", "delete", "r1"),
+    ("memorule", "update", "r1", "--confidence", "observed", "--persona", "donna"),
+    ("memorule", "delete", "r1", "--persona", "donna"),
 )
 
 

@@ -112,7 +112,7 @@ def test_demo_json_and_bad_options(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["blocks"][-1]["kind"] == "task"
-    assert doc["trace"]["schema_version"] == 6
+    assert doc["trace"]["schema_version"] == 7
     bad = run("--db", str(tmp_path / "d.db"), "demo", "--window", "0", "--input-budget", "-3", home=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.splitlines() == [
@@ -274,3 +274,19 @@ def test_plot_scores_are_those_of_admitted_and_dropped_memories():
     """The score histogram reads memory blocks and drops, skipping blocks without a score."""
     events = [{"blocks": [{"score": 0.7}, {"kind": "task"}], "dropped": [{"score": 0.43}]}, {}]
     assert scores(events) == [0.7, 0.43]
+
+
+def test_trace_file_gets_every_turn_whatever_the_log_level(tmp_path, cli):
+    """`--log-level warning --trace-file f`: the file still holds each turn.completed (and no
+    other info event), so `trace-stats f` reports the turns."""
+    trace = tmp_path / "trace.jsonl"
+    db = str(tmp_path / "d.db")
+    quiet = ("--db", db, "--log-level", "warning", "--trace-file", str(trace))
+    for task in (DEMO_TASK, "what time is it"):
+        ran = cli(*quiet, "demo", task, "--mode", "lexical")
+        assert ran.status == 0, ran
+    logged = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert [e["event"] for e in logged if e["level"] in {"debug", "info"}] == ["turn.completed"] * 2
+    stats = cli("trace-stats", str(trace), "--json")
+    assert stats.status == 0, stats
+    assert json.loads(stats.out)["turns"] == 2

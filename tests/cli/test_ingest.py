@@ -38,7 +38,8 @@ NOTES = [
 
 
 def run(db: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
+    env = {k: v for k, v in os.environ.items() if k != "CONTEXT_BROKER_PERSONA"}
+    env["CONTEXT_BROKER_DB"] = str(db)
     done = subprocess.run(
         [sys.executable, "-m", "broker", *args],
         capture_output=True,
@@ -76,7 +77,7 @@ def test_every_example_line_of_the_records_doc_ingests(tmp_path: Path) -> None:
     assert types == set(RECORDS)
     src = tmp_path / "docs.jsonl"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    done = run(tmp_path / "d.db", "ingest", str(src))
+    done = run(tmp_path / "d.db", "ingest", str(src), "--persona", "donna")
     assert (done.returncode, done.stdout.strip()) == (0, str(len(lines))), done.stderr
     assert f"{len(lines)} written, 0 already stored" in done.stderr
 
@@ -148,10 +149,21 @@ def test_replace_gives_a_memorule_a_new_state_and_rewrites_a_task(tmp_path: Path
         "".join(json.dumps(r) + "\n" for r in examples if r.get("record") in {"memorule", "task"}),
         encoding="utf-8",
     )
-    assert run(db, "ingest", str(src)).returncode == 0
-    assert run(db, "ingest", str(src), "--replace").returncode == 0
+    refused = run(db, "ingest", str(src))
+    assert (refused.returncode, refused.stdout) == (2, "")
+    no_writer = "a memorule write names its writer: give --persona or set $CONTEXT_BROKER_PERSONA"
+    assert refused.stderr.splitlines() == [f"error: --persona: {no_writer} (required)"]
+    assert not db.exists()
+    assert run(db, "ingest", str(src), "--persona", "donna").returncode == 0
+    assert (
+        run(db, "ingest", str(src), "--replace", "--persona", "texi", "--session-id", "s-2").returncode == 0
+    )
     with MemoryStore.open(db, mode="lexical") as store:
-        assert [s.version for s in memorule_history(store, "rule-short-prs", namespace=NS)] == [1, 2]
+        states = memorule_history(store, "rule-short-prs", namespace=NS)
+        assert [s.version for s in states] == [1, 2]
+        assert states[0].written_by_persona == "donna"
+        assert states[0].written_by_session_id  # derived for the invocation
+        assert (states[1].written_by_persona, states[1].written_by_session_id) == ("texi", "s-2")
         turns = anyio.run(
             lambda: SqliteTaskRepository.from_store(store).turns("task-notes-2-3-1", namespace=NS)
         )

@@ -19,12 +19,14 @@ import structlog
 
 from broker import Namespace, ValidationError
 from broker._cli._app import App
-from broker._cli._memorules import add_remember_arguments, parse_applies_to, parse_session, remember_command
-from sources import MemoryStore, audit_events, memorule_history
+from broker._cli._memorules import add_remember_arguments, parse_applies_to, remember_command
+from broker._cli._session import ENV_PERSONA, writer_session
+from sources import MemoryStore, WriterSession, audit_events, memorule_history
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+NO_WRITER = "a memorule write names its writer: give --persona or set $CONTEXT_BROKER_PERSONA"
 BODY = "Always store timestamps in UTC with an explicit offset."
 RULE = (
     "remember",
@@ -50,8 +52,10 @@ RULE = (
 )
 
 
-def run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
+def run(db: Path, *args: str, persona: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != ENV_PERSONA} | {"CONTEXT_BROKER_DB": str(db)}
+    if persona is not None:
+        env[ENV_PERSONA] = persona
     return subprocess.run(
         [sys.executable, "-m", "broker", "--tenant", "acme", "--project", "web", *args],
         capture_output=True,
@@ -86,7 +90,7 @@ def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
     result = run(db, *RULE)
     assert result.returncode == 0, result.stderr
     rid = result.stdout.strip()
-    assert run(db, "memorule", "update", rid, "--confidence", "inferred").returncode == 0
+    assert run(db, "memorule", "update", rid, "--confidence", "inferred", persona="texi").returncode == 0
     result = run(db, "memorule", "history", rid, "--json")
     assert result.returncode == 0, result.stderr
     states = json.loads(result.stdout)
@@ -97,9 +101,10 @@ def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
     events = json.loads(result.stdout)
     assert [(e["memorule_id"], e["action"]) for e in events] == [(rid, "create"), (rid, "update")]
     assert events[0]["written_by_persona"] == "donna"
+    assert events[1]["written_by_persona"] == "texi"  # from $CONTEXT_BROKER_PERSONA
     assert events[0]["evidence_signal_id"] == "sig-42"
-    assert run(db, "memorule", "delete", rid).returncode == 0
-    assert run(db, "memorule", "delete", rid).returncode == 1
+    assert run(db, "memorule", "delete", rid, "--persona", "donna").returncode == 0
+    assert run(db, "memorule", "delete", rid, "--persona", "donna").returncode == 1
     assert run(db, "memorule", "history", rid).returncode == 1
     assert [e["action"] for e in json.loads(run(db, "audit", "--json").stdout)] == [
         "create",
@@ -132,7 +137,7 @@ def test_remember_prints_every_error_and_exits_2(tmp_path: Path) -> None:
     assert sorted(errors) == sorted(
         [
             "error: --applies-to: expected KEY=VALUE, got 'oops' (invalid_format)",
-            "error: --persona: --persona is required with --session-id (required)",
+            f"error: --persona: {NO_WRITER} (required)",
             "error: --memorule-kind: is required for kind 'memorule' (required)",
             "error: --subject: must be at least 4 chars (too_short)",
             "error: --body: is required for kind 'memorule' (required)",
@@ -151,12 +156,12 @@ def test_memorule_commands_report_unknown_ids(tmp_path: Path) -> None:
     """Updating an unknown id exits 2 naming the id; delete and history exit 1."""
     db = tmp_path / "m.db"
     MemoryStore.open(db, mode="lexical").close()
-    result = run(db, "memorule", "update", "nope", "--confidence", "observed")
+    result = run(db, "memorule", "update", "nope", "--confidence", "observed", "--persona", "donna")
     assert result.returncode == 2
     assert any(
         line.startswith("error: ID: ") and "(not_found)" in line for line in result.stderr.splitlines()
     )
-    deleted = run(db, "memorule", "delete", "nope")
+    deleted = run(db, "memorule", "delete", "nope", "--persona", "donna")
     assert deleted.returncode == 1
     assert deleted.stderr.startswith("error: ID: no memorule 'nope'")
     assert run(db, "memorule", "history", "nope", "--json").returncode == 1
@@ -234,7 +239,6 @@ def test_handler_reports_all_field_errors_at_once(tmp_path: Path) -> None:
         )
     assert {(e.field, e.code) for e in exc.value.errors} == {
         ("applies_to", "invalid_format"),
-        ("session_id", "required"),
         ("importance", "type"),
         ("memorule_kind", "required"),
         ("subject", "required"),
@@ -255,10 +259,50 @@ def test_parse_applies_to() -> None:
     ]
 
 
-def test_parse_session() -> None:
-    """--session-id and --persona come together or not at all."""
-    assert parse_session(None, None) == (None, [])
-    session, errors = parse_session("s", "p")
-    assert (session is not None, errors) == (True, [])
-    assert [(e.field, e.code) for e in parse_session(None, "p")[1]] == [("session_id", "required")]
-    assert [(e.field, e.code) for e in parse_session("s", None)[1]] == [("persona", "required")]
+def test_writer_session_derives_the_id_and_requires_a_persona(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session id defaults to the invocation's; the persona comes from the flag, else the
+    environment, else it is a `persona: required` error."""
+    monkeypatch.delenv(ENV_PERSONA, raising=False)
+    session, errors = writer_session(None, "donna", derived_id="inv-1")
+    assert (session, errors) == (WriterSession(session_id="inv-1", persona="donna"), [])
+    assert writer_session("s", "p", derived_id="inv-1")[0] == WriterSession(session_id="s", persona="p")
+    session, errors = writer_session("s", None, derived_id="inv-1")
+    assert (session, [(e.field, e.code) for e in errors]) == (None, [("persona", "required")])
+    monkeypatch.setenv(ENV_PERSONA, "texi")
+    assert writer_session(None, None, derived_id="inv-1")[0] == WriterSession(
+        session_id="inv-1", persona="texi"
+    )
+    assert writer_session(None, "donna", derived_id="inv-1")[0] == WriterSession(
+        session_id="inv-1", persona="donna"
+    )
+
+
+def test_every_cli_memorule_write_records_its_writer(tmp_path: Path, cli, monkeypatch) -> None:
+    """Without --session-id each invocation gets its own session id; without a persona the
+    write is refused with one line and exit 2, and nothing is written."""
+    monkeypatch.delenv(ENV_PERSONA, raising=False)
+    db = str(tmp_path / "w.db")
+    rule = ("--kind", "memorule", "--memorule-kind", "convention", "--subject", "UTC times", BODY)
+    rule += ("--applies-to", "scope=global")
+    refused = cli("--db", db, "remember", *rule)
+    assert (refused.status, refused.out) == (2, "")
+    assert refused.err_lines == (f"error: --persona: {NO_WRITER} (required)",)
+    assert not (tmp_path / "w.db").exists()
+    first = cli("--db", db, "remember", *rule, "--persona", "donna")
+    assert first.status == 0, first
+    monkeypatch.setenv(ENV_PERSONA, "texi")
+    rid = first.out.strip()
+    assert cli("--db", db, "memorule", "update", rid, "--confidence", "observed").status == 0
+    events = json.loads(cli("--db", db, "audit", "--json").out)
+    writers = [(e["written_by_persona"], e["written_by_session_id"]) for e in events]
+    assert [p for p, _ in writers] == ["donna", "texi"]
+    sessions = [s for _, s in writers]
+    assert all(sessions)
+    assert sessions[0] != sessions[1]  # one derived id per invocation
+
+
+def test_a_note_takes_no_writer(tmp_path: Path, cli) -> None:
+    """A writer flag on a note is refused (notes are not audited), one line, exit 2."""
+    ran = cli("--db", str(tmp_path / "n.db"), "remember", "a plain note", "--persona", "donna")
+    assert ran.status == 2
+    assert ran.err_lines == ("error: --persona: is only accepted with kind 'memorule' (not_allowed)",)

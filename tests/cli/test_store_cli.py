@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from broker import Namespace
-from sources import MemoryStore, remember, update_memorule
+from sources import MemoryStore, WriterSession, remember, update_memorule
+
+WRITER = WriterSession(session_id="sess-1", persona="donna")
 
 FILLER = [
     "Standup moved to ten because of the dentist appointment",
@@ -62,7 +64,8 @@ def test_ingest_then_recall_json(db: Path) -> None:
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert rows[0]["id"] == "deploy-1"
-    assert set(rows[0]) == {"id", "score", "text", "memory_type", "kind", "created_at"}
+    assert set(rows[0]) == {"id", "score", "text", "memory_type", "kind", "created_at", "source_type"}
+    assert rows[0]["source_type"] == "memory"
     for line in result.stderr.splitlines():
         json.loads(line)  # logs are JSON lines on stderr only
 
@@ -277,8 +280,9 @@ def test_damaged_rows_are_skipped_by_recall_and_memorule_history(tmp_path: Path,
             subject="Deploy freeze",
             body="Never deploy the payment service on a Friday afternoon.",
             applies_to={"scope": "project"},
+            session=WRITER,
         )
-        update_memorule(store, "r1", namespace=ns, confidence="observed")
+        update_memorule(store, "r1", namespace=ns, confidence="observed", session=WRITER)
         with store.db.write() as conn:
             conn.execute("UPDATE entries SET metadata = '{oops' WHERE id = 'bad'")
             conn.execute("UPDATE memorule_states SET applies_to = 'not json' WHERE rowid = 1")

@@ -104,7 +104,7 @@ def test_audit_prints_one_line_per_event_even_for_a_legacy_id_with_a_newline(tmp
     db = tmp_path / "m.db"
     rule = ("--kind", "memorule", "--memorule-kind", "convention", "--subject", "UTC timestamps")
     rule += ("--body", "Always store timestamps in UTC.", "--applies-to", "scope=project")
-    assert run(db, "--tenant", "acme", "remember", *rule).returncode == 0
+    assert run(db, "--tenant", "acme", "remember", *rule, "--persona", "donna").returncode == 0
     with sqlite3.connect(db) as conn:  # a row from before the check, as an old database may hold
         conn.execute("UPDATE memorule_audit SET memorule_id = ?", ("m1\n2026-01-01T00:00:00Z  delete  m2",))
     done = run(db, "--tenant", "acme", "audit")

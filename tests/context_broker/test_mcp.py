@@ -36,7 +36,11 @@ SERVER = [sys.executable, "-m", "context_broker"]
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "CONTEXT_BROKER_MCP_TOKENS"}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"CONTEXT_BROKER_MCP_TOKENS", "CONTEXT_BROKER_PERSONA"}
+    }
 
 
 @asynccontextmanager
@@ -117,10 +121,13 @@ async def test_stdio_tasks_and_memorules(tmp_path):
             subject="Release notes",
             body="Release notes list every migration first.",
             applies_to={"scope": "project"},
+            persona="donna",
         )
-        _, updated = await call(session, "memorule_update", id=rule["id"], confidence="asserted")
+        _, updated = await call(
+            session, "memorule_update", id=rule["id"], confidence="asserted", persona="texi"
+        )
         _, history = await call(session, "memorule_history", id=rule["id"])
-        _, deleted = await call(session, "memorule_delete", id=rule["id"])
+        _, deleted = await call(session, "memorule_delete", id=rule["id"], persona="donna", session_id="s-9")
         _, audit = await call(session, "audit")
         missing = await call(session, "memorule_history", id=rule["id"])
     assert (appended["turns"], done["status"]) == (1, "completed")
@@ -128,7 +135,39 @@ async def test_stdio_tasks_and_memorules(tmp_path):
     assert [s["confidence"] for s in history["states"]] == ["inferred", "asserted"]
     assert deleted == {"id": rule["id"], "deleted": True}
     assert [e["action"] for e in audit["events"]] == ["create", "update", "delete"]
+    writers = [(e["written_by_persona"], e["written_by_session_id"]) for e in audit["events"]]
+    assert [p for p, _ in writers] == ["donna", "texi", "donna"]
+    assert writers[0][1] == writers[1][1]  # the server's own session id when none is given
+    assert writers[0][1]
+    assert writers[2][1] == "s-9"
     assert missing == (True, [f"error: id: no memorule {rule['id']!r} in acme/web (not_found)"])
+
+
+async def test_stdio_recall_takes_source_type_and_the_session_context(tmp_path):
+    """`recall` mirrors semantic_recall: source_type memorule, ranked and filtered by persona."""
+    async with stdio_session(tmp_path / "m.db") as session:
+        for persona in ("donna", "texi"):
+            await call(
+                session,
+                "remember",
+                kind="memorule",
+                id=f"rule-{persona}",
+                memorule_kind="behavioral_rule",
+                subject="Friday deploys",
+                body=f"{persona.title()} never deploys to production on a Friday afternoon.",
+                applies_to={"persona": persona},
+                persona=persona,
+            )
+        await call(session, "remember", text="Friday afternoon production deploys need the on-call lead.")
+        query = "Can we deploy to production on Friday afternoon?"
+        _, rules = await call(session, "recall", query=query, source_type="memorule", persona="texi")
+        _, memories = await call(session, "recall", query=query)
+        bad = await call(session, "recall", query=query, limit=0)
+    assert [(m["id"], m["source_type"], m["applies_to"]) for m in rules["memories"]] == [
+        ("rule-texi", "memorule", {"persona": "texi"})
+    ]
+    assert sorted(m["source_type"] for m in memories["memories"]) == ["memorule", "memorule", "memory"]
+    assert bad == (True, ["error: limit: must be an integer in 1..1000 (out_of_range)"])
 
 
 async def test_stdio_bad_input_gets_the_clis_field_errors(tmp_path):
@@ -156,6 +195,7 @@ async def test_stdio_bad_input_gets_the_clis_field_errors(tmp_path):
             "error: subject: is required for kind 'memorule' (required)",
             "error: body: is required for kind 'memorule' (required)",
             "error: applies_to: is required for kind 'memorule' (required)",
+            "error: persona: a memorule write names its writer: give persona or set $CONTEXT_BROKER_PERSONA (required)",
         ],
     )
     assert budget == (True, ["error: budget: must be an integer in 1..1000 (out_of_range)"])

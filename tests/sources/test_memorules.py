@@ -131,6 +131,8 @@ def test_missing_fields_are_all_reported_together_and_nothing_is_written(store: 
         ("subject", "required"),
         ("body", "required"),
         ("applies_to", "required"),
+        ("session_id", "required"),
+        ("persona", "required"),
     }
     assert _count(store, "SELECT count(*) FROM entries") == before
     assert _count(store, "SELECT count(*) FROM memorule_states") == 0
@@ -216,6 +218,7 @@ def test_text_is_the_body(store: MemoryStore) -> None:
         store,
         kind="memorule",
         namespace=NS,
+        session=SESSION,
         text=TOPIC,
         memorule_kind="convention",
         subject="Staging first",
@@ -317,7 +320,9 @@ def test_update_validates_everything_and_appends_nothing_when_invalid(store: Mem
     """Invalid updates report every field at once; the state count does not change."""
     rid = _rule(store)
     with pytest.raises(ValidationError) as exc:
-        update_memorule(store, rid, namespace=NS, subject="ab", confidence="meh", applies_to={"x": "y"})
+        update_memorule(
+            store, rid, namespace=NS, session=SESSION, subject="ab", confidence="meh", applies_to={"x": "y"}
+        )
     assert _fields(exc) == {
         ("subject", "too_short"),
         ("confidence", "invalid_choice"),
@@ -325,10 +330,10 @@ def test_update_validates_everything_and_appends_nothing_when_invalid(store: Mem
         ("applies_to", "empty"),
     }
     with pytest.raises(ValidationError) as exc:
-        update_memorule(store, rid, namespace=NS)
+        update_memorule(store, rid, namespace=NS, session=SESSION)
     assert _fields(exc) == {("update", "empty")}
     with pytest.raises(ValidationError) as exc:
-        update_memorule(store, "nope", namespace=NS, confidence="observed")
+        update_memorule(store, "nope", namespace=NS, session=SESSION, confidence="observed")
     assert _fields(exc) == {("id", "not_found")}
     assert len(memorule_history(store, rid, namespace=NS)) == 1
     assert len(audit_events(store)) == 1
@@ -346,7 +351,7 @@ def test_delete_removes_the_rule_and_keeps_its_audit_trail(store: MemoryStore) -
         ("create", "sig-1"),
         ("delete", "sig-2"),
     ]
-    assert delete_memorule(store, rid, namespace=NS) is False
+    assert delete_memorule(store, rid, namespace=NS, session=SESSION) is False
     assert len(audit_events(store)) == 2
     assert _fts_consistent(store)
 
@@ -356,9 +361,9 @@ def test_memorules_are_addressed_in_their_own_project(store: MemoryStore) -> Non
     rid = _rule(store, applies_to={"scope": "global"})
     other = Namespace(tenant_id="acme", project_id="api")
     assert memorule_history(store, rid, namespace=other) == []
-    assert delete_memorule(store, rid, namespace=other) is False
+    assert delete_memorule(store, rid, namespace=other, session=SESSION) is False
     with pytest.raises(ValidationError):
-        update_memorule(store, rid, namespace=other, confidence="observed")
+        update_memorule(store, rid, namespace=other, session=SESSION, confidence="observed")
 
 
 # -- audit ----------------------------------------------------------------------------------
@@ -385,11 +390,21 @@ def test_audit_event_shape_and_log_event(store: MemoryStore) -> None:
     assert {k: v for k, v in logged.items() if k not in {"event", "log_level"}} == event.as_dict()
 
 
-def test_anonymous_writes_are_audited_with_null_writer(store: MemoryStore) -> None:
-    """Without a session the event still exists, with no session id or persona."""
-    _rule(store, session=None)
-    (event,) = audit_events(store)
-    assert (event.written_by_session_id, event.written_by_persona) == (None, None)
+def test_anonymous_writes_are_refused_with_typed_field_errors(store: MemoryStore) -> None:
+    """Who wrote a rule is always recorded: a create, update or delete without a writer writes nothing."""
+    with pytest.raises(ValidationError) as exc:
+        _rule(store, session=None)
+    assert _fields(exc) == {("session_id", "required"), ("persona", "required")}
+    assert audit_events(store) == []
+    rid = _rule(store)
+    with pytest.raises(ValidationError) as exc:
+        update_memorule(store, rid, namespace=NS, body="A body long enough to pass.")
+    assert _fields(exc) == {("session_id", "required"), ("persona", "required")}
+    with pytest.raises(ValidationError) as exc:
+        delete_memorule(store, rid, namespace=NS)
+    assert _fields(exc) == {("session_id", "required"), ("persona", "required")}
+    assert [e.action for e in audit_events(store)] == ["create"]
+    assert all(e.written_by_session_id and e.written_by_persona for e in audit_events(store))
 
 
 def test_audit_filters_by_time_and_tenant(store: MemoryStore) -> None:
@@ -416,7 +431,9 @@ def test_audit_filters_by_time_and_tenant(store: MemoryStore) -> None:
     [
         ({"persona": "donna"}, SessionContext(persona="donna"), 1),
         ({"persona": "donna"}, SessionContext(persona="texi"), None),
-        ({"persona": "donna"}, SessionContext(), None),
+        ({"persona": "donna"}, SessionContext(), 0),
+        ({"persona": "donna", "surface": "cli"}, SessionContext(persona="donna"), 1),
+        ({"surface": "cli"}, SessionContext(persona="donna"), 0),
         ({"persona": "donna", "surface": "cli"}, SessionContext(persona="donna", surface="cli"), 2),
         ({"persona": "donna", "surface": "cli"}, SessionContext(persona="donna", surface="web"), None),
         ({"specialization": "sql"}, SessionContext(specialization="sql", persona="x"), 1),
@@ -431,7 +448,8 @@ def test_audit_filters_by_time_and_tenant(store: MemoryStore) -> None:
     ],
 )
 def test_context_overlap(applies_to: dict[str, str], context: SessionContext, expected: int | None) -> None:
-    """Set keys must match (scope by level: a rule covers its level and narrower ones)."""
+    """Only a key the session states can exclude a rule (scope by level: a rule covers its level and
+    narrower ones); a key it leaves unset counts as no overlap."""
     assert context_overlap(applies_to, context) == expected
 
 
@@ -482,17 +500,35 @@ def test_ranking_ties_break_by_recency(store: MemoryStore) -> None:
     old = _rule(store, id="old")
     new = _rule(store, id="new")
     assert _recall_ids(store, SessionContext(scope="project")) == [new, old]
-    update_memorule(store, old, namespace=NS, evidence_signal_id="sig-3")
+    update_memorule(store, old, namespace=NS, session=SESSION, evidence_signal_id="sig-3")
     assert _recall_ids(store, SessionContext(scope="project")) == [old, new]
 
 
-def test_rules_for_other_contexts_are_not_recalled(store: MemoryStore) -> None:
-    """A rule whose persona or surface differs from the session's never qualifies."""
+def test_only_a_contradicting_rule_is_left_out(store: MemoryStore) -> None:
+    """A rule for another persona or surface is excluded; one keyed on what the session leaves unset is kept."""
     _rule(store, id="texi", applies_to={"persona": "texi"})
     _rule(store, id="web", applies_to={"surface": "web"})
     mine = _rule(store, id="mine", applies_to={"persona": "donna"})
-    assert _recall_ids(store, SessionContext(persona="donna", surface="cli")) == [mine]
-    assert _recall_ids(store, SessionContext()) == []
+    sql = _rule(store, id="sql", applies_to={"specialization": "sql"})
+    assert _recall_ids(store, SessionContext(persona="donna", surface="cli")) == [mine, sql]
+    assert sorted(_recall_ids(store, SessionContext())) == sorted(["texi", "web", mine, sql])
+
+
+def test_unstated_keys_rank_below_matches_whatever_their_confidence(store: MemoryStore) -> None:
+    """A matched asserted rule outranks an observed rule whose key the session does not state."""
+    unstated = _rule(store, id="unstated", confidence="observed", applies_to={"surface": "cli"})
+    matched = _rule(store, id="matched", confidence="asserted", applies_to={"persona": "donna"})
+    assert _recall_ids(store, SessionContext(persona="donna")) == [matched, unstated]
+
+
+def test_an_empty_context_still_ranks_by_confidence(store: MemoryStore) -> None:
+    """Without a session context, an older observed rule outranks a newer asserted one."""
+    observed = _rule(store, id="observed", confidence="observed", applies_to={"scope": "global"})
+    asserted = _rule(store, id="asserted", confidence="asserted", applies_to={"scope": "global"})
+    assert _recall_ids(store, SessionContext()) == [observed, asserted]
+    matches = semantic_recall(store, QUERY, namespace=NS, source_type="memorule")
+    assert [m.id for m in matches] == [observed, asserted]
+    assert {m.source_type for m in matches} == {"memorule"}
 
 
 def test_irrelevant_rules_stay_under_the_floor(store: MemoryStore) -> None:
@@ -528,7 +564,25 @@ def test_memory_source_type_returns_all_memory(store: MemoryStore) -> None:
         {"persona": "texi"},
     )
     assert (by_id[note].kind, by_id[note].memorule_kind) == ("note", None)
+    assert (by_id[note].source_type, by_id[rule].source_type) == ("memory", "memorule")
+    assert by_id[note].as_dict()["source_type"] == "memory"
     assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
+
+
+def test_typed_recall_keeps_the_asked_types(store: MemoryStore) -> None:
+    """`types` narrows both source types as a turn's typed request does (unclassified memories stay)."""
+    plain = _rule(store, id="plain")
+    _rule(store, id="epi", memory_type="episodic")
+    note = store.add_entry(
+        "Staging checklist for the production deploy release rollout", namespace=NS, memory_type="procedural"
+    )
+    rules = semantic_recall(store, QUERY, namespace=NS, source_type="memorule", types=["procedural"])
+    assert [m.id for m in rules] == [plain]
+    memory = semantic_recall(store, QUERY, namespace=NS, source_type="memory", types=["procedural"])
+    assert {m.id for m in memory} == {note, plain}
+    with pytest.raises(ValidationError) as exc:
+        semantic_recall(store, QUERY, namespace=NS, types=["dream"])
+    assert _fields(exc) == {("types", "invalid_choice")}
 
 
 def test_recall_arguments_are_validated_together(store: MemoryStore) -> None:
@@ -602,7 +656,7 @@ def test_an_updated_scope_changes_visibility(store: MemoryStore) -> None:
     _fill(store, api)
     rid = _rule(store, api, applies_to={"scope": "global"})
     assert _recall_ids(store, SessionContext(), NS) == [rid]
-    update_memorule(store, rid, namespace=api, applies_to={"scope": "project"})
+    update_memorule(store, rid, namespace=api, session=SESSION, applies_to={"scope": "project"})
     assert _recall_ids(store, SessionContext(), NS) == []
 
 
@@ -610,7 +664,7 @@ def test_an_updated_scope_changes_visibility(store: MemoryStore) -> None:
 
 
 async def test_source_surfaces_ranked_rules_in_the_memorules_block(store: MemoryStore) -> None:
-    """The source returns applying rules above the floor, in rank order, with their fields."""
+    """The source returns non-contradicting rules above the floor, ranked (Candidate.rank), with their fields."""
     low = _rule(store, id="low", confidence="asserted", evidence_signal_id="sig-1")
     high = _rule(store, id="high", confidence="observed", applies_to={"persona": "donna", "scope": "project"})
     _rule(store, id="other", applies_to={"persona": "texi"})
@@ -623,7 +677,7 @@ async def test_source_surfaces_ranked_rules_in_the_memorules_block(store: Memory
     assert [c.entry_id for c in got] == [high, low]
     assert all(c.block == "memorules" and c.source == "memorules" for c in got)
     assert all(c.score >= RECALL_MIN_SCORE for c in got)
-    assert [c.metadata["memorule_rank"] for c in got] == [0, 1]
+    assert [c.metadata["memorule_rank"] for c in got] == [c.rank for c in got] == [0, 1]
     assert got[1].metadata["evidence_signal_id"] == "sig-1"
     assert got[0].metadata["applies_to"] == {"persona": "donna", "scope": "project"}
     assert (got[0].metadata["confidence"], got[0].metadata["memorule_kind"]) == (
@@ -632,7 +686,7 @@ async def test_source_surfaces_ranked_rules_in_the_memorules_block(store: Memory
     )
     assert await source.fetch(SourceRequest(task="carol pixel guitar", namespace=NS, context=ctx)) == []
     no_ctx = await source.fetch(SourceRequest(task=QUERY, namespace=NS))
-    assert [c.entry_id for c in no_ctx] == [low]
+    assert [(c.entry_id, c.rank) for c in no_ctx] == [(high, 0), ("other", 1), (low, 2)]
     await source.aclose()
     with pytest.raises(BrokerClosedError):
         await source.fetch(SourceRequest(task=QUERY, namespace=NS, context=ctx))
@@ -667,7 +721,11 @@ def test_hybrid_store_keeps_one_current_vector_per_memorule(tmp_path: Path) -> N
             ).fetchall()
         assert len(before) == 1
         update_memorule(
-            store, rid, namespace=NS, body="Database migrations ship with a tested rollback script."
+            store,
+            rid,
+            namespace=NS,
+            session=SESSION,
+            body="Database migrations ship with a tested rollback script.",
         )
         with store.db.read() as conn:
             after = conn.execute(
@@ -769,8 +827,10 @@ def _damage_state(store: MemoryStore, rule_id: str, version: int, applies_to: st
 def test_history_skips_a_damaged_state_and_keeps_version_numbers(store: MemoryStore, damage: str) -> None:
     """One bad state must not hide the others, nor renumber them."""
     rid = _rule(store)
-    update_memorule(store, rid, namespace=NS, body="Deploy through staging, then production, always.")
-    update_memorule(store, rid, namespace=NS, subject="Staging always first")
+    update_memorule(
+        store, rid, namespace=NS, session=SESSION, body="Deploy through staging, then production, always."
+    )
+    update_memorule(store, rid, namespace=NS, session=SESSION, subject="Staging always first")
     _damage_state(store, rid, 2, damage)
     with structlog.testing.capture_logs() as logs:
         states = memorule_history(store, rid, namespace=NS)
@@ -783,9 +843,13 @@ def test_update_of_a_damaged_rule_asks_for_applies_to_then_repairs_it(store: Mem
     rid = _rule(store)
     _damage_state(store, rid, 1)
     with pytest.raises(ValidationError) as info:
-        update_memorule(store, rid, namespace=NS, body="Deploy through staging first, every single time.")
+        update_memorule(
+            store, rid, namespace=NS, session=SESSION, body="Deploy through staging first, every single time."
+        )
     assert [(e.field, e.code) for e in info.value.errors] == [("applies_to", "damaged")]
-    state = update_memorule(store, rid, namespace=NS, applies_to={"scope": "project", "persona": "donna"})
+    state = update_memorule(
+        store, rid, namespace=NS, session=SESSION, applies_to={"scope": "project", "persona": "donna"}
+    )
     assert state.version == 2
     assert memorule_history(store, rid, namespace=NS)[-1].applies_to == {
         "scope": "project",
@@ -797,7 +861,7 @@ def test_a_damaged_rule_can_be_deleted(store: MemoryStore) -> None:
     """Deleting needs none of the damaged fields: it is the other way out."""
     rid = _rule(store)
     _damage_state(store, rid, 1)
-    assert delete_memorule(store, rid, namespace=NS) is True
+    assert delete_memorule(store, rid, namespace=NS, session=SESSION) is True
     assert memorule_history(store, rid, namespace=NS) == []
 
 
