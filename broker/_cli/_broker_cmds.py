@@ -17,7 +17,7 @@ import anyio
 
 from broker import Context, Turn, open_broker
 from broker._trace import TURN_COMPLETED
-from sources import SqliteTaskRepository
+from sources import SqliteTaskRepository, WriterSession
 
 from ._app import App, UsageError
 from ._ingest import ingest_records, read_records
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ._records import Parsed
 
 SAMPLE_RESOURCE = "sample_memories.jsonl"
+SAMPLE_WRITER = WriterSession(session_id="context-broker-demo", persona="sample-data")
+"""Who writes the sample's memorules: every memorule names its writer (its audit shows this one)."""
 DEMO_TASK = "Prepare the Lighthouse 2.4 release checklist and release notes"
 _PERCENTILES = (50, 95, 99)
 EXIT_NO_EVENTS = 1
@@ -94,9 +96,10 @@ def demo(args: argparse.Namespace, app: App) -> int:
     store = app.store()
     namespace = app.namespace
     repo = SqliteTaskRepository.from_store(store)
-    if store.stats(namespace=namespace)["entries"] == 0:
+    seed = store.stats(namespace=namespace)["entries"] == 0
+    task_id = repo.create_task(args.task, namespace=namespace)  # a bad task fails before seeding
+    if seed:
         seed_samples(store, namespace)
-    task_id = repo.create_task(args.task, namespace=namespace)
     turn = Turn(
         task_id=task_id,
         namespace=namespace,
@@ -136,14 +139,15 @@ def _block_json(block: Any) -> dict[str, Any]:  # noqa: ANN401 - a broker Block
 
 
 def sample_records() -> Parsed:
-    """The bundled sample (memories, neurons, facts, knowledge, past tasks), read as `ingest` reads."""
+    """The bundled sample (memories, neurons, facts, knowledge, memorules, past tasks), read as
+    `ingest` reads."""
     with resources.as_file(resources.files("broker") / "data" / SAMPLE_RESOURCE) as path:
         return read_records(str(path))
 
 
 def seed_samples(store: MemoryStore, namespace: Namespace) -> None:
     """Write the sample data into the namespace, through `ingest`'s own code."""
-    ingest_records(store, namespace, sample_records())
+    ingest_records(store, namespace, sample_records(), writer=SAMPLE_WRITER)
 
 
 # -- trace-stats --------------------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_demo_seeds_once_and_a_trivial_task_abstains(tmp_path):
     stats = run("--db", str(db), "stats", "--json", home=tmp_path)
     assert stats.returncode == 0, stats.stderr
     sample = sample_records()
-    seeded = len(sample.notes) + sum(1 for r in sample.records if r.type == "neuron")
+    seeded = len(sample.notes) + sum(1 for r in sample.records if r.type in {"neuron", "memorule"})
     assert json.loads(stats.stdout)["entries"] == seeded
 
 
@@ -104,6 +104,16 @@ def test_trace_text_puts_text_in_the_event(tmp_path):
     assert done.returncode == 0, done.stderr
     (event,) = events(trace)
     assert event["task_text"] == DEMO_TASK
+
+
+def test_demo_turn_carries_the_sample_memorules_observed_first(tmp_path):
+    """The default demo injects the sample's two memorules, the observed one ranked before the asserted."""
+    done = run("--db", str(tmp_path / "d.db"), "demo", "--json", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout)["trace"]
+    assert trace["memorule_ids"] == ["rule-notes-breaking", "rule-no-friday-release"]
+    audit = run("--db", str(tmp_path / "d.db"), "audit", home=tmp_path)
+    assert audit.stdout.count("persona=sample-data") == 2, audit.stdout
 
 
 def test_demo_json_and_bad_options(tmp_path):

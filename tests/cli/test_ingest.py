@@ -85,7 +85,7 @@ def test_every_example_line_of_the_records_doc_ingests(tmp_path: Path) -> None:
 def test_the_bundled_sample_ingests_as_shipped(tmp_path: Path) -> None:
     """broker/data/sample_memories.jsonl is in the one record format `ingest` reads."""
     sample = ROOT / "broker" / "data" / "sample_memories.jsonl"
-    done = run(tmp_path / "s.db", "ingest", str(sample))
+    done = run(tmp_path / "s.db", "ingest", str(sample), "--persona", "sample-data")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(len(sample.read_text(encoding="utf-8").splitlines()))
 
