@@ -29,7 +29,7 @@ from sources import (
 from sources._results import ResultCache
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from broker import Candidate
 
@@ -74,7 +74,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def ids(found: list[Candidate]) -> list[str]:
+def ids(found: Sequence[Candidate]) -> list[str]:
     return [c.entry_id for c in found]
 
 
