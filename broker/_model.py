@@ -190,6 +190,8 @@ class SelectionResult:
     mode: str = "lexical"
     qpp: float | None = None
     """The task's gate in the namespace, as the sources reported it (None: no candidate)."""
+    queued_ms: float = 0.0
+    """How long the turn waited in line for a place before its sources were asked."""
 
     @property
     def selected_count(self) -> int:

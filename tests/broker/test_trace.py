@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import jsonschema
 import pytest
 
@@ -91,7 +92,7 @@ def test_event_carries_every_v6_field_and_validates():
     validate(event)
     assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 6
     assert event["namespace"] == {"tenant": "acme", "project": "atlas"}
-    assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0}
+    assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0, "queue_ms": 0.0}
     assert event["memory_candidates"] == 4
     assert event["memory_selected"] == 1
     assert event["memory_abstained"] is False
@@ -110,6 +111,14 @@ def test_event_carries_every_v6_field_and_validates():
     assert event["blocks"][0]["band"] == 0.9
     assert event["query_has_message"] is False
     assert event["history_selected"] == 0
+
+
+def test_the_wait_in_line_is_in_the_timings():
+    """A selection that queued for a place reports how long, within v6 (an optional field)."""
+    event = turn_completed(facts(selection=attrs.evolve(selection(), queued_ms=12.5)))
+    validate(event)
+    assert event["timings"]["queue_ms"] == 12.5
+    assert "queue_ms" not in turn_completed(facts(selection=None))["timings"]
 
 
 def test_no_text_leaves_unless_asked():
