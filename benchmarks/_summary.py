@@ -277,8 +277,8 @@ def _throughput_table(lat: dict[str, Any]) -> list[str]:
     out += [
         "",
         (
-            "Turns beyond the selector's limit (`open_selector(max_turns=...)`, default twice the CPUs, "
-            "at least 4) wait in line inside their deadline; a turn that could no longer be served in time "
+            "Turns beyond the selector's limit (`open_selector(max_turns=...)`, default one per CPU, "
+            "at least 2) wait in line inside their deadline; a turn that could no longer be served in time "
             "answers at once with every source `overloaded`. The `no limit` rows run the same levels "
             "without the queue. Every turn here does the full work (no answer kept across turns)."
         ),

@@ -41,7 +41,7 @@ DEFAULT_MODE = "lexical"
 """The mode reported when neither the call nor the selector names one."""
 
 DEFAULT_MAX_TURNS = default_max_turns()
-"""Turns a selector serves at once by default (twice the usable CPUs, at least 4)."""
+"""Turns a selector serves at once by default (one per usable CPU, at least 2)."""
 
 MIN_SOURCE_LIMIT = 10
 """Sources are asked for at least this many candidates, so the floor has room to choose."""
@@ -294,8 +294,8 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     each failed probe doubles the cooldown, up to `breaker_max_cooldown` (or the first
     cooldown, if longer).
 
-    At most `max_turns` turns are served at once (default: twice the usable CPUs, at least
-    4; None: no limit); more wait in line, first come first served, inside their own
+    At most `max_turns` turns are served at once (default: one per usable CPU, at least 2;
+    None: no limit); more wait in line, first come first served, inside their own
     deadline (`broker._queue`). Raises ConfigError on bad options.
     """
     sources = tuple(sources)

@@ -82,6 +82,6 @@ async def test_no_limit_serves_every_turn_at_once(autojump_clock):
         assert b.admitted
 
 
-def test_the_default_is_twice_the_cpus_and_at_least_four():
-    """The default limit follows the machine, never below four turns."""
-    assert default_max_turns() >= 4
+def test_the_default_follows_the_cpus_and_is_at_least_two():
+    """The default limit follows the machine, never below two turns."""
+    assert default_max_turns() >= 2
