@@ -221,7 +221,7 @@ async def test_overloaded_source_is_skipped_at_once(autojump_clock):
         results.append(await selector.select_for_task(TASK, namespace=NS))
 
     async with (
-        open_selector([good, busy], deadline=0.1, mailbox_size=1, concurrency=1) as selector,
+        open_selector([good, busy], deadline=0.1, mailbox_size=1, concurrency=1, max_turns=None) as selector,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(turn)
