@@ -1,7 +1,7 @@
 """Run every benchmark and write results/*.json, SUMMARY.md and PNG plots.
 
     python -m benchmarks [--quick] [--out DIR] [--sizes 10000,100000] [--lexical-sizes 1000000]
-                         [--skip-quality] [--skip-latency] [--no-peers] [--peer-sizes 10000,100000]
+                         [--turns 300] [--throughput-turns 400] [--dense-n 1000000] [--skip-quality] [--skip-latency] [--no-peers] [--peer-sizes 10000,100000]
 
 Full run: about 20 minutes on 2 cores, plus the peers section (chromadb, bm25s and LangGraph's
 `InMemoryStore` beside ours on the same corpus and tasks, each in its own process; about 10
@@ -40,6 +40,8 @@ QUICK = _latency.Config(
     single_writes=5,
     dense_n=20_000,
     dense_queries=20,
+    repeated_tasks=5,
+    repeats=5,
 )
 QUICK_PEERS = _peers.Config(sizes=(2_000,), turns=30, blocks=3, warm=2, slow_tasks=6, pool=50)
 
@@ -55,6 +57,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", type=_sizes, help="lexical + hybrid sizes (default 10000,100000)")
     parser.add_argument("--lexical-sizes", type=_sizes, help="lexical-only sizes (default 1000000)")
     parser.add_argument("--turns", type=int, help="sequential turns per size and mode (default 300)")
+    parser.add_argument("--throughput-turns", type=int, help="turns per concurrency level (default 400)")
     parser.add_argument("--dense-n", type=int, help="bare dense search size (default 1000000; 0 skips)")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
@@ -79,6 +82,8 @@ def config(args: argparse.Namespace) -> _latency.Config:
         changes["turns"] = args.turns
     if args.dense_n is not None:
         changes["dense_n"] = args.dense_n
+    if args.throughput_turns is not None:
+        changes["throughput_turns"] = args.throughput_turns
     return attrs.evolve(cfg, **changes)
 
 

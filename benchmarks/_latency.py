@@ -3,6 +3,10 @@
 Every figure that is compared is measured in the same process and run: `select_for_task` and
 `assemble` against the bare SQL (FTS5) and vector searches the sources issue for the same
 tasks, so the broker's overhead is a ratio on this machine.
+
+Every turn of those figures does the full work: their sources keep no answers across turns
+(`default_sources(result_cache=0)`). The reuse across turns is measured on its own: the same
+query asked again on an unchanged namespace (`repeated_query`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import anyio
 import attrs
 import numpy as np
 
-from broker import SourceStatus, Turn, open_broker, open_selector
+from broker import DEFAULT_MAX_TURNS, SourceStatus, Turn, open_broker, open_selector
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, _index, _schema, _vectors, default_sources
 from sources._embedder import load_default_embedder
 
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from broker import MemorySelector, SelectionResult
+    from broker.abc import Source
     from sources._embedder import MiniLMEmbedder
 
 DEADLINE: Final = 0.1
@@ -55,6 +60,8 @@ class Config:
     turns: int = 300
     throughput_turns: int = 400
     concurrency: tuple[int, ...] = (1, 8, 64)
+    repeated_tasks: int = 20
+    repeats: int = 10
     pool: int = 1000
     ingest_lines: int = 5000
     single_writes: int = 50
@@ -184,6 +191,11 @@ class Sample:
     source_ms: tuple[tuple[str, float], ...] = ()
 
 
+def uncached(store: MemoryStore) -> list[Source]:
+    """The default sources of `store`, keeping no answer across turns: every turn does the full work."""
+    return default_sources(store, result_cache=0)
+
+
 def _sample(started: float, result: SelectionResult) -> Sample:
     return Sample(
         ms=1000 * (time.perf_counter() - started),
@@ -221,12 +233,15 @@ async def concurrent(selector: MemorySelector, tasks: Sequence[str], concurrency
     pending = list(tasks)
     samples: list[Sample] = []
 
+    queued: list[float] = []
+
     async def worker() -> None:
         while pending:
             task = pending.pop()
             started = time.perf_counter()
             result = await selector.select_for_task(task, namespace=NS, budget=BUDGET)
             samples.append(_sample(started, result))
+            queued.append(result.queued_ms)
 
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -244,6 +259,8 @@ async def concurrent(selector: MemorySelector, tasks: Sequence[str], concurrency
         "share_some_source_missed_deadline": _share(samples, lambda s: "timeout" in s.statuses),
         "share_some_source_cut": _share(samples, lambda s: not _complete(s)),
         "share_every_source_completed": _share(samples, _complete),
+        "share_overloaded": _share(samples, lambda s: "overloaded" in s.statuses),
+        "queue_ms": pct(queued),
         "p99_within_deadline_plus_10ms": lat["p99"] <= 1000 * DEADLINE + SLACK_MS,
     }
 
@@ -294,8 +311,9 @@ async def measure_mode(
 ) -> dict[str, Any]:
     """Sequential select and assemble, the floors, and throughput at each concurrency, in `mode`."""
     texts = [t for t, _ in tasks]
-    sources = default_sources(store)
-    async with open_selector(sources, deadline=DEADLINE, mode=mode, breaker_threshold=NO_BREAKER) as selector:
+    async with open_selector(
+        uncached(store), deadline=DEADLINE, mode=mode, breaker_threshold=NO_BREAKER
+    ) as selector:
         await selects(selector, texts[:10])  # warm: caches, prepared statements
         sel = await selects(selector, texts)
         ids = [f"{prefix}-{i}" for i in range(len(texts))]
@@ -317,16 +335,48 @@ async def measure_mode(
             [s for s, (_, t) in zip(sel, tasks, strict=True) if t], lambda s: s.selected == 0
         ),
     }
-    out["throughput"] = []
+    out["repeated_query"] = await repeated(store, [t for t, trivial in tasks if not trivial], mode, cfg)
+    out["throughput"] = await throughput(store, texts, mode, cfg, max_turns=DEFAULT_MAX_TURNS)
+    # The same levels without the turn queue, where it could queue at all: what it changes.
+    levels = attrs.evolve(cfg, concurrency=tuple(c for c in cfg.concurrency if c > DEFAULT_MAX_TURNS))
+    out["throughput_unqueued"] = await throughput(store, texts, mode, levels, max_turns=None)
+    return out
+
+
+async def throughput(
+    store: MemoryStore, texts: Sequence[str], mode: str, cfg: Config, *, max_turns: int | None
+) -> list[dict[str, Any]]:
+    """Turns/s and the share of turns with every source complete at each concurrency level."""
+    out = []
     for c in cfg.concurrency:
         turns = (texts * (1 + cfg.throughput_turns // max(len(texts), 1)))[: cfg.throughput_turns]
         # A fresh selector per level, so one level's circuit breakers do not shape the next.
         async with open_selector(
-            default_sources(store), deadline=DEADLINE, mode=mode, breaker_threshold=NO_BREAKER
+            uncached(store), deadline=DEADLINE, mode=mode, breaker_threshold=NO_BREAKER, max_turns=max_turns
         ) as selector:
             await selects(selector, texts[:5])
-            out["throughput"].append(await concurrent(selector, turns, c))
+            out.append({**await concurrent(selector, turns, c), "max_turns": max_turns})
     return out
+
+
+async def repeated(store: MemoryStore, texts: Sequence[str], mode: str, cfg: Config) -> dict[str, Any]:
+    """The same query asked again on an unchanged namespace, with the default sources (which keep
+    their answers across turns): each task once (cold for the cache), then `repeats` times more."""
+    firsts: list[Sample] = []
+    again: list[Sample] = []
+    async with open_selector(
+        default_sources(store), deadline=DEADLINE, mode=mode, breaker_threshold=NO_BREAKER
+    ) as selector:
+        for task in texts[: cfg.repeated_tasks]:
+            firsts += await selects(selector, [task])
+            again += await selects(selector, [task] * cfg.repeats)
+    return {
+        "tasks": len(firsts),
+        "repeats": cfg.repeats,
+        "first_ms": pct([s.ms for s in firsts]),
+        "latency_ms": pct([s.ms for s in again]),
+        "share_every_source_completed": _share(again, _complete),
+    }
 
 
 def _warm(store: MemoryStore, task: str, modes: Sequence[str]) -> None:

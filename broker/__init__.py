@@ -32,6 +32,7 @@ from ._model import SessionContext as SessionContext
 from ._model import SourceOutcome as SourceOutcome
 from ._model import SourceStatus as SourceStatus
 from ._model import Tally as Tally
+from ._selector import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
 from ._selector import MemorySelector as MemorySelector
 from ._selector import open_selector as open_selector
 from ._text import hidden_character as hidden_character
@@ -43,6 +44,7 @@ from .log import add_null_handler
 add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 
 __all__ = [
+    "DEFAULT_MAX_TURNS",
     "INFERENCE_TRACE_SCHEMA_VERSION",
     "MAX_ID_CHARS",
     "MAX_TEXT_CHARS",

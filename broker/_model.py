@@ -220,6 +220,8 @@ class SelectionResult:
     result built by hand, when `candidates_evaluated` and the selected blocks stand in."""
     history: Tally = attrs.field(factory=Tally)
     """Distinct past tasks surfaced and cleared the floor (before the budget cap)."""
+    queued_ms: float = 0.0
+    """How long the turn waited in line for a place before its sources were asked."""
 
     @property
     def selected_count(self) -> int:

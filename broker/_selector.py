@@ -19,7 +19,16 @@ from ._exceptions import BrokerClosedError, ConfigError, FieldError, ValidationE
 from ._fields import count_errors, text_errors
 from ._floor import Fate, fates, select, tally
 from ._gather import gather
-from ._model import MEMORY_TYPES, Candidate, Namespace, SelectionResult, SessionContext
+from ._model import (
+    MEMORY_TYPES,
+    Candidate,
+    Namespace,
+    SelectionResult,
+    SessionContext,
+    SourceOutcome,
+    SourceStatus,
+)
+from ._queue import TurnQueue, default_max_turns
 from .abc import RECALL_MODES, Source, SourceRequest
 
 if TYPE_CHECKING:
@@ -30,6 +39,9 @@ DEFAULT_DEADLINE = 0.1
 
 DEFAULT_MODE = "lexical"
 """The mode reported when neither the call nor the selector names one."""
+
+DEFAULT_MAX_TURNS = default_max_turns()
+"""Turns a selector serves at once by default (one per usable CPU, at least 2)."""
 
 MIN_SOURCE_LIMIT = 10
 """Sources are asked for at least this many candidates, so the floor has room to choose."""
@@ -42,6 +54,7 @@ class MemorySelector:
     _actors: tuple[SourceActor, ...]
     _deadline: float
     _mode: str | None = None
+    _queue: TurnQueue = attrs.field(factory=lambda: TurnQueue(None))
     _closed: bool = attrs.field(default=False, init=False)
 
     @property
@@ -67,9 +80,12 @@ class MemorySelector:
     ) -> SelectionResult:
         """Select at most `budget` memories for the task, best first; may select none.
 
-        `deadline` (seconds, default the selector's) bounds the whole turn. Raises
-        ValidationError on bad input and BrokerClosedError after close; a source problem
-        never raises, it shows as that source's status in `result.sources`.
+        `deadline` (seconds, default the selector's) bounds the whole turn, the wait for a
+        place included when more turns are in flight than the selector serves at once
+        (`open_selector(max_turns=...)`; `result.queued_ms`): a turn that could not be served
+        in time answers with every source `overloaded`. Raises ValidationError on bad input
+        and BrokerClosedError after close; a source problem never raises, it shows as that
+        source's status in `result.sources`.
         """
         result, _ = await self._select(
             task_description,
@@ -136,7 +152,12 @@ class MemorySelector:
             mode=mode or self._mode,
         )
         timeout = self._deadline if deadline is None else deadline
-        candidates, outcomes = await gather(self._actors, request, deadline=anyio.current_time() + timeout)
+        until = anyio.current_time() + timeout
+        async with self._queue.slot(until) as slot:
+            if slot.admitted:
+                candidates, outcomes = await gather(self._actors, request, deadline=until)
+            else:
+                candidates, outcomes = (), self._overloaded(slot.queued)
         memories, history = tally(candidates)
         result = SelectionResult(
             blocks=select(candidates, budget=budget),
@@ -147,8 +168,16 @@ class MemorySelector:
             sources=outcomes,
             mode=request.mode or DEFAULT_MODE,
             qpp=max((c.qpp for c in candidates if c.qpp is not None), default=None),
+            queued_ms=1000 * slot.queued,
         )
         return result, candidates
+
+    def _overloaded(self, queued: float) -> tuple[SourceOutcome, ...]:
+        """Every source's outcome in a turn that waited in line too long to be served."""
+        return tuple(
+            SourceOutcome(name=a.name, status=SourceStatus.OVERLOADED, latency_ms=1000 * queued)
+            for a in self._actors
+        )
 
     def _close(self) -> None:
         self._closed = True
@@ -214,6 +243,7 @@ def _check_config(  # noqa: PLR0913 - one check per option of open_selector
     breaker_cooldown: float,
     breaker_max_cooldown: float,
     mode: str | None,
+    max_turns: int | None,
 ) -> None:
     problems = [f"{s!r} is not a broker.abc.Source" for s in sources if not isinstance(s, Source)]
     names = [s.name for s in sources if isinstance(s, Source)]
@@ -235,6 +265,10 @@ def _check_config(  # noqa: PLR0913 - one check per option of open_selector
         problems.append("breaker_max_cooldown must be seconds > 0")
     if mode is not None and mode not in RECALL_MODES:
         problems.append(f"mode must be one of {', '.join(RECALL_MODES)}")
+    if max_turns is not None and (
+        isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
+    ):
+        problems.append("max_turns must be an integer >= 1 or None")
     if problems:
         raise ConfigError("; ".join(problems))
 
@@ -250,6 +284,7 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     breaker_cooldown: float = DEFAULT_COOLDOWN,
     breaker_max_cooldown: float = DEFAULT_MAX_COOLDOWN,
     mode: str | None = None,
+    max_turns: int | None = DEFAULT_MAX_TURNS,
 ) -> AsyncIterator[MemorySelector]:
     """Open every source, run one actor per source, and yield the selector.
 
@@ -260,7 +295,11 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     others. A source that fails `breaker_threshold` turns in a row (errors, or late while
     every other source was in time) is skipped for `breaker_cooldown` seconds, then probed;
     each failed probe doubles the cooldown, up to `breaker_max_cooldown` (or the first
-    cooldown, if longer). Raises ConfigError on bad options.
+    cooldown, if longer).
+
+    At most `max_turns` turns are served at once (default: one per usable CPU, at least 2;
+    None: no limit); more wait in line, first come first served, inside their own
+    deadline (`broker._queue`). Raises ConfigError on bad options.
     """
     sources = tuple(sources)
     _check_config(
@@ -272,6 +311,7 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
         breaker_cooldown=breaker_cooldown,
         breaker_max_cooldown=breaker_max_cooldown,
         mode=mode,
+        max_turns=max_turns,
     )
     actors = tuple(
         SourceActor(
@@ -290,7 +330,7 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     # it as raised, not wrapped in an ExceptionGroup by the task group.
     body_error: BaseException | None = None
     async with anyio.create_task_group() as tg:
-        selector = MemorySelector(actors, deadline, mode)
+        selector = MemorySelector(actors, deadline, mode, TurnQueue(max_turns))
         try:
             for actor in actors:
                 await tg.start(actor.run)

@@ -163,6 +163,8 @@ def turn_completed(facts: TurnFacts, *, include_text: bool = False) -> dict[str,
         "task_over_budget": facts.task_over_budget,
         "memorule_ids": [b.entry_id for b in facts.admitted if b.name == "memorules" and b.entry_id],
     }
+    if sel is not None:
+        event["timings"]["queue_ms"] = round(sel.queued_ms, 3)
     if facts.memory_unavailable_reason is not None:
         event["memory_unavailable_reason"] = facts.memory_unavailable_reason
     if include_text and facts.task_text is not None:

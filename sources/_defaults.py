@@ -6,12 +6,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from broker import ConfigError
+
 from ._abstraction import AbstractionSource, FactWriter
 from ._consolidated import ConsolidatedSource, KnowledgeWriter
 from ._graphs import GraphSource, GraphWriter
 from ._memorules import MemorulesSource
 from ._neurons import NeuronSource, NeuronWriter
 from ._past_tasks import PastTaskSource
+from ._results import DEFAULT_RESULT_CACHE, ResultCache
 from ._source_base import ReaderSource, StoreReader, new_limiter
 from ._store_source import PersonaSource, StoreSource
 
@@ -49,13 +52,24 @@ _SOURCE_TYPES: dict[str, type[ReaderSource]] = {
 }
 
 
-def default_sources(store: MemoryStore, *, limiter: anyio.CapacityLimiter | None = None) -> list[Source]:
+def default_sources(
+    store: MemoryStore,
+    *,
+    limiter: anyio.CapacityLimiter | None = None,
+    result_cache: int = DEFAULT_RESULT_CACHE,
+) -> list[Source]:
     """Return the sources of `store`, in `DEFAULT_SOURCES` order.
 
     They share one reader and one CapacityLimiter (`limiter`, default 8 tokens), so their
-    worker threads together never exceed it. Closing them does not close the store.
+    worker threads together never exceed it. The reader keeps the sources' last
+    `result_cache` answers (0: none), so a repeated query on an unchanged namespace is
+    answered from memory; any write to the namespace invalidates them. Closing the sources
+    does not close the store.
     """
-    reader = StoreReader(store=store, limiter=limiter or new_limiter())
+    if isinstance(result_cache, bool) or not isinstance(result_cache, int) or result_cache < 0:
+        raise ConfigError("result_cache must be an integer >= 0")
+    results = ResultCache(result_cache) if result_cache else None
+    reader = StoreReader(store=store, limiter=limiter or new_limiter(), results=results)
     out: list[Source] = []
     for name in DEFAULT_SOURCES:
         cls = _SOURCE_TYPES[name]

@@ -64,7 +64,7 @@ from broker import (
 )
 from broker.log import get_logger
 
-from . import _analysis, _index, _schema, _validate, _vectors
+from . import _analysis, _index, _results, _schema, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, check_mode
 from ._source_base import QueryCache, ReaderSource
 from ._store import MemoryStore, NewEntry, Recalled, _checked, _Row, delete_entry_rowid, types_errors
@@ -1349,6 +1349,10 @@ class MemorulesSource(ReaderSource):
     """
 
     name: ClassVar[str] = "memorules"
+
+    def _version(self, conn: sqlite3.Connection, request: SourceRequest) -> _results.Version:
+        """Every generation of the tenant: the tenant-wide rules of its other projects apply."""
+        return _results.tenant_version(conn, request.namespace)
 
     def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
         if not request.task.strip():

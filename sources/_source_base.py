@@ -25,8 +25,9 @@ import numpy as np
 from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 from broker._threads import run_sync_interruptible
 
-from . import _analysis, _index, _validate, _vectors
+from . import _analysis, _index, _results, _validate, _vectors
 from ._relevance import DENSE_MODES, QueryProfile, lexical_features, lexical_probability
+from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
 
@@ -82,12 +83,15 @@ class StoreReader:
     cancellation the running statement is interrupted and the call returns once the thread
     is done.
 
-    It also holds what the sources of a store share per turn: the store's embedder behind a
-    small cache of query vectors, so the sources embed one task once, not once each.
+    It also holds what the sources of a store share: the store's embedder behind a small
+    cache of query vectors, so the sources embed one task once, not once each; and the
+    sources' answers across turns (`results`, None: every turn reads afresh), kept until the
+    namespace is written (`sources._results`).
     """
 
     store: MemoryStore
     limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
+    results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
@@ -176,9 +180,25 @@ class ReaderSource:
         self._closed = True
 
     async def fetch(self, request: SourceRequest) -> Sequence[Candidate]:
-        """Scored candidates for the task, best first; may raise, never swallows cancellation."""
+        """Scored candidates for the task, best first; may raise, never swallows cancellation.
+
+        A repeated request on an unchanged namespace is answered from the reader's cache.
+        """
         self._check_open()
-        return await self._reader.run(functools.partial(self._fetch_on, request=request))
+        return await self._reader.run(functools.partial(self._answer, request=request))
+
+    def _answer(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+        cache = self._reader.results
+        if cache is None:
+            return self._fetch_on(conn, request=request)
+        # The mode a request leaves open is the store's: resolved, so both spellings share a key.
+        resolved = attrs.evolve(request, mode=request.mode or self._reader.store.mode)
+        key = (self, self._version(conn, request), resolved)
+        return list(cache.get(key, lambda: tuple(self._fetch_on(conn, request=request))))
+
+    def _version(self, conn: sqlite3.Connection, request: SourceRequest) -> _results.Version:
+        """What the answer was read from, as write generations (`sources._results`)."""
+        return _results.namespace_version(conn, request.namespace)
 
     def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
         raise NotImplementedError

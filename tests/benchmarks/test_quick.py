@@ -60,12 +60,15 @@ def test_latency_results_have_every_figure(results: Path) -> None:
         assert {"p50", "p95", "p99"} <= mode["assemble"]["latency_ms"].keys()
         assert {"p50", "p99"} <= mode["overhead_ratio"].keys()
         assert [t["concurrency"] for t in mode["throughput"]] == [1, 8, 64]
-        for level in mode["throughput"]:
+        for level in [*mode["throughput"], *mode["throughput_unqueued"]]:
             assert {
                 "turns_per_s",
                 "share_some_source_missed_deadline",
                 "share_every_source_completed",
+                "queue_ms",
+                "max_turns",
             } <= level.keys()
+        assert {"p50", "p99"} <= mode["repeated_query"]["latency_ms"].keys()
 
 
 def test_quality_results_when_dev_data_is_present(results: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 
@@ -221,7 +222,7 @@ async def test_overloaded_source_is_skipped_at_once(autojump_clock):
         results.append(await selector.select_for_task(TASK, namespace=NS))
 
     async with (
-        open_selector([good, busy], deadline=0.1, mailbox_size=1, concurrency=1) as selector,
+        open_selector([good, busy], deadline=0.1, mailbox_size=1, concurrency=1, max_turns=None) as selector,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(turn)
@@ -554,3 +555,86 @@ def test_sources_only_ever_receive_valid_requests(task, budget):
     for request in source.requests:
         assert text_errors("query", request.task) == []
         assert count_errors("limit", request.limit) == []
+
+
+# --- overload: turns beyond max_turns wait in line ---------------------------------------------
+
+
+async def test_turns_beyond_max_turns_queue_and_all_complete(autojump_clock):
+    """Four turns at a limit of two: two wait one source's time, and every source answers."""
+    source = FakeSource("store", delay=0.01, candidates=[make_candidate("m1", 0.9, source="store")])
+    results = []
+    async with open_selector([source], deadline=0.1, max_turns=2) as selector:
+
+        async def turn() -> None:
+            results.append(await selector.select_for_task(TASK, namespace=NS))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(turn)
+    assert trio.current_time() == 0.02
+    assert all(_statuses(r) == {"store": SourceStatus.OK} for r in results)
+    assert sorted(r.queued_ms for r in results) == [0.0, 0.0, 10.0, 10.0]
+
+
+async def test_the_wait_in_line_counts_against_the_deadline(autojump_clock):
+    """A turn served late gets only what is left of its deadline: cut at it, never past it."""
+    source = FakeSource("store", delay=0.06)
+    ends = []
+    async with open_selector([source], deadline=0.1, max_turns=1) as selector:
+
+        async def turn() -> None:
+            result = await selector.select_for_task(TASK, namespace=NS)
+            ends.append((trio.current_time(), _statuses(result)["store"]))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(turn)
+            nursery.start_soon(turn)
+    assert sorted(ends) == [(0.06, SourceStatus.EMPTY), (0.1, SourceStatus.TIMEOUT)]
+
+
+async def test_a_turn_that_cannot_be_served_in_time_answers_overloaded(autojump_clock):
+    """Once turns are known to take 60 ms, a turn still in line 40 ms before its deadline
+    gives up then: every source `overloaded`, none asked, no exception."""
+    source = FakeSource("store", delay=0.06)
+    async with open_selector([source], deadline=0.1, max_turns=1) as selector:
+        await selector.select_for_task(TASK, namespace=NS)  # one served turn: 60 ms
+        start, late = trio.current_time(), []
+
+        async def second() -> None:
+            late.append(await selector.select_for_task(TASK, namespace=NS))
+            assert trio.current_time() - start == 0.1 - 0.06
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(selector.select_for_task, TASK, namespace=NS))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(second)
+    assert _statuses(late[0]) == {"store": SourceStatus.OVERLOADED}
+    assert late[0].queued_ms == 1000 * (0.1 - 0.06)
+    assert late[0].abstained
+    assert source.calls == 2
+    assert selector._actors[0].breaker.allow(trio.current_time())
+
+
+async def test_max_turns_none_runs_every_turn_at_once(autojump_clock):
+    """Without a limit, as many turns as the source's workers run together and none waits."""
+    source = FakeSource("store", delay=0.01)
+    results = []
+    async with open_selector([source], deadline=0.1, max_turns=None) as selector:
+
+        async def turn() -> None:
+            results.append(await selector.select_for_task(TASK, namespace=NS))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(turn)
+    assert trio.current_time() == 0.01
+    assert [r.queued_ms for r in results] == [0.0] * 4
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "4"])
+async def test_max_turns_must_be_a_positive_integer(bad):
+    """A bad limit is a ConfigError before any source opens."""
+    with pytest.raises(ConfigError, match="max_turns"):
+        async with open_selector([FakeSource("store")], max_turns=bad):
+            pass  # pragma: no cover

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import jsonschema
 import pytest
 from hypothesis import given
@@ -107,7 +108,7 @@ def test_event_carries_every_v7_field_and_validates():
     validate(event)
     assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 7
     assert event["namespace"] == {"tenant": "acme", "project": "atlas"}
-    assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0}
+    assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0, "queue_ms": 0.0}
     assert event["memory_candidates"] == 4
     assert event["memory_selected"] == 3
     assert event["memory_injected"] == 2
@@ -155,6 +156,14 @@ def test_counts_add_up(candidates, cleared, injected):
     rate = counts.irrelevant_rate
     assert (rate is None) == (candidates == 0)
     assert rate is None or 0.0 <= rate <= 1.0
+
+
+def test_the_wait_in_line_is_in_the_timings():
+    """A selection that queued for a place reports how long, within v7 (an optional field)."""
+    event = turn_completed(facts(selection=attrs.evolve(selection(), queued_ms=12.5)))
+    validate(event)
+    assert event["timings"]["queue_ms"] == 12.5
+    assert "queue_ms" not in turn_completed(facts(selection=None))["timings"]
 
 
 def test_no_text_leaves_unless_asked():
