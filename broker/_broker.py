@@ -15,7 +15,7 @@ Contributors, one per kind, no parallel authority path:
   ConversationStateRepository, every past user turn labelled as context, priority 30.
 
 Context order: memory blocks (persona_memories, memorules, memory, consolidated; best
-first within each, memorules in their source's rank), then history (oldest first), then the
+first within each, memorules in their source's rank), then history (best score first), then the
 active task LAST, so the one instruction to follow is the freshest thing the model reads,
 and nothing recalled or past comes after it.
 """
@@ -474,7 +474,7 @@ def _cuts(
     """Share out the rendering allowances (`_render.render_chars`) in admission order.
 
     Memories best first as admission ranks them (priority, a source's rank, score), within
-    the memory budget's allowance; past tasks newest first within the input budget's. Each
+    the memory budget's allowance; past tasks best score first within the input budget's. Each
     memory's body is rendered here, once.
     """
     ranked = sorted(
