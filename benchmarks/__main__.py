@@ -27,7 +27,7 @@ import anyio
 import attrs
 import structlog
 
-from . import _latency, _locomo, _machine, _peers, _quality, _summary
+from . import _latency, _locomo, _machine, _peers, _quality, _summary, personal
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = _latency.Config(
@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         notes.append(f"Relevance quality: skipped, dev data not found under {_locomo.SHARED}.")
     else:
         quality = anyio.run(functools.partial(_run_quality, quick=args.quick))
+        quality["personal"] = _run_personal(quick=args.quick)
         write(out, "quality.json", quality)
         if args.quick:
             notes.append("Quality: 2 conversations, 10 questions each, lexical broker and BM25 only.")
@@ -159,6 +160,14 @@ async def _run_quality(*, quick: bool) -> dict[str, Any]:
         baselines=("bm25",) if quick else ("bm25", "dense", *_installed("chromadb", "langgraph")),
         log=log,
     )
+
+
+def _run_personal(*, quick: bool) -> dict[str, dict[str, dict[str, float]]]:
+    """The personal-assistant sets (`benchmarks.personal`): dev (fitted on) and test (held out)."""
+    sets, modes = (("test",), ("lexical",)) if quick else (personal.SETS, personal.MODES)
+    result = personal.run(sets, modes)
+    log("quality: personal sets done")
+    return result
 
 
 def _installed(*peers: str) -> tuple[str, ...]:

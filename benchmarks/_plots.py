@@ -99,7 +99,12 @@ def quality(result: dict[str, Any], out: Path) -> Path:
         "irrelevant_memory_rate",
     )
     systems = list(result["systems"])
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    personal = result.get("personal") or {}
+    if personal:
+        fig, (ax, pax) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [3, 2]})
+        _personal_bars(pax, personal)
+    else:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
     width = 0.8 / max(len(systems), 1)
     for i, name in enumerate(systems):
         vals = [result["systems"][name][m] for m in metrics]
@@ -114,6 +119,20 @@ def quality(result: dict[str, Any], out: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _personal_bars(ax: Any, personal: dict[str, Any]) -> None:  # noqa: ANN401 - a matplotlib Axes
+    """Right fact selected and trivial abstention per set and mode (the personal-assistant sets)."""
+    labels = [f"{name}\n{mode}" for name, by_mode in personal.items() for mode in by_mode]
+    rows = [f for by_mode in personal.values() for f in by_mode.values()]
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [f["hit"] for f in rows], 0.4, label="right fact selected")
+    ax.bar([x + 0.2 for x in xs], [f["trivial_abstention"] for f in rows], 0.4, label="trivial abstention")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.set_title("Personal-assistant sets (budget 40)")
+    ax.legend(fontsize=7)
 
 
 def peers(result: dict[str, Any], out: Path) -> Path:

@@ -406,7 +406,32 @@ def _quality_table(q: dict[str, Any]) -> list[str]:
             f"| {name} | {c['evidence_recall']} | {c['hit_rate']} | {c['abstention']} "
             f"| {c['irrelevant_memory_rate']} | {c['tokens_per_turn']} |"
         )
-    return [*out, "", _QUALITY_NOTE]
+    return [*out, "", _QUALITY_NOTE, *_personal_table(q.get("personal"))]
+
+
+def _personal_table(personal: dict[str, Any] | None) -> list[str]:
+    """The personal-assistant sets: one person's short facts, natural questions (`benchmarks.personal`)."""
+    if not personal:
+        return []
+    out = [
+        "",
+        "## Personal-assistant sets (our own writing; `dev` is fitted on, `test` held out; budget 40)",
+        "",
+        (
+            "| set | mode | right fact selected | false abstention | trivial abstention (own / ../shared) "
+            "| memories per question | tokens per question | injected, not the fact |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, by_mode in personal.items():
+        for mode, f in by_mode.items():
+            shared = f.get("shared_trivial_abstention")
+            out.append(
+                f"| {name} | {mode} | {f['hit']:.3f} | {f['false_abstention']:.3f} "
+                f"| {f['trivial_abstention']:.3f} / {'-' if shared is None else f'{shared:.3f}'} "
+                f"| {f['mean_injected']:.1f} | {f['mean_tokens']:.0f} | {f['off_evidence']:.3f} |"
+            )
+    return out
 
 
 def _mib(v: float | None) -> str:
