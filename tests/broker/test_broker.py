@@ -5,6 +5,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 import attrs
+import jsonschema
 import pytest
 import trio
 from hypothesis import given, settings
@@ -15,6 +16,7 @@ from broker._broker import Context, Turn, open_broker
 from broker._render import active_task_header, past_task_label
 from broker._selector import open_selector
 from broker._tokens import EstimatingTokenCounter
+from broker._trace import trace_schema
 from broker.abc import ConversationTurn, TaskRecord
 from broker.testing import FailingSource, FakeSource, HangingSource, make_candidate
 from sources._db import Database
@@ -270,6 +272,30 @@ async def test_failing_selector_makes_memory_abstain(repo):
     assert selector.calls == 1
     assert [b.kind for b in ctx.blocks] == ["task"]
     assert ctx.trace["memory_unavailable_reason"] == "selector failed: RuntimeError"
+
+
+@attrs.define
+class FailingConversations:
+    """A conversation repository that fails on every read."""
+
+    async def turns(self, task_id: str, *, namespace: Namespace) -> list[ConversationTurn]:  # noqa: ARG002, D102
+        raise RuntimeError("conversation store down")
+
+
+async def test_a_failing_conversation_store_leaves_no_history_and_says_why(repo):
+    """History fails closed: no past task, the memories stay, and the reason is traced in the schema."""
+    seed(repo)
+    async with (
+        open_selector([FakeSource("fake", candidates=[*memories(), past()])]) as selector,
+        open_broker(selector=selector, tasks=repo, conversations=FailingConversations()) as broker,  # type: ignore[arg-type]
+    ):
+        ctx = await broker.assemble(turn())
+    assert [b.kind for b in ctx.blocks].count("history") == 0
+    assert [b.kind for b in ctx.blocks].count("memory") == 3
+    assert ctx.trace["history_unavailable_reason"] == "history failed: RuntimeError"
+    schema = trace_schema()
+    assert "history_unavailable_reason" in schema["properties"]
+    jsonschema.Draft202012Validator(schema).validate({"event": "turn.completed", **ctx.trace})
 
 
 async def test_failing_source_does_not_fail_the_turn(repo):
