@@ -93,7 +93,10 @@ BASE_DOC = {
     "hybrid": "the eight lexical features, cosine, cosine * presence, best_cosine_standing, "
     "best_bm25_standing, bm25_shortfall, coverage_shortfall",
 }
-_TASK = "presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS)"
+_TASK = (
+    "presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), "
+    "log1p(names absent from the namespace)"
+)
 _LEX = "best base logit, its margin over the second, best bm25_norm, best coverage"
 _LEX_ONLY = "best base logit, best bm25_norm, term overlap with the off-topic tasks"
 _DENSE = (

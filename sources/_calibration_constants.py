@@ -19,17 +19,18 @@ LEXICAL_WEIGHTS: tuple[float, ...] = (
 )
 LEXICAL_BIAS: float = -10.680586
 
-# lexical qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, best bm25_norm, term overlap with the off-topic tasks.
+# lexical qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), log1p(names absent from the namespace), best base logit, best bm25_norm, term overlap with the off-topic tasks.
 LEXICAL_QPP_WEIGHTS: tuple[float, ...] = (
-    -0.435931,
-    0.349104,
-    -1.440660,
-    -0.663090,
-    1.818011,
-    1.195980,
-    -5.568374,
+    -2.243926,
+    2.215087,
+    -1.583192,
+    -0.297300,
+    -4.167663,
+    1.591513,
+    2.090839,
+    -6.177588,
 )
-LEXICAL_QPP_BIAS: float = 10.834452
+LEXICAL_QPP_BIAS: float = 6.935952
 
 # lexical band features: log1p(rank), base logit gap to the best.
 LEXICAL_BAND_WEIGHTS: tuple[float, ...] = (
@@ -48,24 +49,25 @@ DENSE_WEIGHTS: tuple[float, ...] = (
 )
 DENSE_BIAS: float = -10.455981
 
-# dense qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks, its excess over OFFTOPIC_KNEE.
+# dense qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), log1p(names absent from the namespace), best base logit, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks, its excess over OFFTOPIC_KNEE.
 DENSE_QPP_WEIGHTS: tuple[float, ...] = (
-    2.355298,
-    1.644342,
-    1.560968,
-    -5.781834,
-    -1.008004,
-    0.180430,
-    -1.910984,
-    -3.403974,
-    -1.178133,
-    1.358563,
-    3.960888,
-    5.505211,
-    -6.173682,
-    -1.724383,
+    1.796732,
+    2.014402,
+    0.987106,
+    -5.118917,
+    -2.209321,
+    -0.842378,
+    -0.007281,
+    -1.349735,
+    -3.115591,
+    -1.794937,
+    1.787656,
+    2.715471,
+    5.074636,
+    -6.912335,
+    -1.548849,
 )
-DENSE_QPP_BIAS: float = 13.216670
+DENSE_QPP_BIAS: float = 12.125179
 
 # dense band features: log1p(rank), cosine gap to the best.
 DENSE_BAND_WEIGHTS: tuple[float, ...] = (
@@ -93,27 +95,28 @@ HYBRID_WEIGHTS: tuple[float, ...] = (
 )
 HYBRID_BIAS: float = -9.697194
 
-# hybrid qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks, its excess over OFFTOPIC_KNEE.
+# hybrid qpp features: presence, log1p(informative terms), first person, log(namespace documents + PRIOR_DOCS), log1p(names absent from the namespace), best base logit, its margin over the second, best bm25_norm, best coverage, best cosine, margin to the 2nd, to the 5th, best minus mean cosine, mean cosine, best cosine * presence, best cosine * log(namespace documents + PRIOR_DOCS), closeness to the off-topic tasks, its excess over OFFTOPIC_KNEE.
 HYBRID_QPP_WEIGHTS: tuple[float, ...] = (
-    -0.129428,
-    1.571142,
-    1.587225,
-    -5.269593,
-    -0.316865,
-    0.366034,
-    -0.464491,
-    2.177946,
-    -0.600980,
-    -2.694312,
-    -4.041486,
-    -1.930562,
-    1.329582,
-    4.215048,
-    4.352416,
-    -6.138335,
-    -1.879973,
+    -0.407053,
+    1.968171,
+    0.982455,
+    -4.687342,
+    -2.216000,
+    -0.251321,
+    0.301318,
+    -0.153302,
+    2.006981,
+    -0.682665,
+    -2.058234,
+    -3.628836,
+    -2.472739,
+    1.790075,
+    2.835596,
+    4.065555,
+    -6.916125,
+    -1.638369,
 )
-HYBRID_QPP_BIAS: float = 16.958484
+HYBRID_QPP_BIAS: float = 15.410824
 
 # hybrid band features: log1p(rank), base logit gap to the best, cosine gap to the best.
 HYBRID_BAND_WEIGHTS: tuple[float, ...] = (
@@ -125,7 +128,7 @@ HYBRID_BAND_BIAS: float = 1.341459
 
 # Band exponent per mode: the floor's edge keeps the evidence of BAND_COVERAGE of dev tasks.
 BAND_EXPONENTS: dict[str, float] = {
-    "lexical": 0.465235,
-    "dense": 0.345969,
-    "hybrid": 0.367245,
+    "lexical": 0.481267,
+    "dense": 0.353668,
+    "hybrid": 0.367284,
 }

@@ -33,12 +33,15 @@ import math
 import re
 from typing import TYPE_CHECKING, Final
 
+from . import _analysis
 from . import _calibration_constants as constants
 from ._relevance import PRIOR_DOCS, logistic
 
 if TYPE_CHECKING:
     from ._relevance import QueryProfile, Reference
 
+_SENTENCE: Final = re.compile(r"[.!?]+\s+")
+_WORD: Final = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _FIRST_PERSON: Final = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|ours|us)\b", re.IGNORECASE
 )
@@ -60,11 +63,36 @@ def logit(p: float) -> float:
 
 def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
     """Features of the task against the namespace: presence of its terms, how many it has,
-    whether it speaks of the user (the first person: what a personal memory serves), and the
+    whether it speaks of the user (the first person: what a personal memory serves), the
     namespace's size (the best of many candidates is high by chance alone: a best cosine
-    means less in a large namespace than in a small one)."""
+    means less in a large namespace than in a small one), and the names it asks about that
+    the namespace never mentions (`absent_names`)."""
     first = 1.0 if _FIRST_PERSON.search(task) else 0.0
-    return (profile.presence, math.log1p(len(profile.terms)), first, namespace_size(profile))
+    return (
+        profile.presence,
+        math.log1p(len(profile.terms)),
+        first,
+        namespace_size(profile),
+        math.log1p(absent_names(task, profile)),
+    )
+
+
+def names(task: str) -> frozenset[str]:
+    """The analysed terms of the task's capitalised words that do not begin a sentence (names of
+    people, places, products, months): what a question asks about by name."""
+    found: set[str] = set()
+    for sentence in _SENTENCE.split(task):
+        words = _WORD.findall(sentence)
+        for word in words[1:]:
+            if word[0].isupper() and len(word) > 1:
+                found.update(_analysis.terms(word))
+    return frozenset(found)
+
+
+def absent_names(task: str, profile: QueryProfile) -> int:
+    """How many of the task's names (`names`) occur nowhere in the namespace: a question about
+    someone or something the namespace never mentions cannot be served from it."""
+    return sum(1 for term in names(task) if term in profile.terms and term not in profile.present)
 
 
 def namespace_size(profile: QueryProfile) -> float:

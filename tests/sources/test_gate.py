@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sources import _gate
+from sources import _analysis, _gate
 from sources._relevance import MODES, QueryProfile, Reference
 
 logits = st.floats(min_value=-14.0, max_value=14.0, allow_nan=False)
@@ -72,3 +72,29 @@ def test_the_gate_is_a_probability(mode: str, pool: tuple[float, ...], presence:
     features = _gate.qpp_features(mode, "what do I need to know?", prof, _ref(pool))
     assert all(math.isfinite(f) for f in features)
     assert 0.0 <= _gate.qpp_probability(mode, features) <= 1.0
+
+
+def test_names_are_capitalised_words_that_do_not_begin_a_sentence() -> None:
+    """Names are read mid-sentence, possessives folded; question words and sentence starts are not names."""
+    task = "What did I tell Mia's teacher about the Pacific Northwest trip? And when is Max's birthday"
+    assert _gate.names(task) == {"mia", "pacif", "northwest", "max"}
+    assert _gate.names("what time is it") == frozenset()
+    assert _gate.names("When did I last call the dentist?") == frozenset()
+
+
+def test_absent_names_counts_only_names_the_namespace_never_mentions() -> None:
+    """A name the namespace holds is not absent; an unknown one is, and ordinary words never count."""
+    task = "What did Melanie and Mia bring to the picnic?"
+    terms = ("melani", "mia", "bring", "picnic")
+    prof = QueryProfile(
+        terms=terms, idf=dict.fromkeys(terms, 2.0), present=frozenset({"mia"}), avgdl=10.0, n_docs=500
+    )
+    assert _gate.absent_names(task, prof) == 1
+
+
+@given(task=st.text(max_size=80))
+def test_absent_names_never_exceeds_the_tasks_names(task: str) -> None:
+    """Whatever the text, the count is between 0 and the number of the task's names."""
+    terms = tuple(dict.fromkeys(_analysis.terms(task)))
+    prof = QueryProfile(terms=terms, idf=dict.fromkeys(terms, 2.0), present=frozenset(), avgdl=10.0, n_docs=5)
+    assert 0 <= _gate.absent_names(task, prof) <= len(_gate.names(task))
