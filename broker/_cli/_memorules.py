@@ -71,7 +71,10 @@ def add_remember_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory-type", help="episodic, semantic, procedural, self, personality, associative"
     )
-    parser.add_argument("--id", help="the id to write under (default: a new uuid)")
+    parser.add_argument(
+        "--id",
+        help="the id to write under (default: a note gets one derived from its text, a memorule a new uuid)",
+    )
     parser.add_argument("--importance", help="a number in [0, 1] (default: 0.5)")
     _add_memorule_arguments(parser)
     _add_session_arguments(parser)
