@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import jsonschema
 import pytest
+from cli_subprocess import run
 
 from broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
 from broker._cli._plot import scores
@@ -20,19 +21,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 MEMORY_TAG = re.compile(r"^<memory-[a-z]{12} ", re.MULTILINE)
-
-
-def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
-    env.pop("CONTEXT_BROKER_DB", None)
-    return subprocess.run(
-        [sys.executable, "-m", "broker", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def events(path: Path) -> list[dict]:

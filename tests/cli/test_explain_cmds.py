@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import TYPE_CHECKING
+
+from cli_subprocess import run
 
 from broker import RECALL_MIN_SCORE
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
-    env.pop("CONTEXT_BROKER_DB", None)
-    return subprocess.run(
-        [sys.executable, "-m", "broker", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 NOTES = (
