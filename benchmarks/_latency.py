@@ -24,7 +24,16 @@ import attrs
 import numpy as np
 
 from broker import DEFAULT_MAX_TURNS, SourceStatus, Turn, open_broker, open_selector
-from sources import MemoryStore, NewEntry, SqliteTaskRepository, _index, _schema, _vectors, default_sources
+from sources import (
+    MemoryStore,
+    NewEntry,
+    SqliteTaskRepository,
+    _index,
+    _matrix,
+    _schema,
+    _vectors,
+    default_sources,
+)
 from sources._embedder import load_default_embedder
 
 from . import _synthetic
@@ -450,7 +459,7 @@ def bare_dense(n: int, queries: int, seed: int) -> dict[str, Any]:
     for start in range(0, n, 100_000):
         part = rng.standard_normal((min(100_000, n - start), 384), dtype=np.float32)
         buf[start : start + len(part)] = part / np.linalg.norm(part, axis=1, keepdims=True)
-    exact = _vectors._Exact(buf=buf, rowids=np.arange(n, dtype=np.int64), alive=None, tags=None, allowed=None)
+    exact = _matrix.Exact(buf=buf, rowids=np.arange(n, dtype=np.int64), alive=None, tags=None, allowed=None)
     qs = rng.standard_normal((queries, 384), dtype=np.float32)
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
     exact.search(qs[0], K)

@@ -29,7 +29,9 @@ namespace's candidates; it is not the score.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
+import operator
 import re
 from typing import TYPE_CHECKING, Final
 
@@ -175,8 +177,9 @@ fresh embedding (float rounding of a batch) keeps its rank."""
 
 def rank_of(base_logit: float, pool: tuple[float, ...]) -> int:
     """How many of the namespace's candidates (base logits, best first) stand clearly above this one."""
-    # `pool` is descending; count the entries greater than base_logit by more than a tie.
-    return bisect.bisect_left([-v for v in pool], -(base_logit + RANK_TIE))
+    # `pool` is descending; count the entries greater than base_logit by more than a tie
+    # (a bisection over the negated pool, without building it for every memory).
+    return bisect.bisect_left(pool, -(base_logit + RANK_TIE), key=operator.neg)
 
 
 def band_features(mode: str, base_logit: float, cosine: float | None, ref: Reference) -> tuple[float, ...]:
@@ -193,10 +196,17 @@ def band_features(mode: str, base_logit: float, cosine: float | None, ref: Refer
     return (rank, gap, cos_gap)
 
 
+@functools.lru_cache(maxsize=16)
+def _band_at_best(weights: tuple[float, ...], bias: float) -> float:
+    """The band logistic of the namespace's best memory (every feature 0), computed once per
+    fitted model (keyed by its values: the fit rewrites them in process)."""
+    return logistic(weights, bias, (0.0,) * len(weights))
+
+
 def band_probability(mode: str, features: tuple[float, ...]) -> float:
     """The memory's standing in the task's evidence band: 1 for the namespace's best, lower
     behind it (the fitted probability relative to the best's, raised to the mode's exponent)."""
     weights, bias = _fitted(_BAND, mode)
-    at_best = logistic(weights, bias, (0.0,) * len(features))
+    at_best = _band_at_best(weights, bias)
     relative = min(1.0, logistic(weights, bias, features) / at_best)
     return float(relative ** constants.BAND_EXPONENTS[mode])

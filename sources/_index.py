@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from broker import Namespace
 
 from . import _analysis, _schema
-from ._relevance import QueryProfile
+from ._relevance import LexicalHit, QueryProfile
 
 
 def find_ns(conn: sqlite3.Connection, namespace: Namespace) -> int | None:
@@ -101,3 +101,31 @@ def search(
         (_analysis.fts_query(tuple(qterms)), corpus, limit),
     ).fetchall()
     return [_schema.split_fts_rowid(int(r[0]))[1] for r in rows]
+
+
+def search_hits(
+    conn: sqlite3.Connection,
+    ns_id: int,
+    qterms: Sequence[str],
+    *,
+    corpus: int,
+    limit: int,
+) -> list[LexicalHit]:
+    """`search` with each match's BM25 rank and analysed terms (its indexed body).
+
+    The rank is taken in the FTS table and only the top `limit` bodies are read: reading
+    every match's body before the sort costs about twice as much at 100k.
+    """
+    if not qterms:
+        return []
+    table = _schema.fts_table(ns_id)
+    rows = conn.execute(
+        f"SELECT top.r, top.rank, b.body FROM (SELECT rowid AS r, bm25({table}) AS rank FROM {table} "
+        f"WHERE {table} MATCH ? AND (rowid & 3) = ? ORDER BY rank LIMIT ?) AS top "
+        f"JOIN {table} b ON b.rowid = top.r ORDER BY top.rank",
+        (_analysis.fts_query(tuple(qterms)), corpus, limit),
+    ).fetchall()
+    return [
+        LexicalHit(_schema.split_fts_rowid(int(r))[1], float(rank), tuple(str(body).split()))
+        for r, rank, body in rows
+    ]

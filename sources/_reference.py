@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import _analysis, _gate, _schema, _vectors
+from . import _analysis, _gate, _index, _schema, _vectors
 from ._graphs import mentioned_texts
 from ._offtopic import closeness, lexical_closeness
 from ._relevance import (
     DENSE_MODES,
     LexicalFeatures,
+    LexicalHit,
     QueryProfile,
     Reference,
     dense_probability,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder
 
+    from ._matrix import Hit
     from ._vectors import VectorIndex
 
 REFERENCE_DEPTH: Final = 50
@@ -77,14 +79,17 @@ def compute_reference(  # noqa: PLR0913 - the task, where, and how it is searche
     the fly in dense modes: a namespace whose answer is in its graph serves the task too.
     """
     dense_mode = mode in DENSE_MODES and query_vector is not None and vindex is not None
-    terms = _lexical_pool(conn, ns_id, prof) if mode != "dense" else {}
+    hits = lexical_hits(conn, ns_id, prof) if mode != "dense" else ()
+    nearest: tuple[tuple[Hit, ...], ...] = ()
+    terms = _lexical_pool(hits)
     cosines: dict[Key, float] = {}
     tops: tuple[float, ...] = ()
     mean = 0.0
     if dense_mode:
         assert query_vector is not None  # noqa: S101 - dense_mode says so
         assert vindex is not None  # noqa: S101
-        cosines, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
+        nearest, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
+        cosines = {(c, h.rowid): h.cosine for c, corpus_hits in enumerate(nearest) for h in corpus_hits}
         terms.update(_bodies(conn, ns_id, [k for k in cosines if k not in terms]))
         lexical_only = [k for k in terms if k not in cosines]
         cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
@@ -108,7 +113,15 @@ def compute_reference(  # noqa: PLR0913 - the task, where, and how it is searche
         offtopic = closeness(embedder, task, query_vector)
     else:
         offtopic = lexical_closeness(task, prof.terms)
-    ref = attrs.evolve(partial, pool=pool, offtopic=offtopic)
+    ref = attrs.evolve(
+        partial,
+        pool=pool,
+        offtopic=offtopic,
+        lexical_hits=hits,
+        lexical_depth=REFERENCE_DEPTH if hits else 0,
+        dense_hits=nearest,
+        dense_depth=REFERENCE_DEPTH if nearest else 0,
+    )
     features = _gate.qpp_features(mode, task, prof, ref)
     return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)
 
@@ -139,32 +152,45 @@ def _graph_nodes(
     }
 
 
-def _lexical_pool(conn: sqlite3.Connection, ns_id: int, prof: QueryProfile) -> dict[Key, list[str]]:
-    """The namespace's best FTS matches over every corpus: (corpus, rowid) -> analysed terms."""
+def lexical_hits(
+    conn: sqlite3.Connection, ns_id: int, prof: QueryProfile
+) -> tuple[tuple[LexicalHit, ...], ...]:
+    """The task's `REFERENCE_DEPTH` best FTS matches of each corpus (indexed by corpus), with
+    their analysed terms: the turn's one lexical retrieval (one query a corpus), which the
+    reference reads its pool from and the sources take their candidates from."""
     if not prof.present:
-        return {}
-    table = _schema.fts_table(ns_id)
-    rows = conn.execute(
-        f"SELECT top.r, b.body FROM (SELECT rowid AS r, bm25({table}) AS rank FROM {table} "
-        f"WHERE {table} MATCH ? ORDER BY rank LIMIT ?) AS top JOIN {table} b ON b.rowid = top.r",
-        (_analysis.fts_query(tuple(sorted(prof.present))), REFERENCE_DEPTH),
-    ).fetchall()
-    return {_schema.split_fts_rowid(int(r[0])): str(r[1]).split() for r in rows}
+        return ()
+    qterms = sorted(prof.present)
+    return tuple(
+        tuple(_index.search_hits(conn, ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
+        for corpus in _CORPORA
+    )
+
+
+def _lexical_pool(hits: tuple[tuple[LexicalHit, ...], ...]) -> dict[Key, list[str]]:
+    """The namespace's best FTS matches over every corpus: (corpus, rowid) -> analysed terms.
+
+    The best `REFERENCE_DEPTH` of all corpora are among the best `REFERENCE_DEPTH` of each.
+    """
+    ranked = sorted(
+        ((hit.rank, corpus, hit) for corpus, corpus_hits in enumerate(hits) for hit in corpus_hits),
+        key=lambda item: item[0],
+    )
+    return {(corpus, hit.rowid): list(hit.terms) for _, corpus, hit in ranked[:REFERENCE_DEPTH]}
 
 
 def _dense_pool(
     conn: sqlite3.Connection, ns_id: int, query_vector: npt.NDArray[np.float32], vindex: VectorIndex
-) -> tuple[dict[Key, float], tuple[float, ...], float]:
-    """Nearest vectors of each corpus, the namespace's best cosines, and its mean cosine."""
-    cosines: dict[Key, float] = {}
+) -> tuple[tuple[tuple[Hit, ...], ...], tuple[float, ...], float]:
+    """Nearest vectors of each corpus (indexed by corpus), the namespace's best cosines, and
+    its mean cosine."""
+    hits = tuple(tuple(vindex.search(conn, ns_id, c, query_vector, REFERENCE_DEPTH)) for c in _CORPORA)
     total, weighted = 0, 0.0
     for corpus in _CORPORA:
-        for hit in vindex.search(conn, ns_id, corpus, query_vector, REFERENCE_DEPTH):
-            cosines[(corpus, hit.rowid)] = hit.cosine
         n, mean = vindex.background(conn, ns_id, corpus, query_vector)
         total, weighted = total + n, weighted + n * mean
-    tops = tuple(sorted(cosines.values(), reverse=True)[: _gate.TOP_COSINES])
-    return cosines, tops, (weighted / total if total else 0.0)
+    cosines = sorted((h.cosine for corpus_hits in hits for h in corpus_hits), reverse=True)
+    return hits, tuple(cosines[: _gate.TOP_COSINES]), (weighted / total if total else 0.0)
 
 
 def _bodies(conn: sqlite3.Connection, ns_id: int, keys: list[Key]) -> dict[Key, list[str]]:
@@ -195,4 +221,4 @@ def _stored_cosines(
     return out
 
 
-__all__ = ["REFERENCE_DEPTH", "compute_reference"]
+__all__ = ["REFERENCE_DEPTH", "compute_reference", "lexical_hits"]

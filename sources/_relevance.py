@@ -32,7 +32,6 @@ a cosine is never zero, so this is what keeps "thanks!" from recalling anything.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -43,6 +42,8 @@ from . import _calibration_constants as constants
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from ._matrix import Hit
 
 
 MODES: Final = ("lexical", "dense", "hybrid")
@@ -119,6 +120,16 @@ _TIE: Final = 1e-5
 """Tolerance of "equals the namespace's best" (float rounding of one dot product)."""
 
 
+@attrs.frozen
+class LexicalHit:
+    """One FTS match of a task: the source rowid of its corpus, its BM25 rank (FTS5's,
+    lower is better) and its analysed terms (the indexed body, so no text is re-analysed)."""
+
+    rowid: int
+    rank: float
+    terms: tuple[str, ...]
+
+
 @attrs.frozen(kw_only=True)
 class Reference:
     """The namespace's best evidence for one query, over every corpus it holds.
@@ -143,6 +154,31 @@ class Reference:
     """The task's closeness to tasks no memory serves (`sources._offtopic`)."""
     qpp: float = 0.0
     qpp_features: tuple[float, ...] = ()
+    lexical_hits: tuple[tuple[LexicalHit, ...], ...] = ()
+    """The task's best FTS matches of each corpus (indexed by corpus number), best first,
+    `REFERENCE_DEPTH` deep: the turn's one lexical retrieval, which the sources share
+    (empty when the reference ran none: dense mode, or no term of the task in the namespace)."""
+    lexical_depth: int = 0
+    """How deep `lexical_hits` were retrieved per corpus."""
+    dense_hits: tuple[tuple[Hit, ...], ...] = ()
+    """The task's nearest vectors of each corpus (indexed by corpus number), best first,
+    `REFERENCE_DEPTH` deep: the turn's one dense retrieval (empty in lexical mode)."""
+    dense_depth: int = 0
+    """How deep `dense_hits` were retrieved per corpus."""
+
+    def hits(self, corpus: int, depth: int) -> tuple[LexicalHit, ...] | None:
+        """The best `depth` FTS matches of one corpus, or None if the reference has not
+        retrieved that deep (the source then searches itself)."""
+        if corpus >= len(self.lexical_hits) or depth > self.lexical_depth:
+            return None
+        return self.lexical_hits[corpus][:depth]
+
+    def nearest(self, corpus: int, depth: int) -> tuple[Hit, ...] | None:
+        """The `depth` nearest vectors of one corpus, or None if the reference has not
+        retrieved that deep (the source then searches itself)."""
+        if corpus >= len(self.dense_hits) or depth > self.dense_depth:
+            return None
+        return self.dense_hits[corpus][:depth]
 
 
 NO_REFERENCE: Final = Reference()
@@ -208,7 +244,9 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
         return LexicalFeatures(
             coverage=0.0, bm25_norm=0.0, matched=0, unmatched=0, presence=0.0, rarest_hit=0.0
         )
-    if not any(t in profile.idf for t in doc_terms):  # the common dense candidate: no overlap
+    # Count only the query's terms in the text (C-level counts; no Counter of every term).
+    tf = {t: n for t in profile.idf if (n := doc_terms.count(t))}
+    if not tf:  # the common dense candidate: no overlap
         return LexicalFeatures(
             coverage=0.0,
             bm25_norm=0.0,
@@ -217,9 +255,8 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
             presence=profile.presence,
             rarest_hit=0.0,
         )
-    tf = Counter(doc_terms)
     norm = K1 * (1.0 - B + B * len(doc_terms) / max(profile.avgdl, 1e-9))
-    matched = [t for t in profile.terms if tf[t]]
+    matched = [t for t in profile.terms if t in tf]
     covered = sum(profile.idf[t] for t in matched)
     bm25 = sum(profile.idf[t] * tf[t] * (K1 + 1.0) / (tf[t] + norm) for t in matched)
     present = [t for t in profile.terms if t in profile.present]
@@ -234,7 +271,7 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
         matched=len(matched),
         unmatched=len(profile.terms) - len(matched),
         presence=profile.presence,
-        rarest_hit=1.0 if rarest is not None and tf[rarest] else 0.0,
+        rarest_hit=1.0 if rarest is not None and rarest in tf else 0.0,
         specificity=sum(specific),
         peak_specificity=max(specific, default=0.0),
     )

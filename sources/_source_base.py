@@ -26,7 +26,7 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 from broker._threads import run_sync_interruptible
 
 from . import _analysis, _index, _results, _validate, _vectors
-from ._relevance import DENSE_MODES, QueryProfile, lexical_features, lexical_probability
+from ._relevance import DENSE_MODES, LexicalHit, QueryProfile, lexical_features, lexical_probability
 from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
@@ -320,22 +320,17 @@ def select_in(
     return rows
 
 
-def corpus_hits(
-    conn: sqlite3.Connection, request: SourceRequest, *, corpus: int
-) -> tuple[int, QueryProfile, list[int]] | None:
-    """Profile the task in its namespace and search one corpus of the namespace's FTS.
-
-    Returns (ns_id, profile, source rowids best BM25 first), or None when the namespace is
-    empty or no informative term of the task occurs in it (nothing could be relevant).
-    """
-    ns_id = _index.find_ns(conn, request.namespace)
-    if ns_id is None:
-        return None
-    prof = _index.profile(conn, ns_id, request.task)
-    if not prof.present:
-        return None
-    k = recall_depth(request.limit)
-    return ns_id, prof, _index.search(conn, ns_id, sorted(prof.present), corpus=corpus, limit=k)
+def shared_or_searched(
+    conn: sqlite3.Connection, ns_id: int, scorer: Scorer, *, corpus: int, depth: int
+) -> Sequence[LexicalHit]:
+    """The task's best `depth` FTS matches of one corpus: the turn's shared retrieval (the
+    scorer's reference, computed once for every source) when it went that deep, else a
+    search of this corpus alone."""
+    shared = scorer.reference.hits(corpus, depth)
+    if shared is not None:
+        return shared
+    qterms = sorted(scorer.profile.present)
+    return _index.search_hits(conn, ns_id, qterms, corpus=corpus, limit=depth)
 
 
 def recall_depth(limit: int) -> int:
@@ -439,18 +434,24 @@ class CorpusSource(ReaderSource):
             and self.memory_type not in request.types
         ):
             return []
-        hit = corpus_hits(conn, request, corpus=self.corpus)
-        if hit is None:
+        ns_id = _index.find_ns(conn, request.namespace)
+        if ns_id is None:
             return []
-        ns_id, prof, rowids = hit
+        prof = _index.profile(conn, ns_id, request.task)
+        if not prof.present:  # no informative term of the task occurs in the namespace
+            return []
+        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
+        if scorer.abstains:  # the gate is closed: every score would be 0
+            return []
+        hits = shared_or_searched(conn, ns_id, scorer, corpus=self.corpus, depth=recall_depth(request.limit))
+        terms = {hit.rowid: hit.terms for hit in hits}
         cols = ", ".join(("rowid", "id", "text", "created_at", "metadata", *self.extra_cols))
         rows = select_in(
             conn,
             f"SELECT {cols} FROM {self.table} WHERE +ns_id = ? AND rowid IN ({{marks}})",
-            rowids,
+            list(terms),
             (ns_id,),
         )
-        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
         scores = score_rows(
             scorer,
             conn,
@@ -458,6 +459,7 @@ class CorpusSource(ReaderSource):
             corpus=self.corpus,
             rowids=[int(r[0]) for r in rows],
             texts=[r[2] for r in rows],
+            doc_terms=[terms[int(r[0])] for r in rows],
         )
         pairs = zip(rows, scores, strict=True)
         candidates = _validate.skip_damaged(

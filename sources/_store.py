@@ -253,7 +253,11 @@ class MemoryStore:
 
     def __attrs_post_init__(self) -> None:
         if self._vindex is None and self.embedder is not None:
-            self._vindex = _vectors.VectorIndex(model_id=self.embedder.model_id, dim=self.embedder.dim)
+            self._vindex = _vectors.VectorIndex(
+                model_id=self.embedder.model_id,
+                dim=self.embedder.dim,
+                graphs=self.db.path.with_name(self.db.path.name + ".ann"),
+            )
         if self.embedder is not None and self.mode in DENSE_MODES:
             _offtopic.warm(self.embedder)  # the gate reads it in every turn: never cold inside one
 
@@ -280,7 +284,10 @@ class MemoryStore:
                     self._vindex.warm(conn, ns_id, corpus)
 
     def close(self) -> None:
-        """Close every connection."""
+        """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
+        connection."""
+        if self._vindex is not None and not self.db.closed:
+            self._vindex.persist()
         self.db.close()
 
     def __enter__(self) -> Self:
@@ -630,7 +637,7 @@ class MemoryStore:
         if scorer.abstains:
             return []
         if mode == "lexical":
-            rows = self._lexical_rows(conn, ns_id, prof, types, k)
+            rows = self._lexical_top(conn, ns_id, scorer, types, k)
             scored = [(scorer.relevance(_row_terms(r)), r) for r in rows]
         else:  # hybrid unions two lists: half as deep each keeps the pool the same size
             k = k if mode == "dense" else max(2 * limit, 50)
@@ -699,11 +706,16 @@ class MemoryStore:
         prof, mode = scorer.profile, scorer.mode
         if scorer.query_vector is None or self._vindex is None:
             return []
-        hits = self._vindex.search(conn, ns_id, _schema.CORPUS_ENTRIES, scorer.query_vector, k, types=types)
+        shared = None if types is not None else scorer.reference.nearest(_schema.CORPUS_ENTRIES, k)
+        hits = (
+            shared
+            if shared is not None
+            else self._vindex.search(conn, ns_id, _schema.CORPUS_ENTRIES, scorer.query_vector, k, types=types)
+        )
         cosine = {h.rowid: h.cosine for h in hits}
         rows = {int(r[0]): r for r in self._rows_by_rowid(conn, ns_id, list(cosine))}
         if mode == "hybrid" and prof.present:
-            for r in self._lexical_rows(conn, ns_id, prof, types, k):
+            for r in self._lexical_top(conn, ns_id, scorer, types, k):
                 rows.setdefault(int(r[0]), r)
             cosine.update(self._stored_cosines(conn, ns_id, scorer, [r for r in rows if r not in cosine]))
         out = [(scorer.relevance(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
@@ -748,6 +760,16 @@ class MemoryStore:
         errors += types_errors(types)
         errors += count_errors("limit", limit, maximum=MAX_RECALL_LIMIT)
         _validate.raise_if(errors)
+
+    def _lexical_top(
+        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, types: Sequence[str] | None, k: int
+    ) -> list[Any]:
+        """The entries' best `k` FTS matches with their columns and analysed bodies: from the
+        turn's shared retrieval (the scorer's reference) when untyped and it went that deep."""
+        shared = None if types is not None else scorer.reference.hits(_schema.CORPUS_ENTRIES, k)
+        if shared is None:
+            return self._lexical_rows(conn, ns_id, scorer.profile, types, k)
+        return self._rows_by_rowid(conn, ns_id, [hit.rowid for hit in shared])
 
     @staticmethod
     def _lexical_rows(

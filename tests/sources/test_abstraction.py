@@ -155,3 +155,19 @@ async def test_typed_request_without_semantic_skips_facts(store: MemoryStore) ->
     assert await src.fetch(SourceRequest(task=TASK, namespace=NS, types=("episodic",))) == []
     got = await src.fetch(SourceRequest(task=TASK, namespace=NS, types=("semantic",)))
     assert "fact:a" in {c.entry_id for c in got}
+
+
+async def test_a_request_deeper_than_the_shared_retrieval_searches_itself_and_agrees(
+    store: MemoryStore,
+) -> None:
+    """A limit whose depth exceeds the turn's shared retrieval searches its corpus alone, same best."""
+    facts = [
+        NewFact(text=f"Caroline went to support group meeting number {i}.", id=f"g{i}") for i in range(60)
+    ]
+    FactWriter(store).add_facts(facts, namespace=NS)
+    reader = StoreReader(store=store)
+    shared = await AbstractionSource(reader).fetch(SourceRequest(task=TASK, namespace=NS, limit=10))
+    deep = await AbstractionSource(reader).fetch(SourceRequest(task=TASK, namespace=NS, limit=13))
+    assert len(shared) == 10
+    assert len(deep) == 13
+    assert [(c.entry_id, c.score) for c in deep[:10]] == [(c.entry_id, c.score) for c in shared]

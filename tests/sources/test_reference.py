@@ -8,9 +8,9 @@ import pytest
 
 from broker import Namespace
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, _analysis, _index
+from sources import MemoryStore, NewEntry, NewFact, _analysis, _index, _schema
 from sources._abstraction import FactWriter
-from sources._reference import compute_reference
+from sources._reference import REFERENCE_DEPTH, _lexical_pool, compute_reference
 from sources._relevance import Reference, lexical_features
 
 if TYPE_CHECKING:
@@ -109,3 +109,51 @@ def test_another_tenant_never_moves_the_reference(store: MemoryStore) -> None:
     before = reference(store, NS)
     store.add_entry("Caroline joined the pottery class when did she join", namespace=OTHER)
     assert reference(store, NS) == before
+
+
+def test_the_shared_retrieval_holds_each_corpus_best_matches(store: MemoryStore) -> None:
+    """The turn's one lexical retrieval holds, per corpus, what a search of that corpus alone finds."""
+    FactWriter(store).add_fact("Caroline's pottery class meets on Tuesdays.", namespace=NS, id="f")
+    ref = reference(store, NS)
+    with store.db.read() as conn:
+        ns_id = _index.find_ns(conn, NS)
+        assert ns_id is not None
+        qterms = sorted(_index.profile(conn, ns_id, TASK).present)
+        for corpus in (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE):
+            alone = _index.search(conn, ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH)
+            shared = ref.hits(corpus, REFERENCE_DEPTH)
+            assert shared is not None
+            assert [h.rowid for h in shared] == alone
+    assert ref.hits(_schema.CORPUS_FACTS, 1) is not None
+    assert ref.hits(_schema.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
+
+
+def test_shared_matches_carry_the_indexed_terms_of_their_text(store: MemoryStore) -> None:
+    """A shared match is scored on its indexed body: the same terms as analysing its text."""
+    hits = reference(store, NS).hits(_schema.CORPUS_ENTRIES, REFERENCE_DEPTH)
+    assert hits
+    with store.db.read() as conn:
+        texts = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())
+    assert all(list(h.terms) == _analysis.terms(texts[h.rowid]) for h in hits)
+
+
+def test_the_pool_is_read_from_the_best_matches_of_all_corpora(store: MemoryStore) -> None:
+    """The pool's members are the namespace's best REFERENCE_DEPTH matches over every corpus at once."""
+    # Texts of distinct lengths (no BM25 ties at the cut), spread over two corpora.
+    filler = [" ".join(["clay"] * i) for i in range(60)]
+    store.add_entries(
+        [NewEntry(text=f"Pottery class {f}", id=f"e{i}") for i, f in enumerate(filler[::2])], namespace=NS
+    )
+    facts = [NewFact(text=f"Caroline joined {f}", id=f"f{i}") for i, f in enumerate(filler[1::2])]
+    FactWriter(store).add_facts(facts, namespace=NS)
+    ref = reference(store, NS)
+    with store.db.read() as conn:
+        ns_id = _index.find_ns(conn, NS)
+        table = _schema.fts_table(ns_id or 0)
+        match = _analysis.fts_query(tuple(sorted(_index.profile(conn, ns_id, TASK).present)))
+        best = conn.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY bm25({table}) LIMIT ?",
+            (match, REFERENCE_DEPTH),
+        ).fetchall()
+    assert len(best) == REFERENCE_DEPTH  # more matches than the depth: the pool is a choice
+    assert set(_lexical_pool(ref.lexical_hits)) == {_schema.split_fts_rowid(int(r[0])) for r in best}

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sources import _calibration_constants as constants
 from sources._relevance import (
+    K1,
+    B,
     LexicalFeatures,
     QueryProfile,
     Reference,
     dense_probability,
     dense_relative,
     hybrid_probability,
+    lexical_features,
     lexical_relative,
 )
 
@@ -87,3 +93,30 @@ def test_constants_match_the_feature_vectors() -> None:
     assert len(constants.DENSE_WEIGHTS) == 5
     assert len(constants.LEXICAL_WEIGHTS) == len(lex.vector())
     assert len(constants.HYBRID_WEIGHTS) == len(lex.vector()) + 3 + len(lexical_relative(lex, ref))
+
+
+WORDS = st.sampled_from(["caroline", "support", "group", "pottery", "class", "june", "wedding"])
+
+
+def counted_features(profile: QueryProfile, doc: list[str]) -> tuple[float, ...]:
+    """The lexical features written out from a full term count (the plain formula)."""
+    tf = Counter(doc)
+    norm = K1 * (1.0 - B + B * len(doc) / profile.avgdl)
+    matched = [t for t in profile.terms if tf[t]]
+    bm25 = sum(profile.idf[t] * tf[t] * (K1 + 1.0) / (tf[t] + norm) for t in matched)
+    rarest = max(profile.present, key=lambda t: profile.idf[t])
+    return (
+        sum(profile.idf[t] for t in matched) / profile.mass,
+        bm25 / (profile.mass * (K1 + 1.0)),
+        len(matched),
+        len(profile.terms) - len(matched),
+        1.0 if tf[rarest] else 0.0,
+    )
+
+
+@given(doc=st.lists(WORDS, max_size=40))
+def test_lexical_features_follow_the_bm25_formula(doc: list[str]) -> None:
+    """Features counted from the query's terms alone equal the formula over a full term count."""
+    f = lexical_features(PROFILE, doc)
+    got = (f.coverage, f.bm25_norm, f.matched, f.unmatched, f.rarest_hit)
+    assert got == pytest.approx(counted_features(PROFILE, doc), rel=1e-12, abs=1e-15)

@@ -1,0 +1,250 @@
+"""The in-memory matrix of one (namespace, corpus): exact search, and its HNSW graph above
+the exact limit (`sources._ann`). `sources._vectors` keeps matrices current with the database."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from . import _ann
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from pathlib import Path
+
+Vectors = npt.NDArray[np.float32]
+
+_GENERATIONS = itertools.count()
+_TYPED_OVERFETCH = 8  # the graph is asked for k * this when a typed filter drops rows after search
+
+
+def from_blobs(blobs: Sequence[bytes], dim: int) -> Vectors:
+    """Stack stored BLOBs into an (n, dim) float32 matrix."""
+    if not blobs:
+        return np.empty((0, dim), dtype=np.float32)
+    flat = np.frombuffer(b"".join(blobs), dtype="<f4").astype(np.float32, copy=False)
+    return flat.reshape(len(blobs), dim)
+
+
+@attrs.frozen(kw_only=True)
+class Hit:
+    """One dense search result: a source rowid and its cosine with the query."""
+
+    rowid: int
+    cosine: float
+
+
+Row = tuple[int, int, str, bytes, str | None]  # (vector id, src_rowid, model_id, vec, memory_type)
+
+
+@attrs.define(eq=False)
+class Matrix:
+    """The live vectors of one (namespace, corpus) for one model.
+
+    An append-only buffer with a dead mask, so appends and deletes never rebuild it. `top`
+    is the largest vector id it has read and `tomb` the last tombstone id it applied: its
+    write generation.
+    """
+
+    dim: int
+    exact_limit: int
+    top: int = 0
+    tomb: int = 0
+    stale_ids: set[int] = attrs.field(factory=set)  # rows of another model, ignored by search
+    n: int = 0
+    live: int = 0
+    buf: Vectors = attrs.field(factory=lambda: np.empty((0, 0), dtype=np.float32))
+    rowids: npt.NDArray[np.int64] = attrs.field(factory=lambda: np.empty(0, dtype=np.int64))
+    alive: npt.NDArray[np.bool_] = attrs.field(factory=lambda: np.empty(0, dtype=np.bool_))
+    tags: npt.NDArray[np.int16] = attrs.field(factory=lambda: np.empty(0, dtype=np.int16))
+    codes: dict[str | None, int] = attrs.field(factory=lambda: {None: 0})
+    vids: npt.NDArray[np.int64] = attrs.field(factory=lambda: np.empty(0, dtype=np.int64))  # position -> id
+    position: dict[int, int] = attrs.field(factory=dict)  # src_rowid -> position
+    by_id: dict[int, int] = attrs.field(factory=dict)  # vector id -> position
+    graph_path: Path | None = None  # where its HNSW graph is kept (None: in memory only)
+    ann: _ann.Graph | None = None  # keyed by vector id
+    no_ann: bool = False  # usearch missing: stay exact, warn once
+    dirty: bool = False  # the graph changed since it was saved
+    total: npt.NDArray[np.float64] = attrs.field(init=False)
+    """The sum of the live vectors: the query's mean cosine over them is one dot product."""
+    generation: int = attrs.field(factory=lambda: next(_GENERATIONS))
+    """Unique per matrix: with `n` it names the rows a cosine vector was computed over."""
+
+    def __attrs_post_init__(self) -> None:
+        self.total = np.zeros(self.dim, dtype=np.float64)
+
+    def mean_cosine(self, query: Vectors) -> float:
+        """The query's mean cosine over the live vectors (0 without any)."""
+        return float(self.total @ query / self.live) if self.live else 0.0
+
+    @property
+    def stale(self) -> int:
+        """Rows of another model."""
+        return len(self.stale_ids)
+
+    def append(self, rows: list[Row], model_id: str) -> None:
+        """Add stored rows of the current model (others only counted as stale)."""
+        if rows:
+            self.top = max(self.top, rows[-1][0])
+        mine = [r for r in rows if r[2] == model_id]
+        self.stale_ids.update(r[0] for r in rows if r[2] != model_id)
+        if not mine:
+            return
+        self._reserve(self.n + len(mine))
+        block = from_blobs([r[3] for r in mine], self.dim)
+        start = self.n
+        self.buf[start : start + len(mine)] = block
+        self.total += block.sum(axis=0, dtype=np.float64)
+        for i, r in enumerate(mine):
+            old = self.position.get(r[1])
+            if old is not None:  # the source row's vector was replaced
+                self._kill(old)
+            self.position[r[1]] = start + i
+            self.by_id[r[0]] = start + i
+            self.vids[start + i] = r[0]
+            self.rowids[start + i] = r[1]
+            self.alive[start + i] = True
+            self.tags[start + i] = self.codes.setdefault(r[4], len(self.codes))
+        self.n += len(mine)
+        self.live += len(mine)
+        if self.ann is None and self.live > self.exact_limit and not self.no_ann:
+            live = np.flatnonzero(self.alive[: self.n])
+            self.ann = _ann.open_graph(self.graph_path, self.dim, self.vids[live], self.buf[live])
+            self.no_ann = self.ann is None
+        elif self.ann is not None:
+            self.ann.add(self.vids[start : self.n], block)
+            self.dirty = True
+
+    def remove(self, vector_ids: Iterable[int]) -> None:
+        """Mark deleted vectors dead (ids it never held are ignored)."""
+        for vid in vector_ids:
+            self.stale_ids.discard(vid)
+            pos = self.by_id.pop(vid, None)
+            if pos is None:
+                continue
+            src = int(self.rowids[pos])
+            if self.position.get(src) == pos:
+                del self.position[src]
+            self._kill(pos)
+
+    def _kill(self, pos: int) -> None:
+        if self.alive[pos]:
+            self.alive[pos] = False
+            self.live -= 1
+            self.total -= self.buf[pos]
+            if self.ann is not None:
+                self.ann.remove(int(self.vids[pos]))
+                self.dirty = True
+
+    def _reserve(self, size: int) -> None:
+        if size <= len(self.rowids):
+            return
+        cap = max(size, 2 * len(self.rowids), 64)
+        buf = np.empty((cap, self.dim), dtype=np.float32)
+        if self.n:
+            buf[: self.n] = self.buf[: self.n]
+        rowids = np.zeros(cap, dtype=np.int64)
+        rowids[: self.n] = self.rowids[: self.n]
+        vids = np.zeros(cap, dtype=np.int64)
+        vids[: self.n] = self.vids[: self.n]
+        alive = np.zeros(cap, dtype=np.bool_)
+        alive[: self.n] = self.alive[: self.n]
+        tags = np.zeros(cap, dtype=np.int16)
+        tags[: self.n] = self.tags[: self.n]
+        self.buf, self.rowids, self.vids, self.alive, self.tags = buf, rowids, vids, alive, tags
+
+    def _allowed(self, types: frozenset[str]) -> npt.NDArray[np.int16]:
+        """Tag codes a typed query keeps: its types, and unclassified (code 0)."""
+        return np.array(
+            [0, *(c for t, c in self.codes.items() if t is not None and t in types)], dtype=np.int16
+        )
+
+    def exact(self, types: frozenset[str] | None) -> Exact:
+        """Snapshot what an exact search reads, so it can run outside the index lock.
+
+        Appends only write rows past `n` (or into a new buffer); deletes after the snapshot
+        may still be returned, and the caller's row lookup drops them.
+        """
+        allowed = None if types is None else self._allowed(types)
+        return Exact(
+            buf=self.buf[: self.n],
+            rowids=self.rowids[: self.n],
+            alive=None if self.live == self.n else self.alive[: self.n].copy(),
+            tags=None if allowed is None else self.tags[: self.n],
+            allowed=allowed,
+        )
+
+    def search(self, query: Vectors, k: int, types: frozenset[str] | None) -> list[Hit]:
+        """Top-k live rows by cosine (typed: memory_type in types, or unclassified)."""
+        if self.live == 0 or k <= 0:
+            return []
+        if self.ann is not None:
+            return self._search_ann(query, k, types)
+        return self.exact(types).search(query, k)
+
+    def _search_ann(self, query: Vectors, k: int, types: frozenset[str] | None) -> list[Hit]:
+        """The graph's top-k, re-scored exactly; a typed search stays exact while its rows are few."""
+        if types is not None:
+            typed = np.flatnonzero(self.alive[: self.n] & np.isin(self.tags[: self.n], self._allowed(types)))
+            if len(typed) <= self.exact_limit:
+                return Exact(
+                    buf=self.buf[typed], rowids=self.rowids[typed], alive=None, tags=None, allowed=None
+                ).search(query, k)
+        assert self.ann is not None  # noqa: S101 - the caller checked
+        want = min(self.live, k * _TYPED_OVERFETCH if types is not None else k)
+        allowed = None if types is None else set(self._allowed(types).tolist())
+        hits = []
+        for key in np.asarray(self.ann.search(query, want).keys, dtype=np.int64):
+            pos = self.by_id.get(int(key))
+            if pos is None or not self.alive[pos]:
+                continue
+            if allowed is not None and int(self.tags[pos]) not in allowed:
+                continue
+            hits.append(Hit(rowid=int(self.rowids[pos]), cosine=float(self.buf[pos] @ query)))
+        hits.sort(key=lambda h: -h.cosine)
+        return hits[:k]
+
+    def persist(self) -> None:
+        """Save the graph if it changed since it was saved (`sources._ann`)."""
+        if self.ann is not None and self.dirty:
+            _ann.save(self.ann, self.graph_path)
+            self.dirty = False
+
+
+@attrs.frozen(kw_only=True)
+class Exact:
+    """An exact search over a snapshot of one matrix: one matrix product and a partition."""
+
+    buf: Vectors
+    rowids: npt.NDArray[np.int64]
+    alive: npt.NDArray[np.bool_] | None
+    tags: npt.NDArray[np.int16] | None
+    allowed: npt.NDArray[np.int16] | None
+
+    def search(self, query: Vectors, k: int, scores: Vectors | None = None) -> list[Hit]:
+        """Top-k rows by cosine among the live (and allowed) ones.
+
+        `scores` are `buf @ query` when the caller already has them (never modified here).
+        """
+        n = len(self.rowids)
+        if scores is None:
+            scores = self.buf @ query
+        elif self.alive is not None or self.tags is not None:
+            scores = scores.copy()  # masked below; the caller's array stays intact
+        if self.alive is None and self.tags is None:
+            k = min(k, n)
+        else:
+            keep = np.ones(n, dtype=np.bool_) if self.alive is None else self.alive
+            if self.tags is not None and self.allowed is not None:
+                keep = keep & np.isin(self.tags, self.allowed)
+            scores[~keep] = -np.inf
+            k = min(k, int(keep.sum()))
+            if k == 0:
+                return []
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [Hit(rowid=int(self.rowids[i]), cosine=float(scores[i])) for i in top]
