@@ -63,6 +63,12 @@ def remove_doc(conn: sqlite3.Connection, ns_id: int, corpus: int, rowid: int) ->
     )
 
 
+def generation(conn: sqlite3.Connection, ns_id: int) -> int:
+    """The namespace's write generation (bumped by every write to it; schema triggers)."""
+    row = conn.execute("SELECT generation FROM namespaces WHERE ns_id = ?", (ns_id,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def profile(conn: sqlite3.Connection, ns_id: int | None, query: str) -> QueryProfile:
     """Profile a query against a namespace's statistics (empty namespace: no statistics)."""
     qterms = _analysis.query_terms(query)

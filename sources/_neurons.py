@@ -208,7 +208,7 @@ class NeuronSource(ReaderSource):
         ns_id = _index.find_ns(conn, request.namespace)
         if ns_id is None:
             return []
-        prof = _index.profile(conn, ns_id, request.task)
+        prof = self._reader.store.profile_on(conn, ns_id, request.task)
         if not prof.terms:
             return []
         top = _scan(conn, ns_id, prof.idf, recall_depth(request.limit))

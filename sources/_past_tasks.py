@@ -55,7 +55,7 @@ class PastTaskSource(ReaderSource):
         rows = _recent(conn, ns_id)
         if not rows:
             return []
-        prof = _index.profile(conn, ns_id, request.task)
+        prof = self._reader.store.profile_on(conn, ns_id, request.task)
         scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
         if scorer.abstains:
             return []

@@ -437,7 +437,7 @@ class CorpusSource(ReaderSource):
         ns_id = _index.find_ns(conn, request.namespace)
         if ns_id is None:
             return []
-        prof = _index.profile(conn, ns_id, request.task)
+        prof = self._reader.store.profile_on(conn, ns_id, request.task)
         if not prof.present:  # no informative term of the task occurs in the namespace
             return []
         scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)

@@ -214,6 +214,9 @@ class MemoryStore:
     _references: SingleFlight[tuple[int, str, int, str], Reference] = attrs.field(
         factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
     )
+    _profiles: SingleFlight[tuple[int, str, int], QueryProfile] = attrs.field(
+        factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
+    )
 
     @classmethod
     def open(
@@ -496,6 +499,7 @@ class MemoryStore:
         if self._vindex is not None:
             self._vindex.invalidate()
         self._references.clear()
+        self._profiles.clear()
         logger.info("store.reindexed", vectors=done, model_id=embedder.model_id)
         return done
 
@@ -627,7 +631,7 @@ class MemoryStore:
         if mode in DENSE_MODES:
             self._require_embedder(f"recall mode {mode!r}")
         ns_id = _index.find_ns(conn, namespace)
-        prof = _index.profile(conn, ns_id, query)
+        prof = self.profile_on(conn, ns_id, query)
         if ns_id is None or not prof.terms:
             return []
         k = max(4 * limit, 50)
@@ -656,7 +660,15 @@ class MemoryStore:
         """
         mode = check_mode(self.mode if mode is None else mode)
         ns_id = _index.find_ns(conn, namespace)
-        return self.scorer_on(conn, ns_id, _index.profile(conn, ns_id, query), query, mode=mode)
+        return self.scorer_on(conn, ns_id, self.profile_on(conn, ns_id, query), query, mode=mode)
+
+    def profile_on(self, conn: sqlite3.Connection, ns_id: int | None, query: str) -> QueryProfile:
+        """`_index.profile` of a query in a namespace, computed once per write generation of the
+        namespace and shared by every source of a turn (one generation read when it is kept)."""
+        if ns_id is None:
+            return _index.profile(conn, ns_id, query)
+        generation = _index.generation(conn, ns_id)
+        return self._profiles.get((ns_id, query, generation), lambda: _index.profile(conn, ns_id, query))
 
     def scorer_on(  # noqa: PLR0913 - the profiled query and where it was profiled
         self,

@@ -359,3 +359,20 @@ def test_trivial_tasks_recall_nothing_from_a_whole_conversation(
         s.add_entries(entries, namespace=A)
         recalled = {t: [h.memory.id for h in s.recall(t, namespace=A)] for t in trivial_tasks}
     assert {t: ids for t, ids in recalled.items() if ids} == {}
+
+
+def test_a_query_profile_is_shared_until_the_namespace_changes(store: MemoryStore) -> None:
+    """Sources of a turn share one profile of the task; any write to the namespace renews it."""
+    ns = Namespace(tenant_id="profiles")
+    store.add_entry("Caroline joined a pottery class in May.", namespace=ns)
+    task = "when did Caroline join the pottery class"
+    with store.db.read() as conn:
+        ns_id = conn.execute("SELECT ns_id FROM namespaces WHERE tenant_id = 'profiles'").fetchone()[0]
+        first, again = store.profile_on(conn, ns_id, task), store.profile_on(conn, ns_id, task)
+    assert again is first
+    store.add_entry("The pottery class moved to Tuesdays.", namespace=ns)
+    with store.db.read() as conn:
+        renewed = store.profile_on(conn, ns_id, task)
+    assert renewed is not first
+    assert renewed.n_docs == first.n_docs + 1
+    assert renewed.generation > first.generation
