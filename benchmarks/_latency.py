@@ -117,7 +117,7 @@ def ingest(
 
 def ingest_file(tmp: Path, gen: _synthetic.Generator, embedder: MiniLMEmbedder, n: int) -> dict[str, Any]:
     """Lines/s of the CLI's ingest path (read, validate, embed, write) over a JSONL file of notes."""
-    from broker._cli._ingest import ingest_records, read_records  # noqa: PLC0415 - the composition root
+    from context_broker._cli._ingest import ingest_records, read_records  # noqa: PLC0415 - the composition root
 
     path = tmp / "ingest.jsonl"
     path.write_text("".join(json.dumps({"text": gen.memory()}) + "\n" for _ in range(n)), encoding="utf-8")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import statistics
 import time
 from importlib import resources
@@ -262,12 +261,13 @@ __all__ = [
 
 
 def background_memories() -> tuple[str, ...]:
-    """Varied memory texts (the bundled sample notes) to write into a small test store.
+    """Varied memory texts (58 notes of a fictional team) to write into a small test store.
 
     Relevance is calibrated on per-namespace term statistics: in a store holding only a
     test's three memories on one topic every term is common and nothing looks specific.
-    Writing these first gives the store the varied topics a real one has.
+    Writing these first gives the store the varied topics a real one has. They are this
+    module's own fixture (`broker/data/background_memories.txt`, one text a line): the same
+    texts as the notes of the application's demo sample, which the library never reads.
     """
-    raw = resources.files("broker").joinpath("data", "sample_memories.jsonl").read_text(encoding="utf-8")
-    records = [json.loads(line) for line in raw.splitlines() if line.strip()]
-    return tuple(str(r["text"]) for r in records if r.get("kind") == "note")
+    raw = resources.files("broker").joinpath("data", "background_memories.txt").read_text(encoding="utf-8")
+    return tuple(line for line in raw.split("\n") if line.strip())

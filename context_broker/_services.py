@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 import attrs
 
-from broker import ContextBroker, MemorySelector, open_broker, open_selector
-from sources import MemoryStore, SqliteTaskRepository, default_sources
+from broker import ContextBroker, MemorySelector, open_broker
+from sources import MemoryStore, SqliteTaskRepository
+
+from .wiring import open_default_selector, open_store_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -41,13 +43,11 @@ async def open_services(
     db_path: Path, *, mode: str | None = None, deadline: float = 0.25, include_text: bool = False
 ) -> AsyncIterator[Services]:
     """Open the store (loading the model off the event loop), the selector and the broker."""
-    store = await anyio.to_thread.run_sync(
-        lambda: MemoryStore.open(db_path) if mode is None else MemoryStore.open(db_path, mode=mode)
-    )
+    store = await open_store_in_thread(db_path, mode=mode)
     try:
         tasks = SqliteTaskRepository.from_store(store)
         async with (
-            open_selector(default_sources(store), deadline=deadline, mode=store.mode) as selector,
+            open_default_selector(store, deadline=deadline) as selector,
             open_broker(
                 selector=selector, tasks=tasks, conversations=tasks, include_text=include_text
             ) as broker,

@@ -35,7 +35,18 @@ FILLER = [
 
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker", "--db", str(db), "--tenant", "acme", "--project", "web", *args],
+        [
+            sys.executable,
+            "-m",
+            "context_broker",
+            "--db",
+            str(db),
+            "--tenant",
+            "acme",
+            "--project",
+            "web",
+            *args,
+        ],
         capture_output=True,
         text=True,
         env=dict(os.environ),

@@ -29,11 +29,10 @@ def test_readme_embedding_example_runs(tmp_path: Path) -> None:
 
 def test_readme_command_table_lists_every_subcommand() -> None:
     """Every subcommand of `context-broker` (mcp included) appears in the README's command table."""
-    from broker._cli._parser import build_parser  # noqa: PLC0415 - the composition root
-    from context_broker.mcp import _command  # noqa: PLC0415 - the console script's extra subcommand
+    from context_broker._cli._parser import build_parser  # noqa: PLC0415 - the composition root
 
     text = README.read_text(encoding="utf-8")
     table = text[text.index("| command | what it does |") :].split("\n\n", 1)[0]
-    commands = build_parser((_command.register,))._subparsers._group_actions[0].choices
+    commands = build_parser()._subparsers._group_actions[0].choices
     missing = [name for name in commands if not re.search(rf"`{re.escape(name)}[ `\\]", table)]
     assert not missing, f"README command table lacks {missing}"

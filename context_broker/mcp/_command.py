@@ -1,6 +1,6 @@
 """`context-broker mcp`: serve the tools over stdio (the default) or streamable HTTP.
 
-Registered into the CLI by `context_broker._cli`; the `mcp` SDK is imported only when the
+One of the CLI's subcommand groups (`context_broker._cli`); the `mcp` SDK is imported only when the
 command runs, so the CLI works without the `[mcp]` extra.
 """
 
@@ -19,7 +19,7 @@ from ._tokens import ENV_TOKENS, load_tokens
 if TYPE_CHECKING:
     import argparse
 
-    from broker._cli._app import App
+    from context_broker._cli._app import App
 
 DEFAULT_PORT = 8765
 

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from broker import FieldError, MemorySelector, Namespace, SessionContext, Turn, ValidationError, count_errors
-from broker._cli._select_cmds import result_json
-from broker._cli._session import ENV_PERSONA
-from broker._cli._store_cmds import recall_row
+from context_broker.shapes import recall_row, result_json
+from context_broker.wiring import ENV_PERSONA
 from sources import (
     MAX_RECALL_LIMIT,
     WriterSession,

@@ -64,7 +64,7 @@ def test_stale_vector_index_across_processes_never_leaks_another_tenant(tmp_path
             [
                 sys.executable,
                 "-m",
-                "broker",
+                "context_broker",
                 "--db",
                 str(db),
                 "--tenant",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, StoreError, ValidationError
+from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, ensure_memory_type_column
 
 A = Namespace(tenant_id="acme", project_id="p1")
@@ -40,9 +40,7 @@ FILLER = (
 def fill(store: MemoryStore, ns: Namespace) -> None:
     """Background memories of varied topics (ours, plus the bundled sample notes), so
     per-namespace term statistics look like a real store's."""
-    raw = resources.files("broker").joinpath("data", "sample_memories.jsonl").read_text(encoding="utf-8")
-    notes = [json.loads(line)["text"] for line in raw.splitlines() if '"kind": "note"' in line]
-    store.add_entries([NewEntry(text=t) for t in (*FILLER, *notes)], namespace=ns)
+    store.add_entries([NewEntry(text=t) for t in (*FILLER, *background_memories())], namespace=ns)
 
 
 def _fts_ok(store: MemoryStore) -> None:

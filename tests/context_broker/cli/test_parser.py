@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from broker import open_selector
-from broker._cli._options import DEFAULT_DEADLINE_MS, field_label, flag_names
-from broker._cli._parser import build_parser, version
+from context_broker._cli._options import DEFAULT_DEADLINE_MS, field_label, flag_names
+from context_broker._cli._parser import build_parser, version
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONTEXT_BROKER_DB": str(tmp_path / "p.db")}
     return subprocess.run(
-        [sys.executable, "-m", "broker", *args],
+        [sys.executable, "-m", "context_broker", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -45,6 +45,20 @@ class Report:
     unchanged: int
 
 
+@attrs.frozen(kw_only=True)
+class IngestOptions:
+    """How an ingest writes: the defaults are `ingest` without flags."""
+
+    replace: bool = False
+    """Overwrite records whose id exists (a memorule gets a new state, a task is rewritten)."""
+    dedupe: bool = True
+    """Skip a note without an id whose text the namespace holds already."""
+    progress: Callable[[int, int], None] | None = None
+    """Called with (done, total) while the notes are embedded."""
+    writer: WriterSession | None = None
+    """Who writes the memorules (required when there are any)."""
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `ingest`."""
     p = sub.add_parser(
@@ -77,15 +91,13 @@ def ingest(args: argparse.Namespace, app: App) -> int:
     writer = _writer(args, app, parsed)
     big = len(parsed.notes) >= PROGRESS_MIN_NOTES
     with progress("ingest") as update:
-        report = ingest_records(
-            app.store(),
-            app.namespace,
-            parsed,
+        options = IngestOptions(
             replace=args.replace,
             dedupe=not args.keep_duplicates,
             progress=update if big else None,
             writer=writer,
         )
+        report = ingest_records(app.store(), app.namespace, parsed, options)
     sys.stderr.write(
         f"ingested {report.written + report.unchanged} records into {app.namespace}: "
         f"{report.written} written, {report.unchanged} already stored\n"
@@ -106,34 +118,31 @@ def _writer(args: argparse.Namespace, app: App, parsed: Parsed) -> WriterSession
 
 def read_records(name: str) -> Parsed:
     """Every record of a file (`-`: standard input); UsageError listing every bad line."""
-    parsed, problems = parse(read_lines(name))
+    return records_of(read_lines(name), name)
+
+
+def records_of(lines: list[tuple[int, str]], name: str) -> Parsed:
+    """The records of numbered lines read from `name`; UsageError listing every bad line."""
+    parsed, problems = parse(lines)
     if problems:
         raise UsageError(*(f"error: {p}" for p in problems), f"error: {label(name)}: nothing was written")
     return parsed
 
 
 def ingest_records(
-    store: MemoryStore,
-    namespace: Namespace,
-    parsed: Parsed,
-    *,
-    replace: bool = False,
-    dedupe: bool = True,
-    progress: Callable[[int, int], None] | None = None,
-    writer: WriterSession | None = None,
+    store: MemoryStore, namespace: Namespace, parsed: Parsed, options: IngestOptions = IngestOptions()
 ) -> Report:
-    """Write parsed records: the notes in one transaction, then each other record; `writer`
-    names who writes the memorules (required when there are any)."""
-    written, unchanged = _write_notes(store, namespace, parsed.notes, replace, dedupe, progress)
+    """Write parsed records: the notes in one transaction, then each other record."""
+    written, unchanged = _write_notes(store, namespace, parsed.notes, options)
     sinks = _Sinks(
         store=store,
         writers=Writers.for_store(store),
         tasks=SqliteTaskRepository.from_store(store),
-        writer=writer,
+        writer=options.writer,
     )
     for record in parsed.records:
         try:
-            done = _write_record(sinks, namespace, record, replace=replace)
+            done = _write_record(sinks, namespace, record, replace=options.replace)
         except UsageError as exc:
             if not written:
                 raise
@@ -146,24 +155,23 @@ def ingest_records(
     return Report(written=written, unchanged=unchanged)
 
 
-def _write_notes(  # noqa: PLR0917 - private: ingest_records' arguments, passed on
-    store: MemoryStore,
-    namespace: Namespace,
-    notes: tuple[tuple[int, NewEntry], ...],
-    replace: bool,
-    dedupe: bool,
-    progress: Callable[[int, int], None] | None,
+def _write_notes(
+    store: MemoryStore, namespace: Namespace, notes: tuple[tuple[int, NewEntry], ...], options: IngestOptions
 ) -> tuple[int, int]:
     if not notes:
         return 0, 0
     before = store.stats(namespace=namespace)["entries"]
     try:
         ids = store.add_entries(
-            [e for _, e in notes], namespace=namespace, replace=replace, progress=progress, dedupe=dedupe
+            [e for _, e in notes],
+            namespace=namespace,
+            replace=options.replace,
+            progress=options.progress,
+            dedupe=options.dedupe,
         )
     except ValidationError as exc:
         raise UsageError(*_note_errors(store, namespace, notes, exc.errors)) from exc
-    if replace:
+    if options.replace:
         return len(set(ids)), len(ids) - len(set(ids))
     new = int(store.stats(namespace=namespace)["entries"]) - int(before)
     return new, len(ids) - new

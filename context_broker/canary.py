@@ -1,4 +1,4 @@
-"""`python -m broker.canary`: the acceptance invariants, end to end, on a throwaway store.
+"""`python -m context_broker.canary`: the acceptance invariants, end to end, on a throwaway store.
 
 Bootstraps itself in a temporary directory (temporary HOME and XDG dirs, lexical recall so
 no model is loaded, outbound network refused), writes memories, neurons, past tasks and an
@@ -13,7 +13,8 @@ Every check is registered in `CHECKS` by name and every registered check runs; t
 pins the expected names, so a check removed here fails CI instead of passing silently.
 
 Exits 1 with one `canary violation: ...` line per broken invariant, else prints `canary ok`.
-This module is a composition root: it may import `sources`.
+Part of the application (`context_broker`): it wires `broker` to `sources` as the CLI does,
+through `context_broker.wiring`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import os
 import socket
 import sys
 import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -32,11 +32,18 @@ import anyio
 import attrs
 import structlog
 
-from broker import Candidate, MemorySelector, Namespace, SelectionResult, Turn, open_broker
-from broker._cli._wiring import open_default_selector
-from broker._tokens import EstimatingTokenCounter
+from broker import (
+    Candidate,
+    EstimatingTokenCounter,
+    MemorySelector,
+    Namespace,
+    SelectionResult,
+    Turn,
+    open_broker,
+)
 from broker._trace import TURN_COMPLETED
 from broker.testing import FailingSource, FakeSource
+from context_broker.wiring import open_default_selector, open_store, sample_lines
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, Writers
 
 if TYPE_CHECKING:
@@ -131,14 +138,13 @@ def _sandbox() -> Iterator[Path]:
 
 
 def _open_store(path: Path) -> MemoryStore:
-    return MemoryStore.open(path, mode="lexical")  # no model: the canary runs anywhere
+    return open_store(path, mode="lexical")  # no model: the canary runs anywhere
 
 
 def _background() -> list[NewEntry]:
     """The bundled sample notes: a store of varied topics, as real stores are (term
     statistics of a store holding only the canary's few memories would be degenerate)."""
-    raw = resources.files("broker").joinpath("data", "sample_memories.jsonl").read_text(encoding="utf-8")
-    records = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    records = [json.loads(line) for _, line in sample_lines()]
     return [
         NewEntry(id=f"bg-{r['id']}", text=r["text"], memory_type=r.get("memory_type"))
         for r in records

@@ -8,20 +8,17 @@ only a value the user typed there overrides the one given (or defaulted) before 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
 from importlib import metadata
-from typing import Any
+
+from context_broker import mcp
+from context_broker.wiring import ENV_DB
 
 from . import _broker_cmds, _completion, _explain_cmds, _ingest, _memorules, _select_cmds, _store_cmds
-from ._app import ENV_DB
 from ._logging import LEVELS
 from ._options import flag_names, walk
 
 # Subcommand groups, each a module exposing register(sub).
-_GROUPS = (_ingest, _store_cmds, _select_cmds, _explain_cmds, _broker_cmds, _memorules, _completion)
-
-Register = Callable[["argparse._SubParsersAction[Any]"], None]  # noqa: SLF001 - argparse names it privately
-"""Adds subcommands; how the application package (context_broker) adds its own, e.g. `mcp`."""
+_GROUPS = (_ingest, _store_cmds, _select_cmds, _explain_cmds, _broker_cmds, _memorules, _completion, mcp)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,8 +37,8 @@ def version() -> str:
         return "unknown"
 
 
-def build_parser(extra: Sequence[Register] = ()) -> argparse.ArgumentParser:
-    """The full parser, with the subcommands `extra` adds."""
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser: every subcommand, `mcp` included."""
     parser = _Parser(
         prog="context-broker",
         description="Decide which memories enter an agent's context, and prove it.",
@@ -51,14 +48,12 @@ def build_parser(extra: Sequence[Register] = ()) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for group in _GROUPS:
         group.register(sub)
-    for register in extra:
-        register(sub)
     for child in walk(parser):
         _add_globals(
             child.add_argument_group("global options (also accepted before COMMAND)"), defaults=False
         )
         child.set_defaults(field_flags=flag_names(child))
-    parser.set_defaults(root_parser=parser)  # `completion` describes the parser in use, extras included
+    parser.set_defaults(root_parser=parser)  # `completion` describes the parser in use
     return parser
 
 

@@ -28,7 +28,7 @@ FILLER = [
 def run(db: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
     return subprocess.run(
-        [sys.executable, "-m", "broker", *args],
+        [sys.executable, "-m", "context_broker", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -83,7 +83,7 @@ def test_remember_prints_id_and_global_options_after_subcommand(tmp_path: Path) 
         [
             sys.executable,
             "-m",
-            "broker",
+            "context_broker",
             "remember",
             "kept id note",
             "--id",
@@ -336,7 +336,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path, db: Path) 
     batch.write_text((task + "\n") * 400, encoding="utf-8")  # well over a pipe buffer of output
     env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
     with subprocess.Popen(
-        [sys.executable, "-m", "broker", "select", "--batch", str(batch)],
+        [sys.executable, "-m", "context_broker", "select", "--batch", str(batch)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

@@ -10,23 +10,22 @@ from __future__ import annotations
 import json
 import math
 import sys
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from broker import Context, Turn, open_broker
 from broker._trace import TURN_COMPLETED
+from context_broker.wiring import SAMPLE_DATA, open_default_selector, sample_lines
 from sources import SqliteTaskRepository, WriterSession
 
 from ._app import App, UsageError
-from ._ingest import ingest_records, read_records
+from ._ingest import IngestOptions, ingest_records, records_of
 from ._jsonl import label, read_lines
 from ._options import DEFAULT_DEADLINE_MS, PositiveInt, add_deadline_argument
 from ._plot import INSTALL_HINT, plot
 from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument
-from ._wiring import open_default_selector
 
 if TYPE_CHECKING:
     import argparse
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 
     from ._records import Parsed
 
-SAMPLE_RESOURCE = "sample_memories.jsonl"
 SAMPLE_WRITER = WriterSession(session_id="context-broker-demo", persona="sample-data")
 """Who writes the sample's memorules: every memorule names its writer (its audit shows this one)."""
 DEMO_TASK = "Prepare the Lighthouse 2.4 release checklist and release notes"
@@ -141,13 +139,12 @@ def _block_json(block: Any) -> dict[str, Any]:  # noqa: ANN401 - a broker Block
 def sample_records() -> Parsed:
     """The bundled sample (memories, neurons, facts, knowledge, memorules, past tasks), read as
     `ingest` reads."""
-    with resources.as_file(resources.files("broker") / "data" / SAMPLE_RESOURCE) as path:
-        return read_records(str(path))
+    return records_of(sample_lines(), SAMPLE_DATA)
 
 
 def seed_samples(store: MemoryStore, namespace: Namespace) -> None:
     """Write the sample data into the namespace, through `ingest`'s own code."""
-    ingest_records(store, namespace, sample_records(), writer=SAMPLE_WRITER)
+    ingest_records(store, namespace, sample_records(), IngestOptions(writer=SAMPLE_WRITER))
 
 
 # -- trace-stats --------------------------------------------------------------------------

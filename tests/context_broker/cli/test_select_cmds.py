@@ -13,7 +13,7 @@ import pytest
 from benchmarks import _synthetic
 from sources._embedder import load_default_embedder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 N = 20_000
 TASKS = 3
 
@@ -31,7 +31,7 @@ def test_first_select_on_a_20k_store_completes_at_the_default_deadline(tmp_path:
     for task, _ in gen.tasks(TASKS * 4, ["hi"])[:TASKS]:
         where = ["--db", str(db), "--tenant", ns.tenant_id, "--project", ns.project_id]
         out = subprocess.run(
-            [sys.executable, "-m", "broker", *where, "select", "--json", task],
+            [sys.executable, "-m", "context_broker", *where, "select", "--json", task],
             capture_output=True,
             text=True,
             check=True,

@@ -8,7 +8,6 @@ selected blocks admission dropped. This is how a user learns why a memory did no
 
 from __future__ import annotations
 
-import contextlib
 import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -16,19 +15,18 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import attrs
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, Turn, open_broker, open_selector, query_of
+from broker import MEMORY_TYPES, RECALL_MIN_SCORE, Turn, open_broker, query_of
 from broker._broker import DEFAULT_SELECT_BUDGET
 from broker._floor import SELECTED
 from broker.abc import TaskRecord
-from sources import PersonaSource, SqliteTaskRepository, StoreSource, default_sources
+from context_broker.wiring import open_default_selector, open_store_in_thread
+from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
 from ._store_cmds import add_mode_argument, parse_types
-from ._wiring import open_store
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import AsyncIterator
 
     from broker import Context, MemorySelector, Namespace, SelectionResult
     from broker._floor import Fate
@@ -94,9 +92,12 @@ def explain(args: argparse.Namespace, app: App) -> int:
 
 
 async def _explain(args: argparse.Namespace, app: App) -> dict[str, Any]:
-    store = await open_store(app.db_path, mode=args.mode)
+    store = await open_store_in_thread(app.db_path, mode=args.mode)
     try:
-        async with _selector(store, args.deadline_ms / 1000.0) as selector:
+        # The store's own floor at 0, so below-floor memories show.
+        async with open_default_selector(
+            store, deadline=args.deadline_ms / 1000.0, source_floor=0.0
+        ) as selector:
             query = query_of(args.task, args.message)
             result, fates = await selector.explain_task(
                 query,
@@ -109,17 +110,6 @@ async def _explain(args: argparse.Namespace, app: App) -> dict[str, Any]:
     finally:
         store.close()
     return _report(args, result, fates, context)
-
-
-@contextlib.asynccontextmanager
-async def _selector(store: MemoryStore, deadline: float) -> AsyncIterator[MemorySelector]:
-    """The default sources with the store's own floor at 0, so below-floor memories show."""
-    sources = default_sources(store)
-    for source in sources:
-        if isinstance(source, StoreSource | PersonaSource):
-            source.min_score = 0.0
-    async with open_selector(sources, deadline=deadline, mode=store.mode) as selector:
-        yield selector
 
 
 async def _turn(

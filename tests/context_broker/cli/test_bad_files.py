@@ -25,7 +25,7 @@ import pytest
 from broker import Namespace
 from sources import MemoryStore, NewEntry, WriterSession, remember
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NS = Namespace(tenant_id="default")
 
 READERS: tuple[tuple[str, ...], ...] = (
@@ -197,7 +197,7 @@ def _run_cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
             pytest.skip("running as root without setpriv: permissions cannot apply")
         prefix = _AS_ROOT_WITHOUT_OVERRIDE
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "broker", "--db", str(db), *args],
+        [*prefix, sys.executable, "-m", "context_broker", "--db", str(db), *args],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
@@ -237,7 +237,7 @@ def test_a_read_only_store_is_one_line_and_unchanged(tmp_path: Path, good: Path,
 _FULL_DISK_CLI = """
 import contextlib, hashlib, io, sqlite3
 from broker import Namespace
-from broker._cli import main
+from context_broker._cli import main
 from sources import MemoryStore, NewEntry
 
 db = HERE / "memory.db"

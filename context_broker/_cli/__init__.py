@@ -1,4 +1,5 @@
-"""The `context-broker` command line: the composition root that wires `broker` to `sources`.
+"""The `context-broker` command line (`python -m context_broker`), part of the application:
+the composition root that wires `broker` to `sources`.
 
 stdout carries only each command's result; logs go to stderr (or --trace-file) as one compact
 JSON object per line. Errors exit with status 2, one line per error, never a traceback.
@@ -17,16 +18,16 @@ from broker import BrokerError, ValidationError
 from . import _logging
 from ._app import EXIT_USAGE, App, UsageError
 from ._options import field_lines, option_errors
-from ._parser import Register, build_parser
+from ._parser import build_parser
 
 logger = structlog.get_logger(__name__)
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 
-def main(argv: Sequence[str] | None = None, *, extra: Sequence[Register] = ()) -> int:
-    """Run the CLI (with the subcommands `extra` adds); returns the exit status."""
-    parser = build_parser(extra)
+def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one return per exit status
+    """Run the CLI; returns the exit status."""
+    parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if option_errors(args):
         _lines(option_errors(args))
@@ -66,4 +67,4 @@ def _lines(lines: Sequence[str]) -> None:
         sys.stderr.write(line.rstrip("\n") + "\n")
 
 
-__all__ = ["Register", "main"]
+__all__ = ["main"]

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from broker import _admission, _broker, _floor, _selector, canary
+from broker import _admission, _broker, _floor, _selector
+from context_broker import canary
 
 EXPECTED_CHECKS = (
     "past-task-memories-recallable",
@@ -28,9 +29,13 @@ def missing_checks(names) -> list[str]:
 
 
 def test_canary_passes_in_a_fresh_process():
-    """`python -m broker.canary` prints exactly `canary ok` and exits 0."""
+    """`python -m context_broker.canary` prints exactly `canary ok` and exits 0."""
     done = subprocess.run(
-        [sys.executable, "-m", "broker.canary"], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "context_broker.canary"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "canary ok\n"

@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker._cli._records import RECORDS, parse, parse_line
+from context_broker._cli._records import RECORDS, parse, parse_line
 
 LINES = [
     {"record": "edge", "src": "a", "relation": "knows", "dst": "b"},

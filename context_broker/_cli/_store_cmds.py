@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from broker import MEMORY_TYPES, RECALL_MIN_SCORE, printable
-from sources import MAX_RECALL_LIMIT, RecallMatch, semantic_recall
+from context_broker.shapes import recall_row
+from sources import MAX_RECALL_LIMIT, semantic_recall
 
 from ._app import App, UsageError
 from ._memorules import add_remember_arguments, remember_command
 from ._progress import progress
 from ._session import add_context_arguments, session_context
-
-_MEMORULE_FIELDS = ("memorule_kind", "applies_to", "confidence", "evidence_signal_id", "written_at")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,24 +95,6 @@ def recall(args: argparse.Namespace, app: App) -> int:
             where = f"[{r['source_type']}]  {printable(str(r['id']))}"
             app.out(f"{r['score']:.3f}  {where}  {printable(str(r['text']))}")
     return 0
-
-
-def recall_row(m: RecallMatch) -> dict[str, Any]:
-    """One match as `recall --json` and the MCP `recall` tool print it: the memory, its
-    `source_type`, and a memorule's own fields (kind, applies_to, confidence, evidence, written_at)."""
-    row: dict[str, Any] = {
-        "id": m.id,
-        "score": round(m.score, 6),
-        "text": m.text,
-        "memory_type": m.memory_type,
-        "kind": m.kind,
-        "created_at": m.created_at,
-        "source_type": m.source_type,
-    }
-    if m.source_type == "memorule":
-        full = m.as_dict()
-        row.update({k: full[k] for k in _MEMORULE_FIELDS})
-    return row
 
 
 def stats(args: argparse.Namespace, app: App) -> int:

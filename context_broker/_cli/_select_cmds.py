@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 import anyio
 import attrs
 
 from broker import (
     MEMORY_TYPES,
-    RECALL_MIN_SCORE,
     MemorySelector,
     Namespace,
     SelectionResult,
@@ -22,13 +20,14 @@ from broker import (
     query_of,
     text_errors,
 )
+from context_broker.shapes import result_json
+from context_broker.wiring import open_default_selector, open_store_in_thread
 
 from ._app import App, UsageError
 from ._jsonl import read_lines
 from ._options import PositiveInt, add_deadline_argument
 from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument, parse_types
-from ._wiring import open_default_selector, open_store
 
 _CONTEXT_KEYS = ("persona", "surface", "specialization")
 _BATCH_KEYS = frozenset({"task", "message", "tenant", "project", "types", "budget", "mode", *_CONTEXT_KEYS})
@@ -107,7 +106,7 @@ def select(args: argparse.Namespace, app: App) -> int:
 
 
 async def _run(jobs: list[_Job], app: App, deadline: float) -> list[SelectionResult]:
-    store = await open_store(app.db_path, mode=app.args.mode, create=False)
+    store = await open_store_in_thread(app.db_path, mode=app.args.mode, create=False)
     try:
         async with open_default_selector(store, deadline=deadline) as selector:
             return [await _one(selector, job) for job in jobs]
@@ -124,51 +123,6 @@ async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
         mode=job.mode,
         context=job.context,
     )
-
-
-def source_type(block: str) -> str:
-    """`memorule` (the memorules block) or `memory`, as `semantic_recall` names them; a past task
-    (the history block) is `past_task`."""
-    return {"memorules": "memorule", "history": "past_task"}.get(block, "memory")
-
-
-def result_json(r: SelectionResult) -> dict[str, Any]:
-    """The JSON shape of a SelectionResult (evaluation pipelines read it)."""
-    return {
-        "blocks": [
-            {
-                "entry_id": b.entry_id,
-                "source": b.source,
-                "sources": list(b.sources),
-                "block": b.block,
-                "source_type": source_type(b.block),
-                "rank": b.rank,
-                "score": round(b.score, 6),
-                "band": None if b.band is None else round(b.band, 6),
-                "memory_type": b.memory_type,
-                "created_at": b.created_at,
-                "text": b.text,
-            }
-            for b in r.blocks
-        ],
-        "qpp": None if r.qpp is None else round(r.qpp, 6),
-        "floor": RECALL_MIN_SCORE,
-        "candidates_evaluated": r.candidates_evaluated,
-        "selected_count": r.selected_count,
-        "abstained": r.abstained,
-        "irrelevant_memory_rate": r.irrelevant_memory_rate,
-        "types_queried": list(r.types_queried) if r.types_queried is not None else None,
-        "sources": [
-            {
-                "name": s.name,
-                "status": str(s.status),
-                "latency_ms": round(s.latency_ms, 3),
-                "candidates": s.candidates,
-                "error": s.error,
-            }
-            for s in r.sources
-        ],
-    }
 
 
 def _print_human(app: App, r: SelectionResult) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from broker._cli._session import ENV_PERSONA
+from context_broker.wiring import ENV_PERSONA
 
 if TYPE_CHECKING:
     from pathlib import Path

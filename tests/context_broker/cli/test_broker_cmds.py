@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 from cli_subprocess import run
 
-from broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
-from broker._cli._plot import scores
 from broker._trace import trace_schema
+from context_broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
+from context_broker._cli._plot import scores
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -218,7 +218,7 @@ def test_trace_stats_with_no_trace_events_says_so_and_exits_1(tmp_path):
 def test_trace_stats_reads_standard_input(tmp_path):
     """`trace-stats -` summarises a log piped on standard input."""
     done = subprocess.run(
-        [sys.executable, "-m", "broker", "trace-stats", "--json", "-"],
+        [sys.executable, "-m", "context_broker", "trace-stats", "--json", "-"],
         input=_turns_log(tmp_path).read_text(encoding="utf-8"),
         capture_output=True,
         text=True,
@@ -249,7 +249,7 @@ def test_trace_stats_plot_without_matplotlib_is_a_clear_error(tmp_path):
         [
             sys.executable,
             "-m",
-            "broker",
+            "context_broker",
             "trace-stats",
             str(_turns_log(tmp_path)),
             "--plot",

@@ -1,6 +1,6 @@
 """The memorule commands: `remember --kind memorule`, `memorule update|delete|history`, `audit`.
 
-Driven as a subprocess (`python -m broker`), plus the `remember` handler in-process with the
+Driven as a subprocess (`python -m context_broker`), plus the `remember` handler in-process with the
 arguments `add_remember_arguments` defines (so its all-errors-at-once contract is tested even
 before the store commands delegate `remember` to it).
 """
@@ -18,9 +18,10 @@ import pytest
 import structlog
 
 from broker import Namespace, ValidationError
-from broker._cli._app import App
-from broker._cli._memorules import add_remember_arguments, parse_applies_to, remember_command
-from broker._cli._session import ENV_PERSONA, writer_session
+from context_broker._cli._app import App
+from context_broker._cli._memorules import add_remember_arguments, parse_applies_to, remember_command
+from context_broker._cli._session import writer_session
+from context_broker.wiring import ENV_PERSONA
 from sources import MemoryStore, WriterSession, audit_events, memorule_history
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def run(db: Path, *args: str, persona: str | None = None) -> subprocess.Complete
     if persona is not None:
         env[ENV_PERSONA] = persona
     return subprocess.run(
-        [sys.executable, "-m", "broker", "--tenant", "acme", "--project", "web", *args],
+        [sys.executable, "-m", "context_broker", "--tenant", "acme", "--project", "web", *args],
         capture_output=True,
         text=True,
         env=env,

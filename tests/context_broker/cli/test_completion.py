@@ -11,7 +11,7 @@ import pytest
 
 def script(shell: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "broker", "completion", shell],
+        [sys.executable, "-m", "context_broker", "completion", shell],
         capture_output=True,
         text=True,
         timeout=120,
@@ -75,7 +75,10 @@ def test_zsh_script_loads_bash_completion_first():
 def test_an_unknown_shell_is_a_usage_error():
     """`completion fish` exits 2 naming the argument and the shells offered."""
     done = subprocess.run(
-        [sys.executable, "-m", "broker", "completion", "fish"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "context_broker", "completion", "fish"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 2
     assert done.stderr.startswith("error: SHELL: invalid choice: 'fish'")

@@ -14,13 +14,11 @@ import os
 from typing import TYPE_CHECKING
 
 from broker import FieldError, SessionContext
+from context_broker.wiring import ENV_PERSONA
 from sources import WriterSession, session_errors
 
 if TYPE_CHECKING:
     import argparse
-
-ENV_PERSONA = "CONTEXT_BROKER_PERSONA"
-"""The persona a memorule write names when `--persona` is not given."""
 
 _CONTEXT_KEYS = ("persona", "surface", "specialization")
 

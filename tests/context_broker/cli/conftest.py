@@ -9,7 +9,7 @@ import attrs
 import pytest
 import structlog
 
-from broker._cli import main
+from context_broker._cli import main
 
 
 @attrs.frozen

@@ -1,6 +1,6 @@
 """The command line with hostile names and ids: one-line errors (exit 2), one line per result.
 
-Driven as a subprocess (`python -m broker`) on a real database file.
+Driven as a subprocess (`python -m context_broker`) on a real database file.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
     return subprocess.run(
-        [sys.executable, "-m", "broker", *args],
+        [sys.executable, "-m", "context_broker", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -18,12 +18,12 @@ import anyio
 import pytest
 
 from broker import Namespace
-from broker._cli._ingest import PROGRESS_MIN_NOTES
-from broker._cli._records import RECORDS
+from context_broker._cli._ingest import PROGRESS_MIN_NOTES
+from context_broker._cli._records import RECORDS
 from sources import MemoryStore, SqliteTaskRepository, memorule_history
 from sources._schema import SCHEMA_VERSION
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NS = Namespace(tenant_id="default", project_id="default")
 NOTES = [
     "Standup moved to ten because of the dentist appointment",
@@ -41,7 +41,7 @@ def run(db: Path, *args: str, stdin: bytes | None = None) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if k != "CONTEXT_BROKER_PERSONA"}
     env["CONTEXT_BROKER_DB"] = str(db)
     done = subprocess.run(
-        [sys.executable, "-m", "broker", *args],
+        [sys.executable, "-m", "context_broker", *args],
         capture_output=True,
         env=env,
         input=stdin,
@@ -83,8 +83,8 @@ def test_every_example_line_of_the_records_doc_ingests(tmp_path: Path) -> None:
 
 
 def test_the_bundled_sample_ingests_as_shipped(tmp_path: Path) -> None:
-    """broker/data/sample_memories.jsonl is in the one record format `ingest` reads."""
-    sample = ROOT / "broker" / "data" / "sample_memories.jsonl"
+    """context_broker/data/sample_memories.jsonl is in the one record format `ingest` reads."""
+    sample = ROOT / "context_broker" / "data" / "sample_memories.jsonl"
     done = run(tmp_path / "s.db", "ingest", str(sample), "--persona", "sample-data")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(len(sample.read_text(encoding="utf-8").splitlines()))
@@ -246,7 +246,7 @@ def test_progress_is_a_live_bar_on_a_terminal(tmp_path: Path) -> None:
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # rows, columns
     env = {**os.environ, "CONTEXT_BROKER_DB": str(tmp_path / "t.db")}
     with subprocess.Popen(
-        [sys.executable, "-m", "broker", "ingest", str(many_notes(tmp_path))],
+        [sys.executable, "-m", "context_broker", "ingest", str(many_notes(tmp_path))],
         stdout=subprocess.PIPE,
         stderr=follower,
         env=env,

@@ -5,29 +5,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import uuid
 from pathlib import Path
 
 import attrs
-import platformdirs
 
 from broker import ConfigError, Namespace, ValidationError
+from context_broker import wiring
 from sources import MemoryStore
 
-ENV_DB = "CONTEXT_BROKER_DB"
 EXIT_USAGE = 2
 CREATING_COMMANDS = frozenset({"remember", "ingest", "demo"})
 """Commands that may create the database; every other one needs an existing file."""
-
-
-def default_db_path() -> Path:
-    """`$CONTEXT_BROKER_DB`, else `memory.db` under the user's data directory."""
-    env = os.environ.get(ENV_DB)
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_data_dir("context-broker", appauthor=False)) / "memory.db"
 
 
 class UsageError(Exception):
@@ -50,7 +40,7 @@ class App:
     @property
     def db_path(self) -> Path:
         """The database file this invocation uses."""
-        return Path(self.args.db).expanduser() if self.args.db else default_db_path()
+        return Path(self.args.db).expanduser() if self.args.db else wiring.default_db_path()
 
     @property
     def namespace(self) -> Namespace:
@@ -71,12 +61,15 @@ class App:
     def store(self, *, mode: str | None = None) -> MemoryStore:
         """The store, opened once (StoreError if the file is unusable, or missing for a reader)."""
         if self._store is None:
-            self._store = open_store(
-                self.db_path,
-                mode=mode or getattr(self.args, "mode", None),
-                create=self.creates,
-                durability=getattr(self.args, "durability", "normal"),
-            )
+            try:
+                self._store = wiring.open_store(
+                    self.db_path,
+                    mode=mode or getattr(self.args, "mode", None),
+                    create=self.creates,
+                    durability=getattr(self.args, "durability", "normal"),
+                )
+            except ConfigError as exc:
+                raise UsageError(f"error: {exc}") from exc
         return self._store
 
     def close(self) -> None:
@@ -94,15 +87,3 @@ class App:
     def out(text: str) -> None:
         """A line of result on stdout."""
         sys.stdout.write(text + "\n")
-
-
-def open_store(
-    path: Path, *, mode: str | None, create: bool = True, durability: str = "normal"
-) -> MemoryStore:
-    """Open the store in the given recall mode (the store's default when None)."""
-    try:
-        if mode is None:
-            return MemoryStore.open(path, create=create, durability=durability)
-        return MemoryStore.open(path, mode=mode, create=create, durability=durability)
-    except ConfigError as exc:
-        raise UsageError(f"error: {exc}") from exc

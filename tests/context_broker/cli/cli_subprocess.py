@@ -12,11 +12,11 @@ if TYPE_CHECKING:
 
 
 def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """`context-broker ARGS...` as `python -m broker`, with HOME and the data directory under `home`."""
+    """`context-broker ARGS...` as `python -m context_broker`, with HOME and the data directory under `home`."""
     env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data")}
     env.pop("CONTEXT_BROKER_DB", None)
     return subprocess.run(
-        [sys.executable, "-m", "broker", *args],
+        [sys.executable, "-m", "context_broker", *args],
         capture_output=True,
         text=True,
         env=env,
