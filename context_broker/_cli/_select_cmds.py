@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import anyio
 import attrs
@@ -149,48 +150,79 @@ def _read_batch(name: str, app: App, args: argparse.Namespace) -> list[_Job]:
 
 
 def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, list[str]]:
+    """One batch line as a job, or every problem it has (the job then None)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         return None, [f"invalid JSON ({exc.msg})"]
     if not isinstance(obj, dict):
         return None, ["must be a JSON object"]
-    problems = [f"{k}: unknown field" for k in obj if k not in _BATCH_KEYS]
-    task = obj.get("task")
-    problems += [str(e) for e in text_errors("task", task)]
-    message = obj.get("message")
-    if message is not None:
-        problems += [str(e) for e in text_errors("message", message)]
-    types = obj["types"] if "types" in obj else parse_types(args.types)
-    if types is not None and (
-        not isinstance(types, list | tuple) or any(t not in MEMORY_TYPES for t in types) or not types
-    ):
-        problems.append(f"types: must be a non-empty list of {', '.join(MEMORY_TYPES)}")
-    budget = obj.get("budget", args.budget)
-    problems += [str(e) for e in count_errors("budget", budget)]
-    mode = obj.get("mode", args.mode)
-    if mode is not None and mode not in _MODES:
-        problems.append(f"mode: must be one of {', '.join(_MODES)}")
-    given = {k: obj.get(k, getattr(args, k)) for k in _CONTEXT_KEYS}
-    problems += [
-        f"{k}: must be a string" for k, v in given.items() if v is not None and not isinstance(v, str)
-    ]
-    context = {k: v for k, v in given.items() if v is not None}
+    fields = _BatchLine.of(obj, args)
+    namespace, namespace_problems = _namespace(obj, app)
+    problems = fields.problems(obj) + namespace_problems
+    if problems or namespace is None or not isinstance(fields.task, str):
+        return None, problems
+    return fields.job(namespace), []
+
+
+@attrs.frozen(kw_only=True)
+class _BatchLine:
+    """A batch line's values, each the line's own or else the command line's, not yet checked."""
+
+    task: Any
+    message: Any
+    types: Any
+    budget: Any
+    mode: Any
+    context: dict[str, Any]
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], args: argparse.Namespace) -> _BatchLine:
+        return cls(
+            task=obj.get("task"),
+            message=obj.get("message"),
+            types=obj["types"] if "types" in obj else parse_types(args.types),
+            budget=obj.get("budget", args.budget),
+            mode=obj.get("mode", args.mode),
+            context={k: obj.get(k, getattr(args, k)) for k in _CONTEXT_KEYS},
+        )
+
+    def problems(self, obj: dict[str, Any]) -> list[str]:
+        """Every problem of the line, in the order of its fields (unknown ones first)."""
+        problems = [f"{k}: unknown field" for k in obj if k not in _BATCH_KEYS]
+        problems += [str(e) for e in text_errors("task", self.task)]
+        if self.message is not None:
+            problems += [str(e) for e in text_errors("message", self.message)]
+        types = self.types
+        if types is not None and (
+            not isinstance(types, list | tuple) or any(t not in MEMORY_TYPES for t in types) or not types
+        ):
+            problems.append(f"types: must be a non-empty list of {', '.join(MEMORY_TYPES)}")
+        problems += [str(e) for e in count_errors("budget", self.budget)]
+        if self.mode is not None and self.mode not in _MODES:
+            problems.append(f"mode: must be one of {', '.join(_MODES)}")
+        bad = [k for k, v in self.context.items() if v is not None and not isinstance(v, str)]
+        return problems + [f"{k}: must be a string" for k in bad]
+
+    def job(self, namespace: Namespace) -> _Job:
+        """The job of a line without problems."""
+        context = {k: v for k, v in self.context.items() if v is not None}
+        return _Job(
+            task=query_of(self.task, self.message),
+            namespace=namespace,
+            types=tuple(self.types) if self.types else None,
+            budget=self.budget,
+            mode=self.mode,
+            context=SessionContext(**context) if context else None,
+        )
+
+
+def _namespace(obj: dict[str, Any], app: App) -> tuple[Namespace | None, list[str]]:
+    """The line's namespace (the command line's tenant and project by default), or its problems."""
     try:
-        ns = Namespace(
+        namespace = Namespace(
             tenant_id=obj.get("tenant", app.args.tenant), project_id=obj.get("project", app.args.project)
         )
     except ValidationError as exc:
-        problems += [f"{e.field.removesuffix('_id')}: {e.message}" for e in exc.errors]
-        ns = None
-    if problems or ns is None or not isinstance(task, str):
-        return None, problems
-    query = query_of(task, message)
-    return _Job(
-        task=query,
-        namespace=ns,
-        types=tuple(types) if types else None,
-        budget=budget,
-        mode=mode,
-        context=SessionContext(**context) if context else None,
-    ), []
+        return None, [f"{e.field.removesuffix('_id')}: {e.message}" for e in exc.errors]
+    return namespace, []

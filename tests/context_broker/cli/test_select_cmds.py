@@ -40,3 +40,36 @@ def test_first_select_on_a_20k_store_completes_at_the_default_deadline(tmp_path:
         )
         statuses = {s["name"]: s["status"] for s in json.loads(out.stdout)["sources"]}
         assert set(statuses.values()) <= {"ok", "empty"}, (task, statuses)
+
+
+def test_a_batch_reports_every_problem_of_every_line_in_field_order(tmp_path: Path, cli) -> None:
+    """`select --batch` names each bad line's problems in one fixed order, before any store opens."""
+    batch = tmp_path / "b.jsonl"
+    lines = [
+        {
+            "task": "ok",
+            "colour": 1,
+            "types": ["semantic", "x"],
+            "budget": 0,
+            "mode": "fast",
+            "persona": 3,
+            "tenant": "",
+        },
+        {"task": "", "message": 5},
+    ]
+    batch.write_text("".join(json.dumps(line) + "\n" for line in lines) + "nope\n[1]\n", encoding="utf-8")
+    ran = cli("--db", str(tmp_path / "never.db"), "select", "--batch", str(batch))
+    assert (ran.status, ran.out) == (2, "")
+    assert ran.err_lines == (
+        "error: line 1: colour: unknown field",
+        "error: line 1: types: must be a non-empty list of episodic, semantic, procedural, self, personality, associative",
+        "error: line 1: budget: must be an integer in 1..1000 (out_of_range)",
+        "error: line 1: mode: must be one of lexical, dense, hybrid",
+        "error: line 1: persona: must be a string",
+        "error: line 1: tenant: must be a non-empty string",
+        "error: line 2: task: must not be empty (empty)",
+        "error: line 2: message: must be a string (type)",
+        "error: line 3: invalid JSON (Expecting value)",
+        "error: line 4: must be a JSON object",
+    )
+    assert not (tmp_path / "never.db").exists()
