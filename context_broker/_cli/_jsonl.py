@@ -8,8 +8,10 @@ or a byte offset into the whole file.
 from __future__ import annotations
 
 import codecs
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._app import UsageError
 
@@ -48,3 +50,14 @@ def read_lines(name: str) -> list[tuple[int, str]]:
         tail = [f"error: {label(name)}: {more} more lines are not UTF-8"] if more > 0 else []
         raise UsageError(*errors[:_MAX_REPORTED], *tail, f"error: {label(name)}: save it as UTF-8")
     return lines
+
+
+def json_object(line: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """A line as a JSON object, or (None and) the problem with it."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, [f"invalid JSON ({exc.msg})"]
+    if not isinstance(obj, dict):
+        return None, ["must be a JSON object"]
+    return obj, []

@@ -17,6 +17,8 @@ import attrs
 
 from sources import NewEntry, content_id, entry_errors, remember_errors
 
+from ._jsonl import json_object
+
 Check = Callable[[object], str | None]
 
 
@@ -161,12 +163,9 @@ def parse(lines: list[tuple[int, str]]) -> tuple[Parsed, list[str]]:
 
 def parse_line(number: int, line: str) -> tuple[Record | None, list[str]]:
     """One line as a record, or the problems with it."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON ({exc.msg})"]
-    if not isinstance(obj, dict):
-        return None, ["must be a JSON object"]
+    obj, problems = json_object(line)
+    if obj is None:
+        return None, problems
     kind = obj.pop("record", "note")
     spec = RECORDS.get(kind) if isinstance(kind, str) else None
     if spec is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 import anyio
@@ -25,7 +24,7 @@ from context_broker.shapes import result_json
 from context_broker.wiring import open_default_selector, open_store_in_thread
 
 from ._app import App, UsageError
-from ._jsonl import read_lines
+from ._jsonl import json_object, read_lines
 from ._options import PositiveInt, add_deadline_argument
 from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument, parse_types
@@ -151,12 +150,9 @@ def _read_batch(name: str, app: App, args: argparse.Namespace) -> list[_Job]:
 
 def _parse(line: str, app: App, args: argparse.Namespace) -> tuple[_Job | None, list[str]]:
     """One batch line as a job, or every problem it has (the job then None)."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON ({exc.msg})"]
-    if not isinstance(obj, dict):
-        return None, ["must be a JSON object"]
+    obj, problems = json_object(line)
+    if obj is None:
+        return None, problems
     fields = _BatchLine.of(obj, args)
     namespace, namespace_problems = _namespace(obj, app)
     problems = fields.problems(obj) + namespace_problems

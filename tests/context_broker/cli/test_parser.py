@@ -4,12 +4,11 @@ anywhere, the one deadline default, and errors that name the flag that was typed
 from __future__ import annotations
 
 import inspect
-import os
 import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_subprocess import run_on
 
 from broker import open_selector
 from context_broker._cli._options import DEFAULT_DEADLINE_MS, field_label, flag_names
@@ -20,15 +19,7 @@ if TYPE_CHECKING:
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CONTEXT_BROKER_DB": str(tmp_path / "p.db")}
-    return subprocess.run(
-        [sys.executable, "-m", "context_broker", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return run_on(tmp_path / "p.db", *args)
 
 
 def test_version_prints_the_installed_version(tmp_path):

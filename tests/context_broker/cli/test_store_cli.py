@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_subprocess import run_on as run
 
 from broker import Namespace
 from sources import MemoryStore, WriterSession, remember, update_memorule
@@ -23,19 +24,6 @@ FILLER = [
     "The team offsite will be in Lisbon in spring",
     "Invoices are sent on the first business day of the month",
 ]
-
-
-def run(db: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
-    return subprocess.run(
-        [sys.executable, "-m", "context_broker", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        input=stdin,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture

@@ -5,28 +5,10 @@ Driven as a subprocess (`python -m context_broker`) on a real database file.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
-from typing import TYPE_CHECKING
 
 import pytest
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-
-def run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
-    return subprocess.run(
-        [sys.executable, "-m", "context_broker", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+from cli_subprocess import run_on as run
 
 
 @pytest.mark.parametrize(
