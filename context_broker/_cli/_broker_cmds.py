@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from broker import Context, Turn, open_broker
+from broker import Block, Context, Turn, open_broker
 from broker._trace import TURN_COMPLETED
 from context_broker.wiring import SAMPLE_DATA, open_default_selector, sample_lines
 from sources import SqliteTaskRepository, WriterSession
@@ -125,7 +125,7 @@ async def _assemble(
         return await broker.assemble(turn)
 
 
-def _block_json(block: Any) -> dict[str, Any]:  # noqa: ANN401 - a broker Block
+def _block_json(block: Block) -> dict[str, Any]:
     return {
         "name": block.name,
         "kind": block.kind,
