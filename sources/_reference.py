@@ -78,52 +78,78 @@ def compute_reference(  # noqa: PLR0913 - the task, where, and how it is searche
     The pool also holds the graph nodes the task names (name and description), embedded on
     the fly in dense modes: a namespace whose answer is in its graph serves the task too.
     """
-    dense_mode = mode in DENSE_MODES and query_vector is not None and vindex is not None
-    hits = lexical_hits(conn, ns_id, prof) if mode != "dense" else ()
-    nearest: tuple[tuple[Hit, ...], ...] = ()
-    terms = _lexical_pool(hits)
-    cosines: dict[Key, float] = {}
-    tops: tuple[float, ...] = ()
-    mean = 0.0
-    if dense_mode:
-        assert query_vector is not None  # noqa: S101 - dense_mode says so
-        assert vindex is not None  # noqa: S101
-        nearest, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
-        cosines = {(c, h.rowid): h.cosine for c, corpus_hits in enumerate(nearest) for h in corpus_hits}
-        terms.update(_bodies(conn, ns_id, [k for k in cosines if k not in terms]))
-        lexical_only = [k for k in terms if k not in cosines]
-        cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
-    nodes = _graph_nodes(conn, ns_id, task, query_vector if dense_mode else None, embedder)
-    for key, (node_terms, cosine) in nodes.items():
-        terms[key] = node_terms
+    dense = query_vector if mode in DENSE_MODES and vindex is not None else None
+    search = None if dense is None or vindex is None else (dense, vindex)
+    found = _retrieved(conn, ns_id, prof, lexical=mode != "dense", dense=search)
+    for key, (node_terms, cosine) in _graph_nodes(conn, ns_id, task, dense, embedder).items():
+        found.terms[key] = node_terms
         if cosine is not None:
-            cosines[key] = cosine
-    members = [k for k in terms if not dense_mode or k in cosines]
-    feats = {k: lexical_features(prof, terms[k]) for k in members}
-    partial = Reference(
-        best_bm25=max((f.bm25_norm for f in feats.values()), default=0.0),
-        best_coverage=max((f.coverage for f in feats.values()), default=0.0),
-        best_cosine=tops[0] if tops else None,
-        top_cosines=tops,
-        mean_cosine=mean,
-    )
-    bases = [_base(mode, prof, feats[k], cosines.get(k), partial) for k in members]
-    pool = tuple(sorted((_gate.logit(b) for b in bases if b > 0.0), reverse=True))
-    if dense_mode and embedder is not None and query_vector is not None:
-        offtopic = closeness(embedder, task, query_vector)
+            found.cosines[key] = cosine
+    if dense is not None and embedder is not None:
+        offtopic = closeness(embedder, task, dense)
     else:
         offtopic = lexical_closeness(task, prof.terms)
     ref = attrs.evolve(
-        partial,
-        pool=pool,
+        _pooled(mode, prof, found, dense=dense is not None),
         offtopic=offtopic,
-        lexical_hits=hits,
-        lexical_depth=REFERENCE_DEPTH if hits else 0,
-        dense_hits=nearest,
-        dense_depth=REFERENCE_DEPTH if nearest else 0,
+        lexical_hits=found.hits,
+        lexical_depth=REFERENCE_DEPTH if found.hits else 0,
+        dense_hits=found.nearest,
+        dense_depth=REFERENCE_DEPTH if found.nearest else 0,
     )
     features = _gate.qpp_features(mode, task, prof, ref)
     return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)
+
+
+@attrs.frozen
+class _Retrieved:
+    """The turn's retrieval for a task: FTS matches and nearest vectors of each corpus, and
+    the pool's members with their analysed terms and (dense modes) cosines."""
+
+    hits: tuple[tuple[LexicalHit, ...], ...]
+    nearest: tuple[tuple[Hit, ...], ...]
+    terms: dict[Key, list[str]]
+    cosines: dict[Key, float]
+    tops: tuple[float, ...] = ()
+    mean: float = 0.0
+
+
+def _retrieved(
+    conn: sqlite3.Connection,
+    ns_id: int,
+    prof: QueryProfile,
+    *,
+    lexical: bool,
+    dense: tuple[npt.NDArray[np.float32], VectorIndex] | None,
+) -> _Retrieved:
+    """One FTS query a corpus (`lexical`) and one search of each corpus's vectors (`dense`:
+    the query vector and the index)."""
+    hits = lexical_hits(conn, ns_id, prof) if lexical else ()
+    terms = _lexical_pool(hits)
+    if dense is None:
+        return _Retrieved(hits=hits, nearest=(), terms=terms, cosines={})
+    query_vector, vindex = dense
+    nearest, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
+    cosines = {(c, h.rowid): h.cosine for c, corpus_hits in enumerate(nearest) for h in corpus_hits}
+    terms.update(_bodies(conn, ns_id, [k for k in cosines if k not in terms]))
+    lexical_only = [k for k in terms if k not in cosines]
+    cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
+    return _Retrieved(hits=hits, nearest=nearest, terms=terms, cosines=cosines, tops=tops, mean=mean)
+
+
+def _pooled(mode: str, prof: QueryProfile, found: _Retrieved, *, dense: bool) -> Reference:
+    """The namespace's best lexical evidence and cosines, and its candidates' base logits."""
+    members = [k for k in found.terms if not dense or k in found.cosines]
+    feats = {k: lexical_features(prof, found.terms[k]) for k in members}
+    partial = Reference(
+        best_bm25=max((f.bm25_norm for f in feats.values()), default=0.0),
+        best_coverage=max((f.coverage for f in feats.values()), default=0.0),
+        best_cosine=found.tops[0] if found.tops else None,
+        top_cosines=found.tops,
+        mean_cosine=found.mean,
+    )
+    bases = [_base(mode, prof, feats[k], found.cosines.get(k), partial) for k in members]
+    return attrs.evolve(partial, pool=tuple(sorted((_gate.logit(b) for b in bases if b > 0.0), reverse=True)))
 
 
 def _base(
