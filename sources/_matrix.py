@@ -111,13 +111,18 @@ class Matrix:
             self.tags[start + i] = self.codes.setdefault(r[4], len(self.codes))
         self.n += len(mine)
         self.live += len(mine)
+        if self.ann is not None:
+            self.ann.add(self.vids[start : self.n], block)
+            self.dirty = True
+
+    def ensure_graph(self) -> None:
+        """Open the HNSW graph (restored, or built: seconds to minutes) once the matrix is above
+        the exact limit. Only when the matrix loads or is warmed, never in a search: a matrix
+        that crosses the limit by writes is searched exactly until then."""
         if self.ann is None and self.live > self.exact_limit and not self.no_ann:
             live = np.flatnonzero(self.alive[: self.n])
             self.ann = _ann.open_graph(self.graph_path, self.dim, self.vids[live], self.buf[live])
             self.no_ann = self.ann is None
-        elif self.ann is not None:
-            self.ann.add(self.vids[start : self.n], block)
-            self.dirty = True
 
     def remove(self, vector_ids: Iterable[int]) -> None:
         """Mark deleted vectors dead (ids it never held are ignored)."""

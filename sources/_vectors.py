@@ -7,8 +7,10 @@ this kind of machine) up to `EXACT_LIMIT` vectors, and through an HNSW graph (`u
 optional dependency imported only above the limit) beyond it, whose hits are re-scored
 exactly; see benchmarks/ann_recall.py for its recall against exact search. A typed search of
 such a matrix stays exact over the typed rows while they are few. The graph is built (or
-restored from beside the database and brought up to date, `sources._ann`) when a namespace
-first crosses the limit or is first loaded above it, under the index lock.
+restored from beside the database and brought up to date, `sources._ann`) when the matrix is
+loaded or warmed above the limit (`MemoryStore.warm`, which the sources call when they open),
+never inside a search: a namespace that crosses the limit by writes is searched exactly until
+the store is warmed again or reopened.
 
 Keeping the cache in sync. Each matrix is loaded lazily on the first dense query of its
 namespace and then kept current by the write generation of its rows, which no rowid reuse
@@ -232,11 +234,14 @@ class VectorIndex:
     def warm(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> int:
         """Load (or catch up) the matrix of one namespace and corpus now; return its live rows.
 
-        A cold load reads every vector of the namespace (about 1 s at 100k): it belongs before
-        the first turn, never inside its deadline.
+        A cold load reads every vector of the namespace (about 1 s at 100k) and opens the HNSW
+        graph of a matrix above the exact limit (restored from beside the database, or built):
+        it belongs before the first turn, never inside its deadline.
         """
         with self._lock:
-            return self._fresh(conn, ns_id, corpus).live
+            matrix = self._fresh(conn, ns_id, corpus)
+            matrix.ensure_graph()
+            return matrix.live
 
     def uses_ann(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> bool:
         """Whether searches of this namespace and corpus go through the HNSW index."""
@@ -282,6 +287,7 @@ class VectorIndex:
         path = None if self.graphs is None else _ann.graph_path(self.graphs, ns_id, corpus, self.model_id)
         matrix = Matrix(dim=self.dim, exact_limit=self.exact_limit, tomb=tomb, graph_path=path)
         matrix.append(_rows_after(conn, ns_id, corpus, 0), self.model_id)
+        matrix.ensure_graph()
         self._cache[(ns_id, corpus)] = matrix
         logger.debug("store.vectors.loaded", ns_id=ns_id, corpus=corpus, live=matrix.live, stale=matrix.stale)
         if matrix.stale:

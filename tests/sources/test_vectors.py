@@ -61,7 +61,7 @@ def test_exact_search_returns_true_top_k(db: Database) -> None:
 
 
 def test_path_selection_by_size(db: Database) -> None:
-    """Up to the limit search is exact; past it an HNSW index answers, and finds the same best row."""
+    """Up to the limit search is exact; past it, once warmed, an HNSW index answers the same best row."""
     pytest.importorskip("usearch")
     rng = np.random.default_rng(2)
     vecs = _unit(rng, 60)
@@ -71,6 +71,9 @@ def test_path_selection_by_size(db: Database) -> None:
         assert not index.uses_ann(conn, 1, FACTS)
     _put(db, 1, list(range(40, 60)), vecs[40:])
     with db.read() as conn:
+        assert not index.uses_ann(conn, 1, FACTS)  # crossed by writes: exact, no build in a search
+        assert _search(db, index, 1, vecs[45], 1)[0].rowid == 45
+        index.warm(conn, 1, FACTS)
         assert index.uses_ann(conn, 1, FACTS)
     for i in (3, 45, 59):
         assert _search(db, index, 1, vecs[i], 1)[0].rowid == i
