@@ -28,8 +28,6 @@ from ._memorules import audit_events as audit_events
 from ._memorules import delete_memorule as delete_memorule
 from ._memorules import memorule_errors as memorule_errors
 from ._memorules import memorule_history as memorule_history
-from ._memorules import remember as remember
-from ._memorules import remember_errors as remember_errors
 from ._memorules import semantic_recall as semantic_recall
 from ._memorules import session_errors as session_errors
 from ._memorules import update_memorule as update_memorule
@@ -37,6 +35,8 @@ from ._neurons import NeuronSource as NeuronSource
 from ._neurons import NeuronWriter as NeuronWriter
 from ._past_tasks import PastTaskSource as PastTaskSource
 from ._relevance import MODES as RECALL_MODES
+from ._remember import remember as remember
+from ._remember import remember_errors as remember_errors
 from ._schema import ensure_memory_type_column as ensure_memory_type_column
 from ._scorer import Scorer as Scorer
 from ._source_base import StoreReader as StoreReader

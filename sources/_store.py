@@ -131,7 +131,9 @@ class NewEntry:
 
 
 @attrs.frozen(kw_only=True)
-class _Row:
+class EntryRow:
+    """An entry as `insert_row` writes it: validated, its id set, its metadata JSON."""
+
     id: str
     kind: str
     memory_type: str | None
@@ -154,7 +156,7 @@ def content_id(text: str) -> str:
 
 def _checked(
     entry: NewEntry, prefix: str = "", *, dedupe: bool = True
-) -> tuple[_Row | None, list[FieldError]]:
+) -> tuple[EntryRow | None, list[FieldError]]:
     errors = _validate.text_errors(f"{prefix}text", entry.text)
     errors += _validate.choice_errors(f"{prefix}kind", entry.kind, _validate.KINDS, optional=False)
     errors += _validate.choice_errors(f"{prefix}memory_type", entry.memory_type, MEMORY_TYPES, optional=True)
@@ -167,7 +169,7 @@ def _checked(
     if errors or created is None:
         return None, errors
     return (
-        _Row(
+        EntryRow(
             id=entry.id or (content_id(entry.text) if dedupe else str(uuid.uuid4())),
             kind=entry.kind,
             memory_type=entry.memory_type,
@@ -360,7 +362,7 @@ class MemoryStore:
             ns_id = _index.ensure_ns(conn, namespace)
             stored = set() if replace else self._stored_texts(conn, ns_id, rows)  # written meanwhile
             kept = [i for i, r in enumerate(rows) if r.id not in stored]
-            rowids = [self._insert(conn, ns_id, namespace, rows[i], replace=replace) for i in kept]
+            rowids = [self.insert_row(conn, ns_id, namespace, rows[i], replace=replace) for i in kept]
             if vectors is not None and self.embedder is not None and kept:
                 _vectors.store_vectors(
                     conn, ns_id, _schema.CORPUS_ENTRIES, rowids, vectors[kept], self.embedder.model_id
@@ -368,7 +370,7 @@ class MemoryStore:
         return ids
 
     @staticmethod
-    def _stored_texts(conn: sqlite3.Connection, ns_id: int | None, rows: list[_Row]) -> set[str]:
+    def _stored_texts(conn: sqlite3.Connection, ns_id: int | None, rows: list[EntryRow]) -> set[str]:
         """Ids of the text-derived `rows` that the namespace already holds with that text."""
         derived = {r.id: r.text for r in rows if r.id == content_id(r.text)}
         if ns_id is None or not derived:
@@ -403,9 +405,9 @@ class MemoryStore:
                 progress(min(start + EMBED_BATCH, len(texts)), len(texts))
         return out
 
-    def _validated(self, entries: list[NewEntry], *, dedupe: bool) -> tuple[list[_Row], list[str]]:
+    def _validated(self, entries: list[NewEntry], *, dedupe: bool) -> tuple[list[EntryRow], list[str]]:
         """The rows to write (a text repeated without an id: once) and every entry's id, in order."""
-        rows: list[_Row] = []
+        rows: list[EntryRow] = []
         ids: list[str] = []
         errors: list[FieldError] = []
         many = len(entries) > 1
@@ -432,9 +434,13 @@ class MemoryStore:
         _validate.raise_if(errors)
         return rows, ids
 
-    def _insert(
-        self, conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: _Row, *, replace: bool
+    def insert_row(
+        self, conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: EntryRow, *, replace: bool
     ) -> int:
+        """Insert one row and index it, in the caller's write; its rowid.
+
+        An existing id is a ValidationError unless `replace` (never for a memorule's).
+        """
         old = conn.execute(
             "SELECT rowid, kind FROM entries WHERE ns_id = ? AND id = ?", (ns_id, row.id)
         ).fetchone()

@@ -6,7 +6,10 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, TypeVar
+
+import attrs
 
 import broker
 from broker import MAX_ID_CHARS, FieldError, ValidationError, hidden_character
@@ -20,6 +23,10 @@ logger = get_logger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+Rule = Callable[[str, Any], list[FieldError]]
+"""A field's rule: its name and value -> its errors (empty when valid)."""
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+"""An attrs validator: (instance, attribute, value) -> None, or raise."""
 
 MAX_METADATA_BYTES = 64_000
 """Largest metadata object accepted, as compact JSON bytes."""
@@ -54,16 +61,33 @@ def id_errors(field: str, value: object) -> list[FieldError]:
                 message=f"must be a non-empty string of at most {MAX_ID_CHARS} chars",
             )
         ]
+    return invisible_errors(field, value)
+
+
+def invisible_errors(field: str, value: str) -> list[FieldError]:
+    """A control or invisible character in a name or an id (it could forge a line of output)."""
     hidden = hidden_character(value)
-    if hidden is not None:
-        return [
-            FieldError(
-                field=field,
-                code="invisible",
-                message=f"must not contain control or invisible characters (found U+{ord(hidden):04X})",
-            )
-        ]
-    return []
+    if hidden is None:
+        return []
+    message = f"must not contain control or invisible characters (found U+{ord(hidden):04X})"
+    return [FieldError(field=field, code="invisible", message=message)]
+
+
+def key_errors(field: str, value: object, *, maximum: int, visible: bool = False) -> list[FieldError]:
+    """Problems with a short name: a non-empty string of at most `maximum` chars, no NUL (and,
+    if `visible`, no control or invisible character)."""
+    if not isinstance(value, str) or not value.strip() or len(value) > maximum or "\x00" in value:
+        message = f"must be a non-empty string of at most {maximum} chars"
+        return [FieldError(field=field, code="invalid_value", message=message)]
+    return invisible_errors(field, value) if visible else []
+
+
+def min_text_errors(field: str, value: object, minimum: int) -> list[FieldError]:
+    """Problems with a text that must hold at least `minimum` characters besides spaces."""
+    errors = text_errors(field, value)
+    if not errors and isinstance(value, str) and len(value.strip()) < minimum:
+        errors.append(FieldError(field=field, code="too_short", message=f"must be at least {minimum} chars"))
+    return errors
 
 
 def normalise_created_at(value: object) -> tuple[str | None, list[FieldError]]:
@@ -121,6 +145,55 @@ def raise_if(errors: list[FieldError]) -> None:
     """Raise one ValidationError carrying every error, if any."""
     if errors:
         raise ValidationError(errors)
+
+
+# -- request values: attrs validators that report every field at once ------------------------
+#
+# A validator raises a ValidationError of its field's errors, so attrs stops at the first
+# invalid field. `collect` runs every validator of a class over the values instead (on a plain
+# namespace standing for the instance, so a validator may read the other fields) and gathers
+# their errors in field order; `build` makes the value, or raises them all.
+
+
+def check(rule: Rule) -> Validator:
+    """The attrs validator of a field's `rule`."""
+
+    def validate(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        raise_if(rule(attribute.name, value))
+
+    return validate
+
+
+def collect(cls: type[Any], values: Mapping[str, object]) -> list[FieldError]:
+    """Every error the validators of attrs class `cls` find in `values` (field -> value; the
+    defaults stand for those absent); TypeError for a name that is not a field."""
+    fields = attrs.fields(cls)
+    unknown = sorted(set(values) - {a.name for a in fields})
+    if unknown:
+        msg = f"{cls.__name__} has no field {', '.join(unknown)}"
+        raise TypeError(msg)
+    draft = SimpleNamespace(**{a.name: values.get(a.name, _default(a)) for a in fields})
+    errors: list[FieldError] = []
+    for a in fields:
+        try:
+            if a.validator is not None:
+                a.validator(draft, a, getattr(draft, a.name))
+        except ValidationError as exc:
+            errors += exc.errors
+    return errors
+
+
+def build(cls: type[T], values: Mapping[str, Any]) -> T:
+    """An instance of attrs class `cls`; ValidationError with every field's errors if invalid."""
+    try:
+        return cls(**values)
+    except ValidationError as exc:
+        raise ValidationError(collect(cls, values) or exc.errors) from None
+
+
+def _default(a: attrs.Attribute[Any]) -> object:
+    default: Any = a.default
+    return default.factory() if isinstance(default, attrs.Factory) else default  # type: ignore[arg-type] # attrs types Factory as a function
 
 
 class DamagedRowError(ValueError):

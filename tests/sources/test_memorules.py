@@ -270,7 +270,7 @@ def test_a_failing_audit_insert_rolls_back_the_write(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The row, state and event share one transaction: if the event fails, nothing stays."""
-    import sources._memorules as mod  # noqa: PLC0415
+    import sources._memorules._writes as mod  # noqa: PLC0415
 
     def boom(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("disk I/O error")

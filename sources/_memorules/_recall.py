@@ -1,0 +1,392 @@
+"""Memorule recall: the rules visible from a namespace, matched to a session and ranked.
+
+Visibility. Memorules never cross tenants. One whose `applies_to.scope` is `global` or `org`
+applies to every project of its tenant; any other (scope `project`, `persona`, or no scope)
+applies only to the project it was written in.
+
+Matching a session. `applies_to` ranks; it excludes only on contradiction. A rule is left
+out when a key it sets contradicts the session: `persona`, `surface` or `specialization`
+set to another value than the session's, or a `scope` the session's level does not see.
+`scope` is a level, not an identity: global > org > project > persona, and a rule applies at
+its own level and every narrower one — a context at scope `project` sees global, org and
+project rules; at `persona` it sees all four; at `global` only global ones. A key the session
+does not state contradicts nothing: the rule is kept, and that key counts as no overlap, so
+it ranks below rules whose keys the session matches.
+
+Ranking. Qualified memorules (calibrated relevance at or above the floor, and not
+contradicting the context) rank by overlap x confidence weight — overlap is how many keys of
+`applies_to` matched a key the context sets, the weights are `CONFIDENCE_WEIGHTS` (observed 3,
+inferred 2, asserted 1) — then by the confidence weight alone (so with an empty session
+context, or equal products, observed still ranks above inferred above asserted), then by
+`written_at`, newer first, then by relevance, then by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
+from sources import _analysis, _index, _schema, _validate, _vectors
+from sources._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
+from sources._source_base import QueryCache, recall_depth
+from sources._store import MemoryStore, Recalled, types_errors
+
+from ._state import CURRENT_COLS, CURRENT_JOIN, Current, current
+from ._values import CONFIDENCE_WEIGHTS, MAX_TOP_K, SCOPES, SOURCE_TYPES, RecallMatch
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from broker.abc import Embedder
+    from sources._scorer import Relevance
+
+_BREADTH: Final[Mapping[str, int]] = {"persona": 0, "project": 1, "org": 2, "global": 3}
+_DEPTH_MIN: Final = 200  # FTS hits scored per namespace, at least: ranking is not by score
+_ANY_MEMORULE: Final = "SELECT 1 FROM entries WHERE ns_id = ? AND kind = 'memorule' LIMIT 1"
+
+
+def _types(types: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if types is None else tuple(types)
+
+
+@attrs.frozen(kw_only=True)
+class MemoruleQuery:
+    """One recall: the query, where it is asked, for which session, how many, and how.
+
+    `embedder` (default: the store's) embeds the query in dense modes; sources pass their
+    reader's, which caches the turn's task vector.
+    """
+
+    text: str
+    namespace: Namespace
+    context: SessionContext = attrs.field(factory=SessionContext)
+    top_k: int = 10
+    types: tuple[str, ...] | None = attrs.field(default=None, converter=_types)
+    mode: str | None = None
+    embedder: Embedder | None = attrs.field(default=None, eq=False)
+
+    def typed(self, c: Current) -> bool:
+        """Whether a memorule is of an asked type (an unclassified one always is)."""
+        return self.types is None or c.memory_type is None or c.memory_type in self.types
+
+
+def context_overlap(applies_to: Mapping[str, str], context: SessionContext) -> int | None:
+    """Count a memorule's applies_to keys that match the context; None if one contradicts it.
+
+    A key the context leaves unset matches nothing and contradicts nothing. See the module
+    docstring for the rules, `scope` in particular.
+    """
+    ctx = context.as_dict()
+    overlap = 0
+    for key, value in applies_to.items():
+        want = ctx.get(key)
+        if want is None:
+            continue
+        if key == "scope":
+            fits = _BREADTH.get(value, -1) >= _BREADTH[want] if want in _BREADTH else value == want
+        else:
+            fits = want == value
+        if not fits:
+            return None
+        overlap += 1
+    return overlap
+
+
+def rank_key(overlap: int, confidence: str) -> tuple[int, int]:
+    """The leading keys of the memorule ranking (higher first): overlap x weight, then weight."""
+    weight = CONFIDENCE_WEIGHTS[confidence]
+    return (overlap * weight, weight)
+
+
+@attrs.frozen(kw_only=True)
+class _Hit:
+    current: Current
+    score: float
+    qpp: float | None = None
+    band: float | None = None
+
+
+def _visible_namespaces(conn: sqlite3.Connection, namespace: Namespace) -> tuple[int | None, list[int]]:
+    """Return the namespaces whose memorules may apply: (own ns_id, other ns_ids).
+
+    The others are the tenant's other projects that hold any memorule; of those only the
+    tenant-wide (global/org) ones count.
+    """
+    others = conn.execute(
+        "SELECT n.ns_id FROM namespaces n WHERE n.tenant_id = ? AND n.project_id != ? "
+        "AND EXISTS (SELECT 1 FROM entries e WHERE e.ns_id = n.ns_id AND e.kind = 'memorule') "
+        "ORDER BY n.ns_id",
+        (namespace.tenant_id, namespace.project_id),
+    ).fetchall()
+    return _index.find_ns(conn, namespace), [int(r[0]) for r in others]
+
+
+def _query_embedder(store: MemoryStore, mode: str, embedder: Embedder | None) -> Embedder | None:
+    """The embedder of a recall, caching (one query embedding for every namespace probed)."""
+    embedder = embedder or store.embedder
+    if mode in DENSE_MODES and embedder is None:
+        msg = f"recall mode {mode!r} needs an embedder; open the store with one or use mode='lexical'"
+        raise ConfigError(msg)
+    if embedder is not None and not isinstance(embedder, QueryCache):
+        embedder = QueryCache(embedder)
+    return embedder
+
+
+@attrs.define(eq=False)
+class _Probe:
+    """One recall's query over the namespaces it may see, embedded at most once.
+
+    Every hit is scored against the statistics of the namespace asked in, as every other
+    candidate of the turn is (so equal relevance gets an equal score); a namespace that
+    holds nothing yet has no statistics, and then a memorule is scored against its own.
+    """
+
+    store: MemoryStore
+    conn: sqlite3.Connection
+    query: str
+    mode: str
+    depth: int
+    asking: QueryProfile | None
+    asking_ns: int | None
+    embedder: Embedder | None
+
+    @classmethod
+    def build(
+        cls,
+        store: MemoryStore,
+        conn: sqlite3.Connection,
+        query: MemoruleQuery,
+        *,
+        own_ns: int | None,
+        depth: int,
+    ) -> _Probe:
+        """The probe of `query`, profiled in the namespace asked in (`own_ns`, if it exists)."""
+        mode = check_mode(query.mode or store.mode)
+        return cls(
+            store=store,
+            conn=conn,
+            query=query.text,
+            mode=mode,
+            depth=depth,
+            asking=None if own_ns is None else _index.profile(conn, own_ns, query.text),
+            asking_ns=own_ns,
+            embedder=_query_embedder(store, mode, query.embedder),
+        )
+
+    def hits(self, ns_id: int, *, foreign: bool, keep: Callable[[Current], bool] | None = None) -> list[_Hit]:
+        """Memorules of one namespace sharing a term with the query, scored.
+
+        `keep` filters them before scoring (scoring is the Python-heavy part).
+        """
+        # Most namespaces hold no memorule: an indexed look-up spares the FTS query.
+        if self.conn.execute(_ANY_MEMORULE, (ns_id,)).fetchone() is None:
+            return []
+        home = _index.profile(self.conn, ns_id, self.query)
+        if not home.present:
+            return []
+        found = [c for c in self._matching(ns_id, home, foreign=foreign) if keep is None or keep(c)]
+        if self.asking is not None and self.asking.present:
+            prof, where = self.asking, self.asking_ns
+        else:
+            prof, where = home, ns_id
+        scores = self._scores(ns_id, where, prof, found)
+        return [
+            _Hit(current=c, score=r.score, qpp=r.qpp, band=r.band) for c, r in zip(found, scores, strict=True)
+        ]
+
+    def _matching(self, ns_id: int, home: QueryProfile, *, foreign: bool) -> list[Current]:
+        """The namespace's memorules the FTS matches (only tenant-wide ones if `foreign`)."""
+        table = _schema.fts_table(ns_id)
+        # json_extract raises on a damaged applies_to; CASE only reads the valid ones.
+        tenant_wide = (
+            " AND CASE WHEN json_valid(s.applies_to) THEN json_extract(s.applies_to, '$.scope') END"
+            " IN ('global', 'org')"
+            if foreign
+            else ""
+        )
+        rows = self.conn.execute(
+            f"SELECT {CURRENT_COLS} FROM {table} JOIN entries e ON e.rowid = ({table}.rowid >> 2) "
+            f"{CURRENT_JOIN} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
+            f"AND e.kind = 'memorule'{tenant_wide} ORDER BY bm25({table}) LIMIT ?",
+            (_analysis.fts_query(tuple(sorted(home.present))), self.depth),
+        ).fetchall()
+        return list(
+            _validate.skip_damaged(rows, Current.from_row, table="memorule_states", row_id=lambda r: r[1])
+        )
+
+    def _scores(
+        self, home: int, ns_id: int | None, prof: QueryProfile, found: list[Current]
+    ) -> list[Relevance]:
+        """Score memorules of namespace `home` on the store's calibrated scale in its mode
+        (lexical without an embedder), with the reference of the namespace `ns_id` the query
+        was profiled in."""
+        if not found:
+            return []
+        embedder = self.embedder
+        mode = "lexical" if embedder is None else self.mode
+        scorer = self.store.scorer_on(self.conn, ns_id, prof, self.query, mode=mode, embedder=embedder)
+        if mode == "lexical" or embedder is None:
+            return [scorer.relevance(_analysis.terms(c.text)) for c in found]
+        stored = _vectors.stored_vectors(
+            self.conn,
+            home,
+            _schema.CORPUS_ENTRIES,
+            [c.rowid for c in found],
+            embedder.model_id,
+            embedder.dim,
+        )
+        texts = [c.text for c in found]
+        return scorer.relevances(
+            [_analysis.terms(t) for t in texts], texts, [stored.get(c.rowid) for c in found]
+        )
+
+
+def recall_memorules_on(
+    store: MemoryStore, conn: sqlite3.Connection, query: MemoruleQuery
+) -> list[RecallMatch]:
+    """Recall memorules on a reader connection the caller holds, in ranking order.
+
+    Those visible from the query's namespace, relevant to it (at or above the floor) and not
+    contradicting its session context.
+    """
+    own_ns, others = _visible_namespaces(conn, query.namespace)
+    probe = _Probe.build(store, conn, query, own_ns=own_ns, depth=max(10 * query.top_k, _DEPTH_MIN))
+
+    def keep(c: Current) -> bool:
+        return query.typed(c) and context_overlap(c.fields.applies_to, query.context) is not None
+
+    hits = [] if own_ns is None else probe.hits(own_ns, foreign=False, keep=keep)
+    for ns_id in others:
+        hits += probe.hits(ns_id, foreign=True, keep=keep)
+    matches = [
+        (hit, overlap)
+        for hit in hits
+        if hit.score >= RECALL_MIN_SCORE
+        and (overlap := context_overlap(hit.current.fields.applies_to, query.context)) is not None
+    ]
+    matches.sort(key=lambda m: m[0].current.id)
+    matches.sort(
+        key=lambda m: (
+            *rank_key(m[1], m[0].current.fields.confidence),
+            m[0].current.written_at,
+            m[0].current.state_rowid,
+            m[0].score,
+        ),
+        reverse=True,
+    )
+    return [_match(hit, overlap) for hit, overlap in matches[: query.top_k]]
+
+
+def _match(hit: _Hit, overlap: int | None) -> RecallMatch:
+    c, f = hit.current, hit.current.fields
+    return RecallMatch(
+        id=c.id,
+        namespace=c.namespace,
+        kind="memorule",
+        text=c.text,
+        score=hit.score,
+        qpp=hit.qpp,
+        band=hit.band,
+        memory_type=c.memory_type,
+        created_at=c.created_at,
+        memorule_kind=f.memorule_kind,
+        applies_to=dict(f.applies_to),
+        confidence=f.confidence,
+        evidence_signal_id=f.evidence_signal_id,
+        written_at=c.written_at,
+        overlap=overlap,
+        rank_weight=None if overlap is None else rank_key(overlap, f.confidence)[0],
+    )
+
+
+def _recall_args_errors(
+    query: object, source_type: object, top_k: object, context: object, mode: object
+) -> list[FieldError]:
+    errors = _validate.text_errors("query", query)
+    errors += _validate.choice_errors("mode", mode, MODES, optional=True)
+    errors += _validate.choice_errors("source_type", source_type, SOURCE_TYPES, optional=False)
+    errors += count_errors("top_k", top_k, maximum=MAX_TOP_K)
+    if not isinstance(context, SessionContext):
+        errors.append(FieldError(field="context", code="type", message="must be a SessionContext"))
+    elif context.scope is not None and context.scope not in SCOPES:
+        message = f"scope must be one of {', '.join(SCOPES)}"
+        errors.append(FieldError(field="context", code="invalid_choice", message=message))
+    return errors
+
+
+def semantic_recall(  # noqa: PLR0913 - the documented recall API: a query and its options
+    store: MemoryStore,
+    query: str,
+    *,
+    namespace: Namespace,
+    source_type: str = "memory",
+    top_k: int = 10,
+    context: SessionContext | None = None,
+    mode: str | None = None,
+    types: Sequence[str] | None = None,
+) -> list[RecallMatch]:
+    """Recall memories at or above the one calibrated floor.
+
+    `source_type="memorule"`: memorules only, those not contradicting `context` (None: an
+    empty one), in memorule ranking order (see the module docstring). `"memory"`: every memory
+    of the namespace (memorules included, whatever their applies_to) plus the tenant's
+    global/org memorules of other projects, best score first. `types` keeps memories of those
+    types (and unclassified memorules), as a turn's typed request does.
+    """
+    context = SessionContext() if context is None else context
+    errors = _recall_args_errors(query, source_type, top_k, context, mode)
+    if types is not None:
+        errors += types_errors(types)
+    _validate.raise_if(errors)
+    asked = MemoruleQuery(
+        text=query, namespace=namespace, context=context, top_k=top_k, types=types, mode=mode
+    )
+    with store.db.read() as conn:
+        if source_type == "memorule":
+            return recall_memorules_on(store, conn, asked)
+        return _recall_memory_on(store, conn, asked)
+
+
+def _recall_memory_on(
+    store: MemoryStore, conn: sqlite3.Connection, query: MemoruleQuery
+) -> list[RecallMatch]:
+    """Every memory of the namespace, then the tenant-wide memorules of its other projects."""
+    out = _own_memories(store, conn, query)
+    own_ns, others = _visible_namespaces(conn, query.namespace)
+    probe = _Probe.build(store, conn, query, own_ns=own_ns, depth=recall_depth(query.top_k))
+    for ns_id in others:
+        out += [
+            _match(h, None)
+            for h in probe.hits(ns_id, foreign=True, keep=query.typed)
+            if h.score >= RECALL_MIN_SCORE
+        ]
+    out.sort(key=lambda m: (-m.score, m.id))
+    return out[: query.top_k]
+
+
+def _own_memories(store: MemoryStore, conn: sqlite3.Connection, query: MemoruleQuery) -> list[RecallMatch]:
+    """The store's recall in the namespace, memorules read with their current state."""
+    kwargs: dict[str, Any] = {} if query.mode is None else {"mode": query.mode}
+    if query.types is not None:
+        kwargs["types"] = query.types
+    own = store.recall_on(conn, query.text, namespace=query.namespace, limit=query.top_k, **kwargs)
+
+    def matched(r: Recalled) -> RecallMatch:
+        m = r.memory
+        found = current(conn, query.namespace, m.id) if m.kind == "memorule" else None
+        if found is not None:
+            return _match(_Hit(current=found, score=r.score, qpp=r.qpp, band=r.band), None)
+        return RecallMatch(
+            id=m.id,
+            namespace=m.namespace,
+            kind=m.kind,
+            text=m.text,
+            score=r.score,
+            memory_type=m.memory_type,
+            created_at=m.created_at,
+        )
+
+    return list(_validate.skip_damaged(own, matched, table="memorule_states", row_id=lambda r: r.memory.id))
