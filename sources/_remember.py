@@ -19,9 +19,17 @@ import attrs
 from broker import MEMORY_TYPES, FieldError, Namespace
 
 from . import _validate
-from ._memorules import WriterSession, create_memorule, session_errors
-from ._memorules._checks import field_errors, fields_errors
-from ._memorules._values import DEFAULT_CONFIDENCE, FIELD_NAMES, MemoruleFields, NewMemorule
+from ._memorules import (
+    DEFAULT_CONFIDENCE,
+    FIELD_NAMES,
+    MemoruleFields,
+    NewMemorule,
+    WriterSession,
+    create_memorule,
+    field_errors,
+    fields_errors,
+    session_errors,
+)
 from ._store import MemoryStore, NewEntry
 
 _MEMORULE: Final = "memorule"
@@ -44,14 +52,14 @@ def _not_memorule(field: str, value: object) -> list[FieldError]:
 def _by_kind(*, memorule: _validate.Rule, other: _validate.Rule) -> _validate.Validator:
     """The validator of a field whose rule depends on the kind written."""
 
-    def validate(write: Any, attribute: attrs.Attribute[Any], value: object) -> None:  # noqa: ANN401 - a MemoryWrite or its draft
+    def validate(write: MemoryWrite, attribute: attrs.Attribute[Any], value: object) -> None:
         rule = memorule if write.kind == _MEMORULE else other
         _validate.raise_if(rule(attribute.name, value))
 
     return validate
 
 
-def _check_text(write: Any, attribute: attrs.Attribute[Any], value: object) -> None:  # noqa: ANN401
+def _check_text(write: MemoryWrite, attribute: attrs.Attribute[Any], value: object) -> None:
     """A note's text is required; a memorule's is its body, which must not be given twice."""
     if write.kind != _MEMORULE:
         missing = FieldError(field=attribute.name, code="required", message="is required")
@@ -61,7 +69,7 @@ def _check_text(write: Any, attribute: attrs.Attribute[Any], value: object) -> N
         _validate.raise_if([conflict])
 
 
-def _check_body(write: Any, attribute: attrs.Attribute[Any], value: object) -> None:  # noqa: ANN401
+def _check_body(write: MemoryWrite, attribute: attrs.Attribute[Any], value: object) -> None:
     """A memorule's body (or its text), and subject and body together once all fields are valid."""
     if write.kind != _MEMORULE:
         _validate.raise_if(_only_memorule(attribute.name, value))
@@ -69,11 +77,27 @@ def _check_body(write: Any, attribute: attrs.Attribute[Any], value: object) -> N
     _validate.raise_if([e for e in fields_errors(_memorule_values(write)) if e.field == "body"])
 
 
-def _memorule_values(write: Any) -> dict[str, object]:  # noqa: ANN401 - a MemoryWrite or its draft
+def _memorule_values(write: MemoryWrite) -> dict[str, object]:
     """The memorule fields of a write, its text standing for a body not given."""
     values = {field: getattr(write, field) for field in FIELD_NAMES}
     values["body"] = write.body if write.body is not None else write.text
     return values
+
+
+def _session_errors(_field: str, value: object) -> list[FieldError]:
+    return session_errors(value)  # its own fields: session_id, persona
+
+
+def _importance_errors(_field: str, value: object) -> list[FieldError]:
+    return _validate.importance_errors(value)
+
+
+def _created_at_errors(_field: str, value: object) -> list[FieldError]:
+    return _validate.normalise_created_at(value)[1]
+
+
+def _metadata_errors(_field: str, value: object) -> list[FieldError]:
+    return _validate.encode_metadata(value)[1]
 
 
 _MEMORULE_FIELD = _by_kind(memorule=field_errors, other=_only_memorule)
@@ -88,12 +112,7 @@ class MemoryWrite:
     """
 
     text: str | None = attrs.field(default=None, validator=_check_text)
-    kind: str = attrs.field(
-        default="note",
-        validator=_validate.check(
-            lambda f, v: _validate.choice_errors(f, v, _validate.KINDS, optional=False)
-        ),
-    )
+    kind: str = attrs.field(default="note", validator=_validate.check(_validate.choice(_validate.KINDS)))
     memorule_kind: str | None = attrs.field(default=None, validator=_MEMORULE_FIELD)
     subject: str | None = attrs.field(default=None, validator=_MEMORULE_FIELD)
     body: str | None = attrs.field(default=None, validator=_check_body)
@@ -101,23 +120,18 @@ class MemoryWrite:
     confidence: str | None = attrs.field(default=None, validator=_MEMORULE_FIELD)
     evidence_signal_id: str | None = attrs.field(default=None, validator=_MEMORULE_FIELD)
     session: WriterSession | None = attrs.field(
-        default=None, validator=_by_kind(memorule=lambda _f, v: session_errors(v), other=_only_memorule)
+        default=None, validator=_by_kind(memorule=_session_errors, other=_only_memorule)
     )
     memory_type: str | None = attrs.field(
-        default=None,
-        validator=_validate.check(lambda f, v: _validate.choice_errors(f, v, MEMORY_TYPES, optional=True)),
+        default=None, validator=_validate.check(_validate.choice(MEMORY_TYPES, optional=True))
     )
     id: str | None = attrs.field(default=None, validator=_validate.check(_validate.id_errors))
-    importance: float = attrs.field(
-        default=0.5, validator=_validate.check(lambda _f, v: _validate.importance_errors(v))
-    )
+    importance: float = attrs.field(default=0.5, validator=_validate.check(_importance_errors))
     created_at: str | None = attrs.field(
-        default=None,
-        validator=_by_kind(memorule=_not_memorule, other=lambda _f, v: _validate.normalise_created_at(v)[1]),
+        default=None, validator=_by_kind(memorule=_not_memorule, other=_created_at_errors)
     )
     metadata: Mapping[str, Any] | None = attrs.field(
-        default=None,
-        validator=_by_kind(memorule=_not_memorule, other=lambda _f, v: _validate.encode_metadata(v)[1]),
+        default=None, validator=_by_kind(memorule=_not_memorule, other=_metadata_errors)
     )
 
     def entry(self) -> NewEntry:
@@ -172,26 +186,9 @@ def remember(  # noqa: PLR0913 - the documented write API: one keyword per field
     must then be absent. Every field is validated first (`remember_errors`); a
     ValidationError carries every field error at once, and nothing is written then.
     """
-    request = _validate.build(
-        MemoryWrite,
-        {
-            "kind": kind,
-            "text": text,
-            "memorule_kind": memorule_kind,
-            "subject": subject,
-            "body": body,
-            "applies_to": applies_to,
-            "evidence_signal_id": evidence_signal_id,
-            "confidence": confidence,
-            "session": session,
-            "memory_type": memory_type,
-            "id": id,
-            "importance": importance,
-            "created_at": created_at,
-            "metadata": metadata,
-        },
-    )
-    return write(store, request, namespace=namespace)
+    # The keywords are MemoryWrite's fields, one for one (this reads them before any other local).
+    fields = {k: v for k, v in locals().items() if k not in {"store", "namespace"}}
+    return write(store, _validate.build(MemoryWrite, fields), namespace=namespace)
 
 
 def write(store: MemoryStore, request: MemoryWrite, *, namespace: Namespace) -> str:

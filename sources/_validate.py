@@ -49,6 +49,15 @@ def choice_errors(field: str, value: object, allowed: tuple[str, ...], *, option
     return []
 
 
+def choice(allowed: tuple[str, ...], *, optional: bool = False) -> Rule:
+    """The rule of an enumerated field (`choice_errors`)."""
+
+    def rule(field: str, value: object) -> list[FieldError]:
+        return choice_errors(field, value, allowed, optional=optional)
+
+    return rule
+
+
 def id_errors(field: str, value: object) -> list[FieldError]:
     """Problems with a caller-supplied id."""
     if value is None:

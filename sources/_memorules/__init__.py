@@ -21,6 +21,8 @@ The package, one concern a module:
 
 from __future__ import annotations
 
+from ._checks import field_errors as field_errors
+from ._checks import fields_errors as fields_errors
 from ._checks import memorule_errors as memorule_errors
 from ._checks import session_errors as session_errors
 from ._recall import MemoruleQuery as MemoruleQuery
@@ -34,11 +36,15 @@ from ._state import memorule_history as memorule_history
 from ._values import APPLIES_TO_KEYS as APPLIES_TO_KEYS
 from ._values import CONFIDENCE_LEVELS as CONFIDENCE_LEVELS
 from ._values import CONFIDENCE_WEIGHTS as CONFIDENCE_WEIGHTS
+from ._values import DEFAULT_CONFIDENCE as DEFAULT_CONFIDENCE
+from ._values import FIELD_NAMES as FIELD_NAMES
 from ._values import MEMORULE_KINDS as MEMORULE_KINDS
 from ._values import SCOPES as SCOPES
 from ._values import SOURCE_TYPES as SOURCE_TYPES
 from ._values import AuditEvent as AuditEvent
+from ._values import MemoruleFields as MemoruleFields
 from ._values import MemoruleState as MemoruleState
+from ._values import NewMemorule as NewMemorule
 from ._values import RecallMatch as RecallMatch
 from ._values import WriterSession as WriterSession
 from ._writes import create_memorule as create_memorule
@@ -49,19 +55,25 @@ __all__ = [
     "APPLIES_TO_KEYS",
     "CONFIDENCE_LEVELS",
     "CONFIDENCE_WEIGHTS",
+    "DEFAULT_CONFIDENCE",
+    "FIELD_NAMES",
     "MEMORULE_KINDS",
     "SCOPES",
     "SOURCE_TYPES",
     "AuditEvent",
+    "MemoruleFields",
     "MemoruleQuery",
     "MemoruleState",
     "MemorulesSource",
+    "NewMemorule",
     "RecallMatch",
     "WriterSession",
     "audit_events",
     "context_overlap",
     "create_memorule",
     "delete_memorule",
+    "field_errors",
+    "fields_errors",
     "memorule_errors",
     "memorule_history",
     "rank_key",

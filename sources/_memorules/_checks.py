@@ -71,20 +71,12 @@ def _body_errors(field: str, value: object) -> list[FieldError]:
     return _validate.min_text_errors(field, value, MIN_BODY_CHARS)
 
 
-def _kind_errors(field: str, value: object) -> list[FieldError]:
-    return _validate.choice_errors(field, value, MEMORULE_KINDS, optional=False)
-
-
-def _confidence_errors(field: str, value: object) -> list[FieldError]:
-    return _validate.choice_errors(field, value, CONFIDENCE_LEVELS, optional=False)
-
-
 FIELD_RULES: Mapping[str, _validate.Rule] = {
-    "memorule_kind": _kind_errors,
+    "memorule_kind": _validate.choice(MEMORULE_KINDS),
     "subject": _subject_errors,
     "body": _body_errors,
     "applies_to": applies_to_errors,
-    "confidence": _confidence_errors,
+    "confidence": _validate.choice(CONFIDENCE_LEVELS),
     "evidence_signal_id": _validate.id_errors,
 }
 """The rule of each given (non-None) memorule field."""
