@@ -140,18 +140,12 @@ class NewMemorule:
 
 
 @attrs.frozen(kw_only=True)
-class MemoruleState:
-    """One version of a memorule (the newest is current)."""
+class MemoruleState(MemoruleFields):
+    """One version of a memorule (the newest is current): its fields, who wrote them and when."""
 
     memorule_id: str
     namespace: Namespace
     version: int
-    memorule_kind: str
-    subject: str
-    body: str
-    applies_to: Mapping[str, str]
-    confidence: str
-    evidence_signal_id: str | None
     written_by_session_id: str | None
     written_by_persona: str | None
     written_at: str
@@ -162,26 +156,20 @@ class MemoruleState:
     ) -> MemoruleState:
         """The state `fields` written by `stamp`, numbered `version`."""
         return cls(
+            **attrs.asdict(fields, recurse=False) | {"applies_to": dict(fields.applies_to)},
             memorule_id=memorule_id,
             namespace=namespace,
             version=version,
-            memorule_kind=fields.memorule_kind,
-            subject=fields.subject,
-            body=fields.body,
-            applies_to=dict(fields.applies_to),
-            confidence=fields.confidence,
-            evidence_signal_id=fields.evidence_signal_id,
             written_by_session_id=stamp.session_id,
             written_by_persona=stamp.persona,
             written_at=stamp.at,
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict."""
+        """Return a JSON-ready dict: its id, namespace and version first."""
         out = attrs.asdict(self, recurse=False)
-        out["namespace"] = str(self.namespace)
-        out["applies_to"] = dict(self.applies_to)
-        return out
+        head = {key: out.pop(key) for key in ("memorule_id", "namespace", "version")}
+        return head | out | {"namespace": str(self.namespace), "applies_to": dict(self.applies_to)}
 
 
 @attrs.frozen(kw_only=True)
