@@ -1,0 +1,298 @@
+"""Tests of memorule recall: matching a session, ranking, visibility, the floor."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+from memorule_kit import (
+    NS,
+    QUERY,
+    SESSION,
+    damage_state,
+    field_codes,
+    fill,
+    recall_ids,
+    write_rule,
+)
+
+from broker import (
+    ConfigError,
+    Namespace,
+    SessionContext,
+    ValidationError,
+)
+from sources import (
+    MemoryStore,
+    semantic_recall,
+    update_memorule,
+)
+from sources._memorules import context_overlap
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    import numpy.typing as npt
+
+
+@pytest.mark.parametrize(
+    ("applies_to", "context", "expected"),
+    [
+        ({"persona": "donna"}, SessionContext(persona="donna"), 1),
+        ({"persona": "donna"}, SessionContext(persona="texi"), None),
+        ({"persona": "donna"}, SessionContext(), 0),
+        ({"persona": "donna", "surface": "cli"}, SessionContext(persona="donna"), 1),
+        ({"surface": "cli"}, SessionContext(persona="donna"), 0),
+        ({"persona": "donna", "surface": "cli"}, SessionContext(persona="donna", surface="cli"), 2),
+        ({"persona": "donna", "surface": "cli"}, SessionContext(persona="donna", surface="web"), None),
+        ({"specialization": "sql"}, SessionContext(specialization="sql", persona="x"), 1),
+        ({"scope": "global"}, SessionContext(), 0),
+        ({"scope": "global"}, SessionContext(scope="project"), 1),
+        ({"scope": "org"}, SessionContext(scope="persona"), 1),
+        ({"scope": "project"}, SessionContext(scope="project"), 1),
+        ({"scope": "project"}, SessionContext(scope="org"), None),
+        ({"scope": "persona"}, SessionContext(scope="project"), None),
+        ({"scope": "org"}, SessionContext(scope="global"), None),
+        ({"scope": "persona", "persona": "donna"}, SessionContext(scope="persona", persona="donna"), 2),
+    ],
+)
+def test_context_overlap(applies_to: dict[str, str], context: SessionContext, expected: int | None) -> None:
+    """Only a key the session states can exclude a rule (scope by level: a rule covers its level and
+    narrower ones); a key it leaves unset counts as no overlap."""
+    assert context_overlap(applies_to, context) == expected
+
+
+def test_ranking_by_overlap(store: MemoryStore) -> None:
+    """With equal confidence, more matching applies_to keys rank first (regardless of age)."""
+    three = write_rule(
+        store, id="three", applies_to={"persona": "donna", "surface": "cli", "scope": "project"}
+    )
+    two = write_rule(store, id="two", applies_to={"persona": "donna", "surface": "cli"})
+    one = write_rule(store, id="one", applies_to={"persona": "donna"})
+    ctx = SessionContext(persona="donna", surface="cli", scope="project")
+    assert recall_ids(store, ctx) == [three, two, one]
+    matches = semantic_recall(store, QUERY, namespace=NS, source_type="memorule", context=ctx)
+    assert [(m.overlap, m.rank_weight) for m in matches] == [(3, 6), (2, 4), (1, 2)]
+
+
+def test_ranking_by_confidence(store: MemoryStore) -> None:
+    """With equal overlap, observed > inferred > asserted (regardless of age)."""
+    observed = write_rule(store, id="obs", confidence="observed")
+    inferred = write_rule(store, id="inf", confidence="inferred")
+    asserted = write_rule(store, id="ass", confidence="asserted")
+    assert recall_ids(store, SessionContext(scope="project")) == [observed, inferred, asserted]
+
+
+def test_ranking_multiplies_overlap_by_confidence(store: MemoryStore) -> None:
+    """Overlap x weight: 1 key observed (3) beats 2 keys asserted (2); 3 asserted ties 1 observed."""
+    two_asserted = write_rule(
+        store, id="a2", confidence="asserted", applies_to={"persona": "donna", "scope": "project"}
+    )
+    one_observed = write_rule(store, id="o1", confidence="observed", applies_to={"persona": "donna"})
+    ctx = SessionContext(persona="donna", scope="project")
+    assert recall_ids(store, ctx) == [one_observed, two_asserted]
+
+
+def test_ranking_ties_break_by_recency(store: MemoryStore) -> None:
+    """Equal overlap x weight: the newer write wins, and an update makes a rule newer."""
+    old = write_rule(store, id="old")
+    new = write_rule(store, id="new")
+    assert recall_ids(store, SessionContext(scope="project")) == [new, old]
+    update_memorule(store, old, namespace=NS, session=SESSION, evidence_signal_id="sig-3")
+    assert recall_ids(store, SessionContext(scope="project")) == [old, new]
+
+
+def test_only_a_contradicting_rule_is_left_out(store: MemoryStore) -> None:
+    """A rule for another persona or surface is excluded; one keyed on what the session leaves unset is kept."""
+    write_rule(store, id="texi", applies_to={"persona": "texi"})
+    write_rule(store, id="web", applies_to={"surface": "web"})
+    mine = write_rule(store, id="mine", applies_to={"persona": "donna"})
+    sql = write_rule(store, id="sql", applies_to={"specialization": "sql"})
+    assert recall_ids(store, SessionContext(persona="donna", surface="cli")) == [mine, sql]
+    assert sorted(recall_ids(store, SessionContext())) == sorted(["texi", "web", mine, sql])
+
+
+def test_unstated_keys_rank_below_matches_whatever_their_confidence(store: MemoryStore) -> None:
+    """A matched asserted rule outranks an observed rule whose key the session does not state."""
+    unstated = write_rule(store, id="unstated", confidence="observed", applies_to={"surface": "cli"})
+    matched = write_rule(store, id="matched", confidence="asserted", applies_to={"persona": "donna"})
+    assert recall_ids(store, SessionContext(persona="donna")) == [matched, unstated]
+
+
+def test_an_empty_context_still_ranks_by_confidence(store: MemoryStore) -> None:
+    """Without a session context, an older observed rule outranks a newer asserted one."""
+    observed = write_rule(store, id="observed", confidence="observed", applies_to={"scope": "global"})
+    asserted = write_rule(store, id="asserted", confidence="asserted", applies_to={"scope": "global"})
+    assert recall_ids(store, SessionContext()) == [observed, asserted]
+    matches = semantic_recall(store, QUERY, namespace=NS, source_type="memorule")
+    assert [m.id for m in matches] == [observed, asserted]
+    assert {m.source_type for m in matches} == {"memorule"}
+
+
+def test_irrelevant_rules_stay_under_the_floor(store: MemoryStore) -> None:
+    """A rule that applies to the context but not to the query is not recalled."""
+    write_rule(store)
+    ctx = SessionContext(scope="project")
+    assert (
+        semantic_recall(store, "carol pixel guitar", namespace=NS, source_type="memorule", context=ctx) == []
+    )
+    assert semantic_recall(store, "the and of", namespace=NS, source_type="memorule", context=ctx) == []
+
+
+def test_memorule_score_is_the_store_score(store: MemoryStore) -> None:
+    """A memorule's score is the calibrated score the store gives the same entry."""
+    rid = write_rule(store)
+    (match,) = semantic_recall(
+        store, QUERY, namespace=NS, source_type="memorule", context=SessionContext(scope="project")
+    )
+    (recalled,) = [r for r in store.recall(QUERY, namespace=NS) if r.memory.id == rid]
+    assert match.score == pytest.approx(recalled.score)
+
+
+def test_memory_source_type_returns_all_memory(store: MemoryStore) -> None:
+    """source_type='memory' mixes notes and memorules (whatever their applies_to)."""
+    note = store.add_entry("Staging checklist for the production deploy release rollout", namespace=NS)
+    rule = write_rule(store, applies_to={"persona": "texi"})
+    matches = semantic_recall(store, QUERY, namespace=NS, source_type="memory")
+    by_id = {m.id: m for m in matches}
+    assert set(by_id) == {note, rule}
+    assert (by_id[rule].kind, by_id[rule].memorule_kind, by_id[rule].applies_to) == (
+        "memorule",
+        "behavioral_rule",
+        {"persona": "texi"},
+    )
+    assert (by_id[note].kind, by_id[note].memorule_kind) == ("note", None)
+    assert (by_id[note].source_type, by_id[rule].source_type) == ("memory", "memorule")
+    assert by_id[note].as_dict()["source_type"] == "memory"
+    assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
+
+
+def test_typed_recall_keeps_the_asked_types(store: MemoryStore) -> None:
+    """`types` narrows both source types as a turn's typed request does (unclassified memories stay)."""
+    plain = write_rule(store, id="plain")
+    write_rule(store, id="epi", memory_type="episodic")
+    note = store.add_entry(
+        "Staging checklist for the production deploy release rollout", namespace=NS, memory_type="procedural"
+    )
+    rules = semantic_recall(store, QUERY, namespace=NS, source_type="memorule", types=["procedural"])
+    assert [m.id for m in rules] == [plain]
+    memory = semantic_recall(store, QUERY, namespace=NS, source_type="memory", types=["procedural"])
+    assert {m.id for m in memory} == {note, plain}
+    with pytest.raises(ValidationError) as exc:
+        semantic_recall(store, QUERY, namespace=NS, types=["dream"])
+    assert field_codes(exc) == {("types", "invalid_choice")}
+
+
+def test_recall_arguments_are_validated_together(store: MemoryStore) -> None:
+    """Bad query, source_type, top_k and context are all reported at once."""
+    with pytest.raises(ValidationError) as exc:
+        semantic_recall(
+            store,
+            "",
+            namespace=NS,
+            source_type="rules",
+            top_k=0,
+            context=SessionContext(scope="team"),
+            mode="fuzzy",
+        )
+    assert field_codes(exc) == {
+        ("mode", "invalid_choice"),
+        ("query", "empty"),
+        ("source_type", "invalid_choice"),
+        ("top_k", "out_of_range"),
+        ("context", "invalid_choice"),
+    }
+
+
+def test_dense_modes_need_an_embedder(store: MemoryStore) -> None:
+    """A dense recall of memorules on a store without a model is a ConfigError, as in the store."""
+    write_rule(store)
+    with pytest.raises(ConfigError):
+        semantic_recall(store, QUERY, namespace=NS, source_type="memorule", mode="hybrid")
+
+
+@pytest.mark.parametrize(
+    ("scope", "visible"),
+    [("global", True), ("org", True), ("project", False), ("persona", False), (None, False)],
+)
+def test_visibility_across_projects(store: MemoryStore, scope: str | None, visible: bool) -> None:
+    """Global and org rules apply to every project of the tenant; others only to their own."""
+    api = Namespace(tenant_id="acme", project_id="api")
+    fill(store, api, 20)
+    applies: dict[str, str] = {"persona": "donna"} if scope is None else {"scope": scope, "persona": "donna"}
+    rid = write_rule(store, api, applies_to=applies)
+    ctx = SessionContext(persona="donna")
+    assert recall_ids(store, ctx, api) == [rid]
+    assert recall_ids(store, ctx, NS) == ([rid] if visible else [])
+    in_memory = [m.id for m in semantic_recall(store, QUERY, namespace=NS, source_type="memory")]
+    assert in_memory == ([rid] if visible else [])
+
+
+def test_a_project_without_memories_still_sees_tenant_wide_rules(store: MemoryStore) -> None:
+    """A brand-new project of the tenant gets the tenant's global rules (scored at home)."""
+    rid = write_rule(store, applies_to={"scope": "global"})
+    fresh = Namespace(tenant_id="acme", project_id="brand-new")
+    assert recall_ids(store, SessionContext(), fresh) == [rid]
+
+
+def test_memorules_never_cross_tenants(store: MemoryStore) -> None:
+    """Another tenant's global rules are invisible, in both source types."""
+    globex = Namespace(tenant_id="globex", project_id="web")
+    fill(store, globex, 20)
+    theirs = write_rule(store, globex, applies_to={"scope": "global"})
+    assert recall_ids(store, SessionContext(), NS) == []
+    assert semantic_recall(store, QUERY, namespace=NS, source_type="memory") == []
+    assert recall_ids(store, SessionContext(), globex) == [theirs]
+
+
+def test_an_updated_scope_changes_visibility(store: MemoryStore) -> None:
+    """Visibility follows the current state: narrowing global to project hides it elsewhere."""
+    api = Namespace(tenant_id="acme", project_id="api")
+    fill(store, api)
+    rid = write_rule(store, api, applies_to={"scope": "global"})
+    assert recall_ids(store, SessionContext(), NS) == [rid]
+    update_memorule(store, rid, namespace=api, session=SESSION, applies_to={"scope": "project"})
+    assert recall_ids(store, SessionContext(), NS) == []
+
+
+class QueryCountingEmbedder:
+    """A fake model that counts how often it embeds one given query."""
+
+    model_id = "fake-count"
+    dim = 4
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.query_calls = 0
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Unit vectors; count the calls that embed the query alone."""
+        if list(texts) == [self.query]:
+            self.query_calls += 1
+        return np.full((len(texts), self.dim), 0.5, dtype=np.float32)
+
+
+def test_query_is_embedded_once_across_visited_projects(tmp_path: Path) -> None:
+    """Recall that probes several projects of a tenant embeds the query once, not once per project."""
+    fake = QueryCountingEmbedder(QUERY)
+    with MemoryStore.open(tmp_path / "e.db", mode="hybrid", embedder=fake) as store:
+        for project in ("web", "api", "ops"):
+            ns = Namespace(tenant_id="acme", project_id=project)
+            fill(store, ns, 10)
+            write_rule(store, ns, applies_to={"scope": "global"})
+        semantic_recall(store, QUERY, namespace=NS, source_type="memorule", mode="hybrid")
+    assert fake.query_calls == 1
+
+
+@pytest.mark.parametrize("source_type", ["memorule", "memory"])
+def test_recall_skips_a_damaged_rule_and_serves_the_rest(store: MemoryStore, source_type: str) -> None:
+    """A damaged rule is left out of recall; an intact one on the same topic is still found."""
+    bad = write_rule(store, subject="Staging first, broken")
+    good = write_rule(store)
+    damage_state(store, bad, 1)
+    ctx = SessionContext(scope="project")
+    hits = semantic_recall(store, QUERY, namespace=NS, source_type=source_type, context=ctx)
+    assert good in [h.id for h in hits]
+    assert bad not in [h.id for h in hits]
