@@ -25,7 +25,7 @@ from ._checks import field_errors as field_errors
 from ._checks import fields_errors as fields_errors
 from ._checks import memorule_errors as memorule_errors
 from ._checks import session_errors as session_errors
-from ._recall import MemoruleQuery as MemoruleQuery
+from ._recall import RecallQuery as RecallQuery
 from ._recall import context_overlap as context_overlap
 from ._recall import rank_key as rank_key
 from ._recall import recall_memorules_on as recall_memorules_on
@@ -62,11 +62,11 @@ __all__ = [
     "SOURCE_TYPES",
     "AuditEvent",
     "MemoruleFields",
-    "MemoruleQuery",
     "MemoruleState",
     "MemorulesSource",
     "NewMemorule",
     "RecallMatch",
+    "RecallQuery",
     "WriterSession",
     "audit_events",
     "context_overlap",

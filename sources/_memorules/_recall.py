@@ -24,7 +24,7 @@ context, or equal products, observed still ranks above inferred above asserted),
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 import attrs
 
@@ -52,20 +52,35 @@ def _types(types: Iterable[str] | None) -> tuple[str, ...] | None:
     return None if types is None else tuple(types)
 
 
-@attrs.frozen(kw_only=True)
-class MemoruleQuery:
-    """One recall: the query, where it is asked, for which session, how many, and how.
+def _context(context: SessionContext | None) -> SessionContext:
+    return SessionContext() if context is None else context
 
-    `embedder` (default: the store's) embeds the query in dense modes; sources pass their
-    reader's, which caches the turn's task vector.
+
+class RecallOptions(TypedDict, total=False):
+    """`semantic_recall`'s options (see `RecallQuery` for their defaults)."""
+
+    source_type: str
+    top_k: int
+    context: SessionContext | None
+    mode: str | None
+    types: Sequence[str] | None
+
+
+@attrs.frozen(kw_only=True)
+class RecallQuery:
+    """One recall: the query, where it is asked, what to recall, for which session, how many, how.
+
+    `context` None is an empty one. `embedder` (default: the store's) embeds the query in
+    dense modes; sources pass their reader's, which caches the turn's task vector.
     """
 
-    text: str
+    query: str
     namespace: Namespace
-    context: SessionContext = attrs.field(factory=SessionContext)
-    top_k: int = 10
-    types: tuple[str, ...] | None = attrs.field(default=None, converter=_types)
     mode: str | None = None
+    source_type: str = "memory"
+    top_k: int = 10
+    context: SessionContext = attrs.field(default=None, converter=_context)
+    types: tuple[str, ...] | None = attrs.field(default=None, converter=_types)
     embedder: Embedder | None = attrs.field(default=None, eq=False)
 
     def typed(self, c: Current) -> bool:
@@ -158,7 +173,7 @@ class _Probe:
         cls,
         store: MemoryStore,
         conn: sqlite3.Connection,
-        query: MemoruleQuery,
+        query: RecallQuery,
         *,
         own_ns: int | None,
         depth: int,
@@ -168,10 +183,10 @@ class _Probe:
         return cls(
             store=store,
             conn=conn,
-            query=query.text,
+            query=query.query,
             mode=mode,
             depth=depth,
-            asking=None if own_ns is None else _index.profile(conn, own_ns, query.text),
+            asking=None if own_ns is None else _index.profile(conn, own_ns, query.query),
             asking_ns=own_ns,
             embedder=_query_embedder(store, mode, query.embedder),
         )
@@ -245,7 +260,7 @@ class _Probe:
 
 
 def recall_memorules_on(
-    store: MemoryStore, conn: sqlite3.Connection, query: MemoruleQuery
+    store: MemoryStore, conn: sqlite3.Connection, query: RecallQuery
 ) -> list[RecallMatch]:
     """Recall memorules on a reader connection the caller holds, in ranking order.
 
@@ -302,57 +317,47 @@ def _match(hit: _Hit, overlap: int | None) -> RecallMatch:
     )
 
 
-def _recall_args_errors(
-    query: object, source_type: object, top_k: object, context: object, mode: object
-) -> list[FieldError]:
-    errors = _validate.text_errors("query", query)
-    errors += _validate.choice_errors("mode", mode, MODES, optional=True)
-    errors += _validate.choice_errors("source_type", source_type, SOURCE_TYPES, optional=False)
-    errors += count_errors("top_k", top_k, maximum=MAX_TOP_K)
+def _recall_errors(asked: RecallQuery) -> list[FieldError]:
+    """Every problem with a recall's arguments, in the order of its fields."""
+    errors = _validate.text_errors("query", asked.query)
+    errors += _validate.choice_errors("mode", asked.mode, MODES, optional=True)
+    errors += _validate.choice_errors("source_type", asked.source_type, SOURCE_TYPES, optional=False)
+    errors += count_errors("top_k", asked.top_k, maximum=MAX_TOP_K)
+    context: object = asked.context  # typed, but a caller may pass anything
     if not isinstance(context, SessionContext):
         errors.append(FieldError(field="context", code="type", message="must be a SessionContext"))
     elif context.scope is not None and context.scope not in SCOPES:
         message = f"scope must be one of {', '.join(SCOPES)}"
         errors.append(FieldError(field="context", code="invalid_choice", message=message))
-    return errors
+    return errors + ([] if asked.types is None else types_errors(asked.types))
 
 
-def semantic_recall(  # noqa: PLR0913 - the documented recall API: a query and its options
-    store: MemoryStore,
-    query: str,
-    *,
-    namespace: Namespace,
-    source_type: str = "memory",
-    top_k: int = 10,
-    context: SessionContext | None = None,
-    mode: str | None = None,
-    types: Sequence[str] | None = None,
+def semantic_recall(
+    store: MemoryStore, query: str, *, namespace: Namespace, **options: Unpack[RecallOptions]
 ) -> list[RecallMatch]:
     """Recall memories at or above the one calibrated floor.
 
-    `source_type="memorule"`: memorules only, those not contradicting `context` (None: an
-    empty one), in memorule ranking order (see the module docstring). `"memory"`: every memory
-    of the namespace (memorules included, whatever their applies_to) plus the tenant's
-    global/org memorules of other projects, best score first. `types` keeps memories of those
-    types (and unclassified memorules), as a turn's typed request does.
+    Options: `source_type` ("memory", the default, or "memorule"), `top_k` (10), `context`
+    (None: an empty one), `mode` (None: the store's) and `types` (None: every type).
+    `source_type="memorule"`: memorules only, those not contradicting `context`, in memorule
+    ranking order (see the module docstring). `"memory"`: every memory of the namespace
+    (memorules included, whatever their applies_to) plus the tenant's global/org memorules of
+    other projects, best score first. `types` keeps memories of those types (and unclassified
+    memorules), as a turn's typed request does.
     """
-    context = SessionContext() if context is None else context
-    errors = _recall_args_errors(query, source_type, top_k, context, mode)
-    if types is not None:
-        errors += types_errors(types)
-    _validate.raise_if(errors)
-    asked = MemoruleQuery(
-        text=query, namespace=namespace, context=context, top_k=top_k, types=types, mode=mode
-    )
+    unknown = sorted(set(options) - set(RecallOptions.__annotations__))
+    if unknown:
+        msg = f"semantic_recall() got unexpected keyword arguments: {', '.join(unknown)}"
+        raise TypeError(msg)
+    asked = RecallQuery(query=query, namespace=namespace, **options)
+    _validate.raise_if(_recall_errors(asked))
     with store.db.read() as conn:
-        if source_type == "memorule":
+        if asked.source_type == "memorule":
             return recall_memorules_on(store, conn, asked)
         return _recall_memory_on(store, conn, asked)
 
 
-def _recall_memory_on(
-    store: MemoryStore, conn: sqlite3.Connection, query: MemoruleQuery
-) -> list[RecallMatch]:
+def _recall_memory_on(store: MemoryStore, conn: sqlite3.Connection, query: RecallQuery) -> list[RecallMatch]:
     """Every memory of the namespace, then the tenant-wide memorules of its other projects."""
     out = _own_memories(store, conn, query)
     own_ns, others = _visible_namespaces(conn, query.namespace)
@@ -367,12 +372,12 @@ def _recall_memory_on(
     return out[: query.top_k]
 
 
-def _own_memories(store: MemoryStore, conn: sqlite3.Connection, query: MemoruleQuery) -> list[RecallMatch]:
+def _own_memories(store: MemoryStore, conn: sqlite3.Connection, query: RecallQuery) -> list[RecallMatch]:
     """The store's recall in the namespace, memorules read with their current state."""
     kwargs: dict[str, Any] = {} if query.mode is None else {"mode": query.mode}
     if query.types is not None:
         kwargs["types"] = query.types
-    own = store.recall_on(conn, query.text, namespace=query.namespace, limit=query.top_k, **kwargs)
+    own = store.recall_on(conn, query.query, namespace=query.namespace, limit=query.top_k, **kwargs)
 
     def matched(r: Recalled) -> RecallMatch:
         m = r.memory

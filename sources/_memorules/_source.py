@@ -10,7 +10,7 @@ from broker import Candidate, SessionContext
 from sources import _results
 from sources._source_base import ReaderSource
 
-from ._recall import MemoruleQuery, recall_memorules_on
+from ._recall import RecallQuery, recall_memorules_on
 from ._values import MAX_TOP_K, RecallMatch
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ class MemorulesSource(ReaderSource):
     def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
         if not request.task.strip():
             return []
-        query = MemoruleQuery(
-            text=request.task,
+        query = RecallQuery(
+            query=request.task,
             namespace=request.namespace,
             context=request.context or SessionContext(),
             top_k=min(max(request.limit, 1), MAX_TOP_K),

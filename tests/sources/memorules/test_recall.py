@@ -296,3 +296,9 @@ def test_recall_skips_a_damaged_rule_and_serves_the_rest(store: MemoryStore, sou
     hits = semantic_recall(store, QUERY, namespace=NS, source_type=source_type, context=ctx)
     assert good in [h.id for h in hits]
     assert bad not in [h.id for h in hits]
+
+
+def test_recall_refuses_an_option_it_does_not_take(store: MemoryStore) -> None:
+    """A misspelt option is a TypeError, not an option silently ignored."""
+    with pytest.raises(TypeError, match="limit"):
+        semantic_recall(store, QUERY, namespace=NS, limit=3)  # type: ignore[call-arg]
