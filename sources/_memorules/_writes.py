@@ -80,11 +80,11 @@ def update_memorule(
     changed: dict[str, Any] = {k: v for k, v in changes.items() if v is not None}
     _validate.raise_if(_update_errors(id, session, changes, changed))
     embedded = _embed_changed_text(store, namespace, id, changed)
-    stamp = Stamp(session=session)
     with store.db.write() as conn:
         found = current_or_raise(conn, namespace, id, repairing="applies_to" in changed)
         fields = found.fields.changed(changed)
         _validate.raise_if(combined_errors(fields.subject, fields.body))
+        stamp = Stamp(session=session)  # inside the lock: written_at follows the commit order
         _rewrite_entry(store, conn, found, fields, embedded)
         _append_state(conn, found.rowid, fields, stamp)
         event = _append_audit(conn, AuditEvent.of(namespace, id, "update", stamp, fields.evidence_signal_id))
