@@ -175,7 +175,7 @@ def check(rule: Rule) -> Validator:
 
 def collect(cls: type[Any], values: Mapping[str, object]) -> list[FieldError]:
     """Every error the validators of attrs class `cls` find in `values` (field -> value; the
-    defaults stand for those absent); TypeError for a name that is not a field."""
+    defaults stand for those absent, no converter runs); TypeError for a name that is not a field."""
     fields = attrs.fields(cls)
     unknown = sorted(set(values) - {a.name for a in fields})
     if unknown:
