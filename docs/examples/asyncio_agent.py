@@ -11,7 +11,7 @@ import sys
 import anyio
 
 from broker import Namespace, Turn, open_broker, open_selector
-from sources import MemoryStore, SqliteTaskRepository, default_sources
+from sources import MemoryStore, SqliteTaskRepository, default_sources, remember
 
 NS = Namespace(tenant_id="acme", project_id="web")
 
@@ -27,7 +27,7 @@ def fake_model(context: str, message: str) -> str:
 
 async def main(path: str) -> None:
     store = await anyio.to_thread.run_sync(lambda: MemoryStore.open(path, mode="hybrid"))
-    store.add_entry("Deploys freeze every Friday after the payment incident.", namespace=NS)
+    remember(store, namespace=NS, text="Deploys freeze every Friday after the payment incident.")
     tasks = SqliteTaskRepository.from_store(store)
     # The task: what the agent works on across turns (the only thing memories are selected for).
     task_id = tasks.create_task("Deploy the payment fix to production this Friday", namespace=NS)

@@ -26,7 +26,7 @@ from agents import (
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 from broker import ContextBroker, Namespace, Turn, open_broker, open_selector
-from sources import MemoryStore, SqliteTaskRepository, default_sources
+from sources import MemoryStore, SqliteTaskRepository, default_sources, remember
 
 NS = Namespace(tenant_id="acme", project_id="web")
 
@@ -72,7 +72,7 @@ class EchoModel(Model):
 async def main(path: str) -> None:
     set_tracing_disabled(True)  # no traces shipped to the OpenAI platform
     store = await anyio.to_thread.run_sync(lambda: MemoryStore.open(path, mode="hybrid"))
-    store.add_entry("Deploys freeze every Friday after the payment incident.", namespace=NS)
+    remember(store, namespace=NS, text="Deploys freeze every Friday after the payment incident.")
     tasks = SqliteTaskRepository.from_store(store)
     task_id = tasks.create_task("Can we deploy the payment fix on Friday?", namespace=NS)
     agent = Agent[Session](name="release assistant", instructions=broker_instructions, model=EchoModel())
