@@ -16,7 +16,7 @@ import pytest
 
 from sources import MemoryStore, audit_events
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ROUNDS = 5
 
 # The writer acknowledges a write (one stdout line) only after `remember`/`update_memorule`
