@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 
-from broker import Candidate, SessionContext
+from broker import Candidate
 from sources import _results
 from sources._source_base import ReaderSource
 
@@ -41,7 +41,7 @@ class MemorulesSource(ReaderSource):
         query = RecallQuery(
             query=request.task,
             namespace=request.namespace,
-            context=request.context or SessionContext(),
+            context=request.context,
             top_k=min(max(request.limit, 1), MAX_TOP_K),
             types=request.types,
             mode=request.mode,
