@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from ._broker import Block as Block
-from ._broker import Context as Context
+from ._blocks import MEMORY_BLOCKS as MEMORY_BLOCKS
 from ._broker import ContextBroker as ContextBroker
-from ._broker import Turn as Turn
 from ._broker import open_broker as open_broker
 from ._broker import query_of as query_of
 from ._candidates import validate_candidate as validate_candidate
@@ -15,16 +13,17 @@ from ._exceptions import CandidateError as CandidateError
 from ._exceptions import ConfigError as ConfigError
 from ._exceptions import FieldError as FieldError
 from ._exceptions import SourceError as SourceError
-from ._exceptions import StoreError as StoreError
 from ._exceptions import ValidationError as ValidationError
+from ._fields import MAX_ID_CHARS as MAX_ID_CHARS
+from ._fields import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+from ._fields import RECALL_MODES as RECALL_MODES
 from ._fields import count_errors as count_errors
 from ._fields import text_errors as text_errors
 from ._floor import RECALL_MIN_SCORE as RECALL_MIN_SCORE
-from ._model import MAX_ID_CHARS as MAX_ID_CHARS
-from ._model import MAX_TEXT_CHARS as MAX_TEXT_CHARS
-from ._model import MEMORY_BLOCKS as MEMORY_BLOCKS
 from ._model import MEMORY_TYPES as MEMORY_TYPES
+from ._model import Block as Block
 from ._model import Candidate as Candidate
+from ._model import Context as Context
 from ._model import Namespace as Namespace
 from ._model import SelectedBlock as SelectedBlock
 from ._model import SelectionResult as SelectionResult
@@ -32,6 +31,8 @@ from ._model import SessionContext as SessionContext
 from ._model import SourceOutcome as SourceOutcome
 from ._model import SourceStatus as SourceStatus
 from ._model import Tally as Tally
+from ._model import Turn as Turn
+from ._model import TurnRequest as TurnRequest
 from ._selector import DEFAULT_MAX_TURNS as DEFAULT_MAX_TURNS
 from ._selector import MemorySelector as MemorySelector
 from ._selector import open_selector as open_selector
@@ -51,6 +52,7 @@ __all__ = [
     "MEMORY_BLOCKS",
     "MEMORY_TYPES",
     "RECALL_MIN_SCORE",
+    "RECALL_MODES",
     "Block",
     "BrokerClosedError",
     "BrokerError",
@@ -69,9 +71,9 @@ __all__ = [
     "SourceError",
     "SourceOutcome",
     "SourceStatus",
-    "StoreError",
     "Tally",
     "Turn",
+    "TurnRequest",
     "ValidationError",
     "count_errors",
     "hidden_character",

@@ -17,11 +17,13 @@ dropped, even when they alone pass the input budget; the result says so.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import attrs
 
 from ._exceptions import ConfigError
+from ._fields import NON_NEGATIVE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -41,12 +43,36 @@ def default_memory_budget(window: int, *, cap: int = MEMORY_BUDGET_CAP) -> int:
     return max(0, min(cap, window // MEMORY_WINDOW_SHARE))
 
 
+class Admissible(Hashable, Protocol):
+    """What admission reads of a block: its cost, how much it matters, whether it may go.
+
+    `broker.Block` is one (its priority and kind come from the block table); `Admittable`
+    is a plain one.
+    """
+
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def score(self) -> float | None: ...
+    @property
+    def memory(self) -> bool: ...
+    @property
+    def evictable(self) -> bool: ...
+    @property
+    def rank(self) -> int | None: ...
+
+
+B = TypeVar("B", bound=Admissible)
+
+
 @attrs.frozen(kw_only=True)
 class Admittable:
-    """A block to admit: what it costs, how much it matters, whether it may be dropped."""
+    """A block to admit, by itself: what it costs, how much it matters, whether it may be dropped."""
 
     key: str
-    """Unique within one admission (e.g. `memory:<entry id>`)."""
+    """A label for the caller (e.g. `memory:<entry id>`)."""
     name: str
     """The block name: `user`, `memory`, `persona_memories`, `history`, ..."""
     tokens: int = attrs.field(validator=attrs.validators.ge(0))
@@ -60,19 +86,19 @@ class Admittable:
 
 
 @attrs.frozen(kw_only=True)
-class Dropped:
+class Dropped(Generic[B]):
     """A block that did not fit, and which budget it did not fit."""
 
-    block: Admittable
+    block: B
     reason: str
 
 
 @attrs.frozen(kw_only=True)
-class Admission:
+class Admission(Generic[B]):
     """The outcome: admitted blocks in their input order, dropped blocks in drop order."""
 
-    admitted: tuple[Admittable, ...]
-    dropped: tuple[Dropped, ...]
+    admitted: tuple[B, ...]
+    dropped: tuple[Dropped[B], ...]
     memory_budget: int
     input_budget: int
     task_over_budget: bool
@@ -89,10 +115,10 @@ class Admission:
         return sum(b.tokens for b in self.admitted)
 
 
-def rank_key(block: Admittable, position: int) -> tuple[int, bool, int, float, int]:
+def rank_key(block: Admissible, position: int) -> tuple[int, bool, int, float, int]:
     """Sort key: higher priority first, then a source's rank (ranked blocks first), then
     higher score, then earlier arrival."""
-    return order_key(priority=block.priority, rank=block.rank, score=block.score, position=position)
+    return order_key(priority=block.priority, rank=block.rank, score=block.score or 0.0, position=position)
 
 
 def order_key(
@@ -102,56 +128,55 @@ def order_key(
     return (-priority, rank is None, 0 if rank is None else rank, -score, position)
 
 
-def admit(blocks: Iterable[Admittable], *, memory_budget: int, input_budget: int) -> Admission:
+def admit(blocks: Iterable[B], *, memory_budget: int, input_budget: int) -> Admission[B]:
     """Admit blocks under both budgets (tokens); see the module docstring for the rules.
 
     The memory budget is bounded by the input budget. Raises ConfigError on a negative
-    budget or a repeated key.
+    budget or a block given twice.
     """
     items = tuple(blocks)
     _check(items, memory_budget, input_budget)
     memory_budget = min(memory_budget, input_budget)
-    order = {b.key: i for i, b in enumerate(items)}
-    ranked = sorted(items, key=lambda b: rank_key(b, order[b.key]))
+    ranked = sorted(range(len(items)), key=lambda i: rank_key(items[i], i))
 
-    fixed = [b for b in ranked if not b.evictable]
-    fixed_tokens = sum(b.tokens for b in fixed)
-    memories = [b for b in ranked if b.evictable and b.memory]
-    kept_memories, memory_drops = _prefix(memories, memory_budget, REASON_MEMORY_BUDGET)
+    fixed = [i for i in ranked if not items[i].evictable]
+    fixed_tokens = sum(items[i].tokens for i in fixed)
+    memories = [i for i in ranked if items[i].evictable and items[i].memory]
+    kept_memories, memory_drops = _prefix(items, memories, memory_budget)
 
     survivors = set(kept_memories)
-    evictable = [b for b in ranked if b.evictable and (not b.memory or b.key in survivors)]
-    room = max(0, input_budget - fixed_tokens)
-    kept, input_drops = _prefix(evictable, room, REASON_INPUT_BUDGET)
+    evictable = [i for i in ranked if items[i].evictable and (not items[i].memory or i in survivors)]
+    kept, input_drops = _prefix(items, evictable, max(0, input_budget - fixed_tokens))
 
-    admitted = {b.key for b in fixed} | set(kept)
+    admitted = set(fixed) | set(kept)
     return Admission(
-        admitted=tuple(b for b in items if b.key in admitted),
-        dropped=memory_drops + input_drops,
+        admitted=tuple(b for i, b in enumerate(items) if i in admitted),
+        dropped=(
+            *(Dropped(block=items[i], reason=REASON_MEMORY_BUDGET) for i in memory_drops),
+            *(Dropped(block=items[i], reason=REASON_INPUT_BUDGET) for i in input_drops),
+        ),
         memory_budget=memory_budget,
         input_budget=input_budget,
         task_over_budget=fixed_tokens > input_budget,
     )
 
 
-def _prefix(ranked: Sequence[Admittable], budget: int, reason: str) -> tuple[list[str], tuple[Dropped, ...]]:
-    """Keys of the longest ranked prefix within `budget`; the rest dropped with `reason`."""
+def _prefix(items: Sequence[Admissible], ranked: Sequence[int], budget: int) -> tuple[list[int], list[int]]:
+    """The longest ranked prefix within `budget`, and the rest (positions in `items`)."""
     used = 0
-    for i, block in enumerate(ranked):
-        if used + block.tokens > budget:
-            return [b.key for b in ranked[:i]], tuple(Dropped(block=b, reason=reason) for b in ranked[i:])
-        used += block.tokens
-    return [b.key for b in ranked], ()
+    for n, i in enumerate(ranked):
+        if used + items[i].tokens > budget:
+            return list(ranked[:n]), list(ranked[n:])
+        used += items[i].tokens
+    return list(ranked), []
 
 
-def _check(items: Sequence[Admittable], memory_budget: int, input_budget: int) -> None:
+def _check(items: Sequence[Admissible], memory_budget: int, input_budget: int) -> None:
     problems = [
-        f"{label} must be an integer >= 0, got {value!r}"
-        for label, value in (("memory_budget", memory_budget), ("input_budget", input_budget))
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0
+        *NON_NEGATIVE.problem("memory_budget", memory_budget),
+        *NON_NEGATIVE.problem("input_budget", input_budget),
     ]
-    repeated = sorted(k for k, n in collections.Counter(b.key for b in items).items() if n > 1)
-    if repeated:
-        problems.append(f"repeated block keys: {', '.join(repeated)}")
+    if any(n > 1 for n in collections.Counter(items).values()):
+        problems.append("repeated blocks: a block was given twice")
     if problems:
         raise ConfigError("; ".join(problems))

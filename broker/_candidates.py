@@ -17,8 +17,10 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from ._blocks import MEMORY_BLOCKS
 from ._exceptions import CandidateError
-from ._model import MAX_ID_CHARS, MAX_TEXT_CHARS, MEMORY_BLOCKS, Candidate
+from ._fields import MAX_ID_CHARS, MAX_TEXT_CHARS
+from ._model import Candidate
 
 
 def validate_candidates(found: object) -> tuple[Candidate, ...]:

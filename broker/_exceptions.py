@@ -5,8 +5,8 @@
     ├── ValidationError (ValueError)   bad input; carries every field error at once
     ├── BrokerClosedError              the actor was used after it closed
     └── SourceError                    a source could not do its work
-        ├── StoreError                 the SQLite file is unusable (not a database, corrupt, locked)
-        └── CandidateError             a source returned a malformed candidate
+        ├── CandidateError             a source returned a malformed candidate
+        └── (sources.StoreError        the SQLite file is unusable: raised by the sources package)
 
 Inside a turn, a source failure is data (a status in the trace), not an exception.
 """
@@ -61,13 +61,6 @@ class SourceError(BrokerError):
     def __init__(self, message: str, *, source: str = "") -> None:
         self.source = source
         super().__init__(message)
-
-
-class StoreError(SourceError):
-    """Raised when the SQLite file is unusable: not a database, corrupt, or locked too long."""
-
-    def __init__(self, message: str, *, source: str = "store") -> None:
-        super().__init__(message, source=source)
 
 
 class CandidateError(SourceError):

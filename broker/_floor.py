@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from ._model import HISTORY_BLOCK, Candidate, SelectedBlock, Tally
+from ._blocks import HISTORY_BLOCK
+from ._model import Candidate, SelectedBlock, Tally
 
 RECALL_MIN_SCORE = 0.42
 """The one relevance floor: a calibrated probability of relevance, the same in every mode

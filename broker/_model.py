@@ -1,17 +1,39 @@
-"""Frozen values that flow through one turn: namespace, candidates, selection, outcomes."""
+"""Frozen values that flow through one turn, in its order: the `Turn` a host asks for, the
+`TurnRequest` every step of it reads (one absolute deadline, one resolved mode), the
+`Candidate`s sources propose, the `SelectionResult` the selector returns, and the `Context`
+of rendered `Block`s with its typed trace."""
 
 from __future__ import annotations
 
 import enum
 import math
 import unicodedata
+import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._blocks import BLOCKS, HISTORY_BLOCK, MEMORY_BLOCKS, BlockSpec
 from ._exceptions import FieldError, ValidationError
+from ._fields import (
+    MAX_ID_CHARS,
+    MODE,
+    NON_EMPTY,
+    NON_NEGATIVE,
+    POSITIVE,
+    SECONDS,
+    all_of,
+    count_errors,
+    text_errors,
+)
 from ._text import hidden_character
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ._trace import TurnTrace
+    from .abc import ConversationTurn, TaskRecord
 
 MEMORY_TYPES: tuple[str, ...] = (
     "episodic",
@@ -23,18 +45,11 @@ MEMORY_TYPES: tuple[str, ...] = (
 )
 """The memory types a memory may be classified as (or left unclassified: None)."""
 
-MEMORY_BLOCKS: tuple[str, ...] = ("memory", "persona_memories", "consolidated", "memorules", "history")
-"""The context blocks a selected candidate can belong in (`history`: a past task)."""
+DEFAULT_MODE = "lexical"
+"""The recall mode of a selector whose call, options and sources name none."""
 
-HISTORY_BLOCK = "history"
-"""The block of a past task: counted apart from memories in a selection's tallies."""
-
-MAX_TEXT_CHARS = 32_000
-"""Longest memory text, in characters: the store refuses longer writes, and the broker cuts
-a longer candidate text from any source to this length at the gather boundary."""
-
-MAX_ID_CHARS = 200
-"""Longest id (of a memory, task or namespace part), in characters."""
+DEFAULT_SELECT_BUDGET = 20
+"""Most memories a turn asks of the selector; the token budgets then trim further."""
 
 
 def _ns_clean(value: object) -> object:
@@ -212,7 +227,7 @@ class SelectionResult:
     """Distinct entries (memories and past tasks) the sources returned."""
     types_queried: tuple[str, ...] | None
     sources: tuple[SourceOutcome, ...]
-    mode: str = "lexical"
+    mode: str = DEFAULT_MODE
     qpp: float | None = None
     """The task's gate in the namespace, as the sources reported it (None: no candidate)."""
     memories: Tally | None = None
@@ -248,3 +263,185 @@ class SelectionResult:
         if tally.candidates == 0:
             return None
         return (tally.candidates - tally.cleared) / tally.candidates
+
+
+def _type_names(value: object) -> object:
+    """Types as a tuple without repeats; anything else as given, for `types_errors` to refuse."""
+    if value is None or isinstance(value, str | bytes):
+        return value
+    try:
+        return tuple(dict.fromkeys(value))  # type: ignore[call-overload]
+    except TypeError:
+        return value
+
+
+def types_errors(types: object) -> list[FieldError]:
+    """Problems with a `types` filter: None, or a non-empty list of `MEMORY_TYPES`."""
+    if types is None:
+        return []
+    if not isinstance(types, tuple):
+        return [FieldError(field="types", code="type", message="must be a list of type names")]
+    if not types:
+        return [FieldError(field="types", code="empty", message="must name at least one type")]
+    unknown = [t for t in types if t not in MEMORY_TYPES]
+    if unknown:
+        message = f"unknown {', '.join(map(repr, unknown))}; known: {', '.join(MEMORY_TYPES)}"
+        return [FieldError(field="types", code="unknown", message=message)]
+    return []
+
+
+def _known_types(_instance: object, _attribute: attrs.Attribute[Any], value: object) -> None:
+    errors = types_errors(value)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _namespace_errors(value: object) -> list[FieldError]:
+    if isinstance(value, Namespace):
+        return []
+    return [FieldError(field="namespace", code="type", message="must be a Namespace")]
+
+
+_CLOCK_TIME = all_of(
+    attrs.validators.not_(attrs.validators.instance_of(bool)),
+    attrs.validators.instance_of((int, float)),
+    attrs.validators.ge(-math.inf),
+)
+
+
+def _clock_time(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    try:
+        _CLOCK_TIME(instance, attribute, value)
+    except (TypeError, ValueError):
+        raise ValidationError.single(
+            attribute.name, "range", "must be a time on the event loop's clock"
+        ) from None
+
+
+@attrs.frozen(kw_only=True)
+class TurnRequest:
+    """One memory selection as every step of a turn reads it: what to select for, where, which
+    types, how many, for whom, until when and in which recall mode.
+
+    `deadline` is absolute, on the event loop's clock (`anyio.current_time()`), computed once
+    when the turn starts: the task read, every source and the history read stop at it. `mode`
+    is resolved: the caller's, else the selector's (`MemorySelector.mode`). Invalid fields
+    raise one ValidationError naming every one.
+    """
+
+    task: str
+    """The query: the active task's description, and its latest user message if any."""
+    namespace: Namespace
+    deadline: float = attrs.field(validator=_clock_time)
+    mode: str = DEFAULT_MODE
+    types: tuple[str, ...] | None = attrs.field(default=None, converter=_type_names)
+    budget: int = 10
+    """Most memories to select."""
+    context: SessionContext | None = None
+
+    def __attrs_post_init__(self) -> None:
+        errors = [
+            *text_errors("task", self.task),
+            *_namespace_errors(self.namespace),
+            *count_errors("budget", self.budget),
+            *MODE.errors("mode", self.mode),
+            *types_errors(self.types),
+        ]
+        if errors:
+            raise ValidationError(errors)
+
+
+def _new_turn_id() -> str:
+    return str(uuid.uuid4())
+
+
+@attrs.frozen(kw_only=True)
+class Turn:
+    """One turn to assemble: which task, where, for which model window and input budget."""
+
+    task_id: str = attrs.field(validator=NON_EMPTY)
+    namespace: Namespace = attrs.field(validator=attrs.validators.instance_of(Namespace))
+    window: int = attrs.field(validator=POSITIVE)
+    """The model's context window, in tokens."""
+    input_budget: int = attrs.field(validator=NON_NEGATIVE)
+    """Tokens the whole assembled context may take."""
+    context: SessionContext | None = None
+    message: str | None = attrs.field(default=None, validator=NON_EMPTY.optional())
+    """The active task's latest user message: with it the selection follows the conversation."""
+    types: tuple[str, ...] | None = attrs.field(default=None, converter=_type_names, validator=_known_types)
+    budget: int = attrs.field(default=DEFAULT_SELECT_BUDGET, validator=POSITIVE)
+    """Most memories to select (before the token budgets)."""
+    deadline: float | None = attrs.field(default=None, validator=SECONDS.optional())
+    """Seconds from the start of `assemble` until the task read, memory selection and the
+    history read are cut; None = the selector's deadline (`MemorySelector.deadline`)."""
+    memory_budget: int | None = attrs.field(default=None, validator=NON_NEGATIVE.optional())
+    """Tokens for memory blocks; None = the broker's setting, else min(1200, window // 8)."""
+    turn_id: str = attrs.field(factory=_new_turn_id)
+
+
+@attrs.frozen(kw_only=True)
+class PastTask:
+    """A completed task the selection found relevant, with its conversation, for the history block."""
+
+    task: TaskRecord
+    turns: tuple[ConversationTurn, ...]
+    selected: SelectedBlock
+
+
+def _spec_kind(block: Block) -> str:
+    return BLOCKS[block.name].kind
+
+
+@attrs.frozen(kw_only=True)
+class Block:
+    """One rendered block of the context; its name is a row of the block table (`_blocks`)."""
+
+    name: str = attrs.field(validator=attrs.validators.in_(BLOCKS))
+    kind: str = attrs.field(default=attrs.Factory(_spec_kind, takes_self=True))
+    text: str = attrs.field(repr=False)
+    tokens: int
+    entry_id: str | None = None
+    score: float | None = None
+    band: float | None = None
+    source: str | None = None
+    rank: int | None = None
+    """The source's own order within the block (memorules), which the context follows."""
+
+    @property
+    def spec(self) -> BlockSpec:
+        """The block's row of the table: priority, order, tag."""
+        return BLOCKS[self.name]
+
+    @property
+    def priority(self) -> int:
+        """Admission keeps higher priorities first."""
+        return self.spec.priority
+
+    @property
+    def memory(self) -> bool:
+        """True when it counts against the memory budget."""
+        return self.spec.memory
+
+    @property
+    def evictable(self) -> bool:
+        """False for the active task."""
+        return self.spec.evictable
+
+
+def context_order(blocks: Iterable[Block]) -> tuple[Block, ...]:
+    """Blocks in the table's order (memory groups, history, the active task last); within a
+    block a source's rank (memorules) first, then the best score."""
+    return tuple(sorted(blocks, key=lambda b: (b.spec.order, b.rank is None, b.rank or 0, -(b.score or 0.0))))
+
+
+@attrs.frozen(kw_only=True)
+class Context:
+    """The assembled context of one turn, and its trace (read as the `turn.completed` fields)."""
+
+    blocks: tuple[Block, ...]
+    trace: TurnTrace = attrs.field(repr=False)
+
+    @property
+    def text(self) -> str:
+        """The blocks joined by blank lines, in order."""
+        return "\n\n".join(b.text for b in self.blocks)

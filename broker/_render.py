@@ -22,18 +22,21 @@ import secrets
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from ._model import MAX_TEXT_CHARS
+import attrs
+
+from ._admission import order_key
+from ._blocks import BLOCKS, HISTORY_BLOCK, MEMORY_TAG, PAST_TASK_TAG, TASK_BLOCK
+from ._fields import MAX_TEXT_CHARS
+from ._model import Block
 from ._neutralise import neutralise
 from ._text import clean, fold, skeleton
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from ._model import SelectedBlock
-    from .abc import ConversationTurn, TaskRecord
+    from ._model import PastTask, SelectedBlock
+    from .abc import ConversationTurn, TaskRecord, TokenCounter
 
-MEMORY_TAG = "memory"
-PAST_TASK_TAG = "past-task"
 SHORT_ID_CHARS = 8
 """A long id is shown as a unique prefix of at least this many characters."""
 LONG_ID_CHARS = 24
@@ -235,3 +238,112 @@ def render_past_task(
 def render_active_task(task: TaskRecord, *, nonce: str) -> str:
     """Render the active task, then the notice on how to read the quoted blocks before it."""
     return f"{active_task_header(nonce)}\n{task.description}\n\n{broker_note(nonce)}"
+
+
+# -- one turn's blocks ------------------------------------------------------------------------
+
+
+def render_blocks(
+    task: TaskRecord,
+    selected: Sequence[SelectedBlock],
+    pasts: Sequence[PastTask],
+    *,
+    cut_to: Cuts,
+    counter: TokenCounter,
+) -> tuple[Block, ...]:
+    """Every candidate block of a turn, rendered under one nonce and priced with `counter`:
+    the memories, the past tasks, then the active task (admission and the context order them).
+
+    Each text is rendered within its allowance (`cuts`), so the work after the deadline is
+    bounded by the budgets, not by what the sources returned.
+    """
+    nonce = new_nonce(_texts(task, selected, pasts, cut_to), rendered=cut_to.bodies.values())
+    shown = short_ids(s.entry_id for s in selected)
+    memories = (
+        _memory_block(
+            s,
+            render_memory(s, nonce=nonce, shown_id=shown[s.entry_id], body=cut_to.bodies[s.entry_id]),
+            counter,
+        )
+        for s in selected
+    )
+    history = (
+        _past_block(
+            p, render_past_task(p.task, p.turns, nonce=nonce, limit=cut_to.history[p.task.task_id]), counter
+        )
+        for p in pasts
+    )
+    text = render_active_task(task, nonce=nonce)
+    active = Block(name=TASK_BLOCK, text=text, tokens=counter.count(text), entry_id=task.task_id)
+    return (*memories, *history, active)
+
+
+def _memory_block(s: SelectedBlock, text: str, counter: TokenCounter) -> Block:
+    return Block(
+        name=s.block,
+        text=text,
+        tokens=counter.count(text),
+        entry_id=s.entry_id,
+        score=s.score,
+        band=s.band,
+        source=s.source,
+        rank=s.rank,
+    )
+
+
+def _past_block(p: PastTask, text: str, counter: TokenCounter) -> Block:
+    return Block(
+        name=HISTORY_BLOCK,
+        text=text,
+        tokens=counter.count(text),
+        entry_id=p.task.task_id,
+        score=p.selected.score,
+        band=p.selected.band,
+        source=p.selected.source,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Cuts:
+    """What of each text a turn renders: each memory's body (neutralised, cut) by entry id, and
+    the characters each past task may render by task id."""
+
+    bodies: Mapping[str, str]
+    history: Mapping[str, int]
+
+
+def cuts(
+    selected: Sequence[SelectedBlock], pasts: Sequence[PastTask], memory_budget: int, input_budget: int
+) -> Cuts:
+    """Share out the rendering allowances (`render_chars`) in admission order.
+
+    Memories best first as admission ranks them (priority, a source's rank, score), within
+    the memory budget's allowance (bounded by the input budget); past tasks best score first
+    within the input budget's. Each memory's body is rendered here, once.
+    """
+    ranked = sorted(
+        enumerate(selected),
+        key=lambda p: order_key(
+            priority=BLOCKS[p[1].block].priority, rank=p[1].rank, score=p[1].score, position=p[0]
+        ),
+    )
+    lengths = (min(len(s.text), MAX_TEXT_CHARS) for _, s in ranked)
+    memory = allowances(lengths, render_chars(min(memory_budget, input_budget)))
+    sizes = [sum(n for _, _, n in past_texts(p.task, p.turns)) for p in pasts]
+    past = allowances(sizes, render_chars(input_budget))
+    return Cuts(
+        bodies={s.entry_id: cut(s.text, n) for (_, s), n in zip(ranked, memory, strict=True)},
+        history={p.task.task_id: n for p, n in zip(pasts, past, strict=True)},
+    )
+
+
+def _texts(
+    task: TaskRecord, selected: Sequence[SelectedBlock], pasts: Sequence[PastTask], cut_to: Cuts
+) -> list[str]:
+    """The texts the turn renders, but memory bodies (checked as rendered): the nonce occurs in none."""
+    texts = [task.description, *(s.entry_id for s in selected)]
+    for p in pasts:
+        texts += [p.task.task_id, *(t.role for t in p.turns)]
+        allowance = cut_to.history[p.task.task_id]
+        texts += [text[:chars] for _, text, chars in past_texts(p.task, p.turns, allowance)]
+    return texts

@@ -7,7 +7,6 @@ relevant means true abstention.
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import TYPE_CHECKING
 
 import anyio
@@ -15,30 +14,28 @@ import attrs
 
 from ._actor import DEFAULT_CONCURRENCY, DEFAULT_MAILBOX_SIZE, SourceActor
 from ._breaker import DEFAULT_COOLDOWN, DEFAULT_MAX_COOLDOWN, DEFAULT_THRESHOLD, CircuitBreaker
-from ._exceptions import BrokerClosedError, ConfigError, FieldError, ValidationError
-from ._fields import count_errors, text_errors
+from ._exceptions import BrokerClosedError, ConfigError, ValidationError
+from ._fields import MODE, POSITIVE, RECALL_MODES, SECONDS, seconds
 from ._floor import Fate, fates, select, tally
 from ._gather import gather
 from ._model import (
-    MEMORY_TYPES,
+    DEFAULT_MODE,
     Candidate,
     Namespace,
     SelectionResult,
     SessionContext,
     SourceOutcome,
     SourceStatus,
+    TurnRequest,
 )
 from ._queue import TurnQueue, default_max_turns
-from .abc import RECALL_MODES, Source, SourceRequest
+from .abc import ModalSource, Source, SourceRequest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Sequence
 
 DEFAULT_DEADLINE = 0.1
 """Seconds a turn waits for its sources."""
-
-DEFAULT_MODE = "lexical"
-"""The mode reported when neither the call nor the selector names one."""
 
 DEFAULT_MAX_TURNS = default_max_turns()
 """Turns a selector serves at once by default (one per usable CPU, at least 2)."""
@@ -53,7 +50,7 @@ class MemorySelector:
 
     _actors: tuple[SourceActor, ...]
     _deadline: float
-    _mode: str | None = None
+    _mode: str = DEFAULT_MODE
     _queue: TurnQueue = attrs.field(factory=lambda: TurnQueue(None))
     _closed: bool = attrs.field(default=False, init=False)
 
@@ -66,6 +63,49 @@ class MemorySelector:
     def closed(self) -> bool:
         """True after `open_selector` exited."""
         return self._closed
+
+    @property
+    def deadline(self) -> float:
+        """Seconds a turn takes at most when its call names no deadline."""
+        return self._deadline
+
+    @property
+    def mode(self) -> str:
+        """The recall mode of a turn that names none, resolved when the selector opened: the
+        `mode=` of `open_selector`, else the sources' own (`broker.abc.ModalSource`), else
+        lexical. Sources are asked in it and the trace reports it."""
+        return self._mode
+
+    def request(  # noqa: PLR0913 - select_for_task's keywords, built into one value
+        self,
+        task_description: str,
+        *,
+        namespace: Namespace,
+        types: Iterable[str] | None = None,
+        budget: int = 10,
+        context: SessionContext | None = None,
+        deadline: float | None = None,
+        mode: str | None = None,
+    ) -> TurnRequest:
+        """The `TurnRequest` of a call: `deadline` seconds from now (default the selector's),
+        `mode` or the selector's. Raises one ValidationError naming every bad field."""
+        errors = SECONDS.optional().errors("deadline", deadline)
+        timeout = self._deadline if deadline is None or errors else deadline
+        try:
+            request = TurnRequest(
+                task=task_description,
+                namespace=namespace,
+                deadline=anyio.current_time() + timeout,
+                mode=self._mode if mode is None else mode,
+                types=types,  # TurnRequest makes it a tuple
+                budget=budget,
+                context=context,
+            )
+        except ValidationError as exc:
+            errors = [*exc.errors, *errors]
+        if errors:
+            raise ValidationError(errors)
+        return request
 
     async def select_for_task(  # noqa: PLR0913 - the one API, keyword-only
         self,
@@ -85,9 +125,9 @@ class MemorySelector:
         (`open_selector(max_turns=...)`; `result.queued_ms`): a turn that could not be served
         in time answers with every source `overloaded`. Raises ValidationError on bad input
         and BrokerClosedError after close; a source problem never raises, it shows as that
-        source's status in `result.sources`.
+        source's status in `result.sources`. `select(selector.request(...))` is the same.
         """
-        result, _ = await self._select(
+        request = self.request(
             task_description,
             namespace=namespace,
             types=types,
@@ -96,7 +136,18 @@ class MemorySelector:
             deadline=deadline,
             mode=mode,
         )
+        return await self.select(request)
+
+    async def select(self, request: TurnRequest) -> SelectionResult:
+        """Select for a built request (`request`, or the broker's); see `select_for_task`."""
+        result, _ = await self._select(request)
         return result
+
+    async def explain(self, request: TurnRequest) -> tuple[SelectionResult, tuple[Fate, ...]]:
+        """`select`, and the fate of every candidate the sources returned (selected, below the
+        floor, deduplicated, cut by the budget), as `context-broker explain` shows."""
+        result, candidates = await self._select(request)
+        return result, fates(candidates, budget=request.budget)
 
     async def explain_task(  # noqa: PLR0913 - select_for_task's keywords
         self,
@@ -109,9 +160,8 @@ class MemorySelector:
         deadline: float | None = None,
         mode: str | None = None,
     ) -> tuple[SelectionResult, tuple[Fate, ...]]:
-        """`select_for_task`, and the fate of every candidate the sources returned (selected,
-        below the floor, deduplicated, cut by the budget), as `context-broker explain` shows."""
-        result, candidates = await self._select(
+        """`explain` of the call's request (`select_for_task`'s keywords)."""
+        request = self.request(
             task_description,
             namespace=namespace,
             types=types,
@@ -120,53 +170,33 @@ class MemorySelector:
             deadline=deadline,
             mode=mode,
         )
-        return result, fates(candidates, budget=budget)
+        return await self.explain(request)
 
-    async def _select(  # noqa: PLR0913 - select_for_task's keywords
-        self,
-        task_description: str,
-        *,
-        namespace: Namespace,
-        types: Iterable[str] | None,
-        budget: int,
-        context: SessionContext | None,
-        deadline: float | None,
-        mode: str | None,
-    ) -> tuple[SelectionResult, tuple[Candidate, ...]]:
+    async def _select(self, request: TurnRequest) -> tuple[SelectionResult, tuple[Candidate, ...]]:
         if self._closed:
             raise BrokerClosedError("the memory selector is closed")
-        checked_types = _check_call(
-            task=task_description,
-            namespace=namespace,
-            types=types,
-            budget=budget,
-            deadline=deadline,
-            mode=mode,
+        asked = SourceRequest(
+            task=request.task,
+            namespace=request.namespace,
+            types=request.types,
+            limit=max(request.budget, MIN_SOURCE_LIMIT),
+            context=request.context,
+            mode=request.mode,
         )
-        request = SourceRequest(
-            task=task_description,
-            namespace=namespace,
-            types=checked_types,
-            limit=max(budget, MIN_SOURCE_LIMIT),
-            context=context,
-            mode=mode or self._mode,
-        )
-        timeout = self._deadline if deadline is None else deadline
-        until = anyio.current_time() + timeout
-        async with self._queue.slot(until) as slot:
+        async with self._queue.slot(request.deadline) as slot:
             if slot.admitted:
-                candidates, outcomes = await gather(self._actors, request, deadline=until)
+                candidates, outcomes = await gather(self._actors, asked, deadline=request.deadline)
             else:
                 candidates, outcomes = (), self._overloaded(slot.queued)
         memories, history = tally(candidates)
         result = SelectionResult(
-            blocks=select(candidates, budget=budget),
+            blocks=select(candidates, budget=request.budget),
             candidates_evaluated=memories.candidates + history.candidates,
             memories=memories,
             history=history,
-            types_queried=checked_types,
+            types_queried=request.types,
             sources=outcomes,
-            mode=request.mode or DEFAULT_MODE,
+            mode=request.mode,
             qpp=max((c.qpp for c in candidates if c.qpp is not None), default=None),
             queued_ms=1000 * slot.queued,
         )
@@ -185,92 +215,60 @@ class MemorySelector:
             actor.stop()
 
 
-def _check_call(  # noqa: PLR0913 - validates every argument of the API at once
-    *,
-    task: object,
-    namespace: object,
-    types: Iterable[str] | None,
-    budget: object,
-    deadline: object,
-    mode: object,
-) -> tuple[str, ...] | None:
-    """Check every argument; raise one ValidationError listing every problem."""
-    # The same rules as the store's recall, so every source receives only input it accepts.
-    errors = text_errors("task", task) + count_errors("budget", budget)
-    if not isinstance(namespace, Namespace):
-        errors.append(FieldError(field="namespace", code="type", message="must be a Namespace"))
-    if deadline is not None and not _positive(deadline):
-        errors.append(FieldError(field="deadline", code="range", message="must be seconds > 0"))
-    if mode is not None and mode not in RECALL_MODES:
-        errors.append(
-            FieldError(field="mode", code="unknown", message=f"must be one of {', '.join(RECALL_MODES)}")
+@attrs.frozen(kw_only=True)
+class _Options:
+    """`open_selector`'s options, checked together."""
+
+    deadline: float
+    mailbox_size: int
+    concurrency: int
+    breaker_threshold: int
+    breaker_cooldown: float
+    breaker_max_cooldown: float
+    mode: str | None
+    max_turns: int | None
+
+    def check(self, sources: Sequence[object]) -> None:
+        """Raise one ConfigError listing every problem of the options and the sources."""
+        problems = [f"{s!r} is not a broker.abc.Source" for s in sources if not isinstance(s, Source)]
+        names = [s.name for s in sources if isinstance(s, Source)]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            problems.append(f"duplicate source names: {', '.join(duplicates)}")
+        problems += [
+            *SECONDS.problem("deadline", self.deadline),
+            *POSITIVE.problem("mailbox_size", self.mailbox_size),
+            *POSITIVE.problem("concurrency", self.concurrency),
+            *POSITIVE.problem("breaker_threshold", self.breaker_threshold),
+            *seconds(zero=True).problem("breaker_cooldown", self.breaker_cooldown),
+            *SECONDS.problem("breaker_max_cooldown", self.breaker_max_cooldown),
+            *MODE.optional().problem("mode", self.mode),
+            *POSITIVE.optional().problem("max_turns", self.max_turns),
+        ]
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    def actor(self, source: Source) -> SourceActor:
+        """The actor that runs `source` under these options."""
+        return SourceActor(
+            source,
+            mailbox_size=self.mailbox_size,
+            concurrency=self.concurrency,
+            breaker=CircuitBreaker(
+                threshold=self.breaker_threshold,
+                cooldown=self.breaker_cooldown,
+                max_cooldown=max(self.breaker_max_cooldown, self.breaker_cooldown),
+            ),
         )
-    checked, type_errors = _check_types(types)
-    errors.extend(type_errors)
-    if errors:
-        raise ValidationError(errors)
-    return checked
 
 
-def _check_types(types: Iterable[str] | None) -> tuple[tuple[str, ...] | None, list[FieldError]]:
-    if types is None:
-        return None, []
-    if isinstance(types, str):
-        return None, [FieldError(field="types", code="type", message="must be a list of type names")]
-    checked = tuple(dict.fromkeys(types))
-    if not checked:
-        return None, [FieldError(field="types", code="empty", message="must name at least one type")]
-    unknown = [t for t in checked if t not in MEMORY_TYPES]
-    if unknown:
-        message = f"unknown {', '.join(map(repr, unknown))}; known: {', '.join(MEMORY_TYPES)}"
-        return None, [FieldError(field="types", code="unknown", message=message)]
-    return checked, []
-
-
-def _positive(value: object) -> bool:
-    return (
-        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    )
-
-
-def _check_config(  # noqa: PLR0913 - one check per option of open_selector
-    *,
-    sources: Sequence[object],
-    deadline: float,
-    mailbox_size: int,
-    concurrency: int,
-    breaker_threshold: int,
-    breaker_cooldown: float,
-    breaker_max_cooldown: float,
-    mode: str | None,
-    max_turns: int | None,
-) -> None:
-    problems = [f"{s!r} is not a broker.abc.Source" for s in sources if not isinstance(s, Source)]
-    names = [s.name for s in sources if isinstance(s, Source)]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        problems.append(f"duplicate source names: {', '.join(duplicates)}")
-    if not _positive(deadline):
-        problems.append("deadline must be seconds > 0")
-    for label, value in (
-        ("mailbox_size", mailbox_size),
-        ("concurrency", concurrency),
-        ("breaker_threshold", breaker_threshold),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"{label} must be an integer >= 1")
-    if not _positive(breaker_cooldown) and breaker_cooldown != 0:
-        problems.append("breaker_cooldown must be seconds >= 0")
-    if not _positive(breaker_max_cooldown):
-        problems.append("breaker_max_cooldown must be seconds > 0")
-    if mode is not None and mode not in RECALL_MODES:
-        problems.append(f"mode must be one of {', '.join(RECALL_MODES)}")
-    if max_turns is not None and (
-        isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
-    ):
-        problems.append("max_turns must be an integer >= 1 or None")
-    if problems:
-        raise ConfigError("; ".join(problems))
+def resolve_mode(sources: Sequence[Source], mode: str | None) -> str:
+    """The selector's recall mode: `mode`, else the first the sources name as their own
+    (`ModalSource.default_mode`), else `DEFAULT_MODE`."""
+    if mode is not None:
+        return mode
+    named = (s.default_mode for s in sources if isinstance(s, ModalSource))
+    return next((m for m in named if m in RECALL_MODES), DEFAULT_MODE)
 
 
 @contextlib.asynccontextmanager
@@ -291,6 +289,9 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     Every source is opened before any turn's deadline runs. On exit every actor stops, every
     task ends and every source is closed.
 
+    `mode` is the recall mode of every turn that names none; without it the sources' own
+    (a store's sources say their store's, `ModalSource`), else lexical (`MemorySelector.mode`).
+
     A source whose `open()` raises is reported `failed` on every turn; it does not stop the
     others. A source that fails `breaker_threshold` turns in a row (errors, or late while
     every other source was in time) is skipped for `breaker_cooldown` seconds, then probed;
@@ -302,8 +303,7 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
     deadline (`broker._queue`). Raises ConfigError on bad options.
     """
     sources = tuple(sources)
-    _check_config(
-        sources=sources,
+    options = _Options(
         deadline=deadline,
         mailbox_size=mailbox_size,
         concurrency=concurrency,
@@ -313,28 +313,24 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
         mode=mode,
         max_turns=max_turns,
     )
-    actors = tuple(
-        SourceActor(
-            source,
-            mailbox_size=mailbox_size,
-            concurrency=concurrency,
-            breaker=CircuitBreaker(
-                threshold=breaker_threshold,
-                cooldown=breaker_cooldown,
-                max_cooldown=max(breaker_max_cooldown, breaker_cooldown),
-            ),
-        )
-        for source in sources
-    )
+    options.check(sources)
+    actors = tuple(options.actor(source) for source in sources)
+    selector = MemorySelector(actors, deadline, resolve_mode(sources, mode), TurnQueue(max_turns))
+    async with _running(selector, actors):
+        yield selector
+
+
+@contextlib.asynccontextmanager
+async def _running(selector: MemorySelector, actors: Sequence[SourceActor]) -> AsyncIterator[None]:
+    """Start every actor, then run the body; on exit close the selector and stop them all."""
     # The body's own exception is carried out of the task group by hand so that callers get
     # it as raised, not wrapped in an ExceptionGroup by the task group.
     body_error: BaseException | None = None
     async with anyio.create_task_group() as tg:
-        selector = MemorySelector(actors, deadline, mode, TurnQueue(max_turns))
         try:
             for actor in actors:
                 await tg.start(actor.run)
-            yield selector
+            yield
         except GeneratorExit:
             raise
         except BaseException as exc:  # noqa: BLE001 - re-raised below, outside the task group

@@ -8,16 +8,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
+from ._fields import RECALL_MODES
 from ._model import Candidate, Namespace, SelectionResult, SessionContext
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ._broker import Context, Turn
-
-RECALL_MODES: tuple[str, ...] = ("lexical", "dense", "hybrid")
-"""Recall modes; every one floors the same calibrated probability."""
+    from ._model import Context, Turn
 
 
 @attrs.frozen(kw_only=True)
@@ -59,6 +57,18 @@ class Source(Protocol):
         What it returns is checked by `broker.validate_candidate`: a malformed candidate
         fails this source for the turn, and a text is cut to `MAX_TEXT_CHARS`.
         """
+        ...
+
+
+@runtime_checkable
+class ModalSource(Protocol):
+    """A source that says which recall mode it runs when a request names none (a store's
+    sources: their store's). A selector opened without `mode=` takes it, so the mode the
+    sources run and the mode the trace reports are one."""
+
+    @property
+    def default_mode(self) -> str:
+        """One of `RECALL_MODES`."""
         ...
 
 
@@ -161,6 +171,7 @@ __all__ = [
     "ConversationStateRepository",
     "ConversationTurn",
     "Embedder",
+    "ModalSource",
     "Namespace",
     "SessionContext",
     "Source",

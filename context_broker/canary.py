@@ -39,6 +39,7 @@ from broker import (
     Namespace,
     SelectionResult,
     Turn,
+    TurnRequest,
     open_broker,
 )
 from broker._trace import TURN_COMPLETED
@@ -195,9 +196,17 @@ class _RecordingSelector:
     inner: MemorySelector
     keys: list[str] = attrs.field(factory=list)
 
-    async def select_for_task(self, task_description: str, **kw: Any) -> SelectionResult:  # noqa: ANN401
-        self.keys.append(task_description)
-        return await self.inner.select_for_task(task_description, **kw)
+    @property
+    def deadline(self) -> float:
+        return self.inner.deadline
+
+    @property
+    def mode(self) -> str:
+        return self.inner.mode
+
+    async def select(self, request: TurnRequest) -> SelectionResult:
+        self.keys.append(request.task)
+        return await self.inner.select(request)
 
 
 class _Checks:

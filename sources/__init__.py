@@ -14,6 +14,7 @@ from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
 from ._embedder import MiniLMEmbedder as MiniLMEmbedder
 from ._embedder import load_default_embedder as load_default_embedder
+from ._exceptions import StoreError as StoreError
 from ._graphs import GraphSource as GraphSource
 from ._graphs import GraphWriter as GraphWriter
 from ._memorules import CONFIDENCE_LEVELS as CONFIDENCE_LEVELS
@@ -87,6 +88,7 @@ __all__ = [
     "Recalled",
     "Scorer",
     "SqliteTaskRepository",
+    "StoreError",
     "StoreReader",
     "StoreSource",
     "WriterSession",

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import attrs
 
-from broker import BrokerClosedError, ConfigError, StoreError
+from broker import BrokerClosedError, ConfigError
 from broker.log import get_logger
 
 from . import _identity, _schema
+from ._exceptions import StoreError
 from ._txn import immediate, rollback
 
 logger = get_logger(__name__)

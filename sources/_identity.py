@@ -10,8 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from broker import StoreError
-
+from ._exceptions import StoreError
 from ._txn import immediate
 
 APPLICATION_ID = 0x63747862

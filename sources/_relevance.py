@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from broker import FieldError, ValidationError
+from broker import RECALL_MODES, FieldError, ValidationError
 
 from . import _calibration_constants as constants
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ._matrix import Hit
 
 
-MODES: Final = ("lexical", "dense", "hybrid")
+MODES: Final = RECALL_MODES
 """Recall modes; the floor means the same probability in each."""
 DENSE_MODES: Final = frozenset({"dense", "hybrid"})
 

@@ -23,13 +23,13 @@ import attrs
 import numpy as np
 
 from broker import BrokerClosedError, Candidate, Namespace, ValidationError
-from broker._threads import run_sync_interruptible
 
 from . import _analysis, _index, _results, _validate, _vectors
 from ._relevance import DENSE_MODES, LexicalHit, QueryProfile, lexical_features, lexical_probability
 from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
+from ._threads import run_sync_interruptible
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -162,6 +162,11 @@ class ReaderSource:
     name: ClassVar[str] = "abstract"
     _reader: StoreReader
     _closed: bool = attrs.field(default=False, init=False)
+
+    @property
+    def default_mode(self) -> str:
+        """The recall mode of a request that names none: the store's (`broker.abc.ModalSource`)."""
+        return self._reader.store.mode
 
     async def open(self) -> None:
         """Check the store is usable, open a reader connection and warm the store (the model's

@@ -39,6 +39,7 @@ from ._reference import compute_reference
 from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight
+from ._source_base import recall_depth
 
 if TYPE_CHECKING:
     import sqlite3
@@ -640,7 +641,7 @@ class MemoryStore:
         prof = self.profile_on(conn, ns_id, query)
         if ns_id is None or not prof.terms:
             return []
-        k = max(4 * limit, 50)
+        k = recall_depth(limit)
         if mode == "lexical" and not prof.present:
             return []
         scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)

@@ -19,10 +19,10 @@ import anyio
 import attrs
 
 from broker import FieldError, Namespace, ValidationError
-from broker._threads import run_sync_interruptible
 from broker.abc import ConversationTurn, TaskRecord
 
 from . import _index, _validate
+from ._threads import run_sync_interruptible
 
 if TYPE_CHECKING:
     import sqlite3

@@ -16,7 +16,7 @@ import anyio
 import attrs
 
 from broker import MEMORY_TYPES, RECALL_MIN_SCORE, Turn, open_broker, query_of
-from broker._broker import DEFAULT_SELECT_BUDGET
+from broker._model import DEFAULT_SELECT_BUDGET
 from broker._floor import SELECTED
 from broker.abc import TaskRecord
 from context_broker.wiring import open_default_selector, open_store_in_thread

@@ -11,8 +11,16 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import BrokerClosedError, ConfigError, Namespace, SessionContext, ValidationError
-from broker._broker import Context, Turn, open_broker
+from broker import (
+    BrokerClosedError,
+    ConfigError,
+    Context,
+    Namespace,
+    SessionContext,
+    Turn,
+    ValidationError,
+    open_broker,
+)
 from broker._render import active_task_header, past_task_label
 from broker._selector import open_selector
 from broker._tokens import EstimatingTokenCounter
@@ -257,8 +265,10 @@ class ExplodingSelector:
     """A selector that raises on every call, as a misconfigured one would."""
 
     calls: int = 0
+    deadline: float = 0.1
+    mode: str = "lexical"
 
-    async def select_for_task(self, task_description: str, **kw: object) -> object:  # noqa: ARG002, D102
+    async def select(self, request: object) -> object:  # noqa: ARG002, D102
         self.calls += 1
         raise RuntimeError("misconfigured")
 

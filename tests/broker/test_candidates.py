@@ -17,9 +17,10 @@ from broker import (
     CandidateError,
     Namespace,
     SourceStatus,
+    Turn,
+    open_broker,
     validate_candidate,
 )
-from broker._broker import Turn, open_broker
 from broker._candidates import validate_candidates
 from broker._selector import open_selector
 from broker.testing import FakeSource, HangingSource, make_candidate

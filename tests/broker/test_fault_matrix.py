@@ -29,11 +29,11 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import MAX_TEXT_CHARS, Candidate, Namespace, SelectionResult, StoreError
-from broker._broker import Turn, open_broker
+from broker import MAX_TEXT_CHARS, Candidate, Namespace, SelectionResult, Turn, TurnRequest, open_broker
 from broker._selector import open_selector
 from broker.abc import SourceRequest, TaskRecord
 from broker.testing import FakeSource, make_candidate
+from sources import StoreError
 
 if TYPE_CHECKING:
     from broker import MemorySelector
@@ -156,10 +156,20 @@ class Recording:
     inner: MemorySelector
     results: list[SelectionResult | BaseException] = attrs.field(factory=list)
 
-    async def select_for_task(self, task_description: str, **kwargs: Any) -> SelectionResult:
+    @property
+    def deadline(self) -> float:
+        """The selector's deadline."""
+        return self.inner.deadline
+
+    @property
+    def mode(self) -> str:
+        """The selector's mode."""
+        return self.inner.mode
+
+    async def select(self, request: TurnRequest) -> SelectionResult:
         """Select, remembering the result or the exception."""
         try:
-            result = await self.inner.select_for_task(task_description, **kwargs)
+            result = await self.inner.select(request)
         except Exception as exc:
             self.results.append(exc)
             raise

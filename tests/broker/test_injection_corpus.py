@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from injection_corpus import Payload, payloads, structural_problems
 
-from broker import Namespace
-from broker._broker import Context, Turn, open_broker
+from broker import Context, Namespace, Turn, open_broker
 from broker._render import CONTINUATION, active_task_header, broker_note, past_task_label, render_past_task
 from broker._selector import open_selector
 from broker.abc import ConversationTurn, TaskRecord

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import StoreError
+from sources import StoreError
 from context_broker import wiring
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker import ConfigError, Namespace, StoreError
-from sources import MemoryStore
+from broker import ConfigError, Namespace
+from sources import MemoryStore, StoreError
 from sources._db import Database
 
 NS = Namespace(tenant_id="t")
@@ -114,7 +114,8 @@ def test_unknown_durability_is_a_config_error_before_the_file_is_touched(tmp_pat
 
 
 _FULL_DISK_WRITES = """
-from broker import Namespace, StoreError
+from broker import Namespace
+from sources import StoreError
 from sources import MemoryStore, NewEntry
 
 ns = Namespace(tenant_id="t")

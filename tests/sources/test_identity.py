@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker import Namespace, StoreError
-from sources import MemoryStore
+from broker import Namespace
+from sources import MemoryStore, StoreError
 from sources._identity import APPLICATION_ID
 from sources._schema import MIGRATIONS, SCHEMA_VERSION
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, StoreError, ValidationError
+from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, ValidationError
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, ensure_memory_type_column
+from sources import MemoryStore, NewEntry, StoreError, ensure_memory_type_column
 
 A = Namespace(tenant_id="acme", project_id="p1")
 B = Namespace(tenant_id="globex", project_id="p1")

@@ -11,7 +11,7 @@ import time
 import anyio
 import pytest
 
-from broker._threads import run_sync_interruptible
+from sources._threads import run_sync_interruptible
 
 BACKENDS = ["trio", "asyncio"]
 LONG_COUNT = (
