@@ -76,37 +76,6 @@ class MemorySelector:
         lexical. Sources are asked in it and the trace reports it."""
         return self._mode
 
-    def request(  # noqa: PLR0913 - select_for_task's keywords, built into one value
-        self,
-        task_description: str,
-        *,
-        namespace: Namespace,
-        types: Iterable[str] | None = None,
-        budget: int = 10,
-        context: SessionContext | None = None,
-        deadline: float | None = None,
-        mode: str | None = None,
-    ) -> TurnRequest:
-        """The `TurnRequest` of a call: `deadline` seconds from now (default the selector's),
-        `mode` or the selector's. Raises one ValidationError naming every bad field."""
-        errors = SECONDS.optional().errors("deadline", deadline)
-        timeout = self._deadline if deadline is None or errors else deadline
-        try:
-            request = TurnRequest(
-                task=task_description,
-                namespace=namespace,
-                deadline=anyio.current_time() + timeout,
-                mode=self._mode if mode is None else mode,
-                types=types,  # TurnRequest makes it a tuple
-                budget=budget,
-                context=context,
-            )
-        except ValidationError as exc:
-            errors = [*exc.errors, *errors]
-        if errors:
-            raise ValidationError(errors)
-        return request
-
     async def select_for_task(  # noqa: PLR0913 - the one API, keyword-only
         self,
         task_description: str,
@@ -125,21 +94,30 @@ class MemorySelector:
         (`open_selector(max_turns=...)`; `result.queued_ms`): a turn that could not be served
         in time answers with every source `overloaded`. Raises ValidationError on bad input
         and BrokerClosedError after close; a source problem never raises, it shows as that
-        source's status in `result.sources`. `select(selector.request(...))` is the same.
+        source's status in `result.sources`.
         """
-        request = self.request(
-            task_description,
-            namespace=namespace,
-            types=types,
-            budget=budget,
-            context=context,
-            deadline=deadline,
-            mode=mode,
-        )
+        errors = SECONDS.optional().errors("deadline", deadline)
+        timeout = self._deadline if deadline is None or errors else deadline
+        try:
+            request = TurnRequest(
+                task=task_description,
+                namespace=namespace,
+                deadline=anyio.current_time() + timeout,
+                mode=self._mode if mode is None else mode,
+                types=types,  # TurnRequest makes it a tuple
+                budget=budget,
+                context=context,
+            )
+        except ValidationError as exc:
+            errors = [*exc.errors, *errors]
+        if errors:
+            raise ValidationError(errors)
         return await self.select(request)
 
     async def select(self, request: TurnRequest) -> SelectionResult:
-        """Select for a built request (`request`, or the broker's); see `select_for_task`."""
+        """Select for a built request (the broker's, or a host's: `TurnRequest` with
+        `deadline=anyio.current_time() + selector.deadline` and `mode=selector.mode` for the
+        defaults); see `select_for_task`."""
         result, _ = await self._select(request)
         return result
 
@@ -148,29 +126,6 @@ class MemorySelector:
         floor, deduplicated, cut by the budget), as `context-broker explain` shows."""
         result, candidates = await self._select(request)
         return result, fates(candidates, budget=request.budget)
-
-    async def explain_task(  # noqa: PLR0913 - select_for_task's keywords
-        self,
-        task_description: str,
-        *,
-        namespace: Namespace,
-        types: Iterable[str] | None = None,
-        budget: int = 10,
-        context: SessionContext | None = None,
-        deadline: float | None = None,
-        mode: str | None = None,
-    ) -> tuple[SelectionResult, tuple[Fate, ...]]:
-        """`explain` of the call's request (`select_for_task`'s keywords)."""
-        request = self.request(
-            task_description,
-            namespace=namespace,
-            types=types,
-            budget=budget,
-            context=context,
-            deadline=deadline,
-            mode=mode,
-        )
-        return await self.explain(request)
 
     async def _select(self, request: TurnRequest) -> tuple[SelectionResult, tuple[Candidate, ...]]:
         if self._closed:
@@ -286,20 +241,14 @@ async def open_selector(  # noqa: PLR0913 - keyword-only options with defaults
 ) -> AsyncIterator[MemorySelector]:
     """Open every source, run one actor per source, and yield the selector.
 
-    Every source is opened before any turn's deadline runs. On exit every actor stops, every
-    task ends and every source is closed.
-
-    `mode` is the recall mode of every turn that names none; without it the sources' own
-    (a store's sources say their store's, `ModalSource`), else lexical (`MemorySelector.mode`).
-
-    A source whose `open()` raises is reported `failed` on every turn; it does not stop the
-    others. A source that fails `breaker_threshold` turns in a row (errors, or late while
-    every other source was in time) is skipped for `breaker_cooldown` seconds, then probed;
-    each failed probe doubles the cooldown, up to `breaker_max_cooldown` (or the first
-    cooldown, if longer).
-
-    At most `max_turns` turns are served at once (default: one per usable CPU, at least 2;
-    None: no limit); more wait in line, first come first served, inside their own
+    Every source is opened before any turn's deadline runs; on exit every actor stops, every
+    task ends and every source is closed. `deadline` and `mode` are those of a turn that
+    names none (`mode` None: the sources' own, `MemorySelector.mode`). A source whose
+    `open()` raises is `failed` on every turn, without stopping the others. A source failing
+    `breaker_threshold` turns in a row (errors, or late while the others were in time) is
+    skipped for `breaker_cooldown` seconds, then probed; each failed probe doubles the
+    cooldown, up to `breaker_max_cooldown` (or the first cooldown, if longer). At most
+    `max_turns` turns run at once (None: no limit), more wait in line inside their own
     deadline (`broker._queue`). Raises ConfigError on bad options.
     """
     sources = tuple(sources)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import attrs
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, Turn, open_broker, query_of
+from broker import MEMORY_TYPES, RECALL_MIN_SCORE, Turn, TurnRequest, open_broker, query_of
 from broker._model import DEFAULT_SELECT_BUDGET
 from broker._floor import SELECTED
 from broker.abc import TaskRecord
@@ -99,13 +99,15 @@ async def _explain(args: argparse.Namespace, app: App) -> dict[str, Any]:
             store, deadline=args.deadline_ms / 1000.0, source_floor=0.0
         ) as selector:
             query = query_of(args.task, args.message)
-            result, fates = await selector.explain_task(
-                query,
+            request = TurnRequest(
+                task=query,
                 namespace=app.namespace,
+                deadline=anyio.current_time() + selector.deadline,
+                mode=args.mode or selector.mode,
                 types=parse_types(args.types),
                 budget=args.budget,
-                mode=args.mode,
             )
+            result, fates = await selector.explain(request)
             context = await _turn(selector, store, app.namespace, args)
     finally:
         store.close()
