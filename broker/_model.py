@@ -389,7 +389,8 @@ class PastTask:
 
 
 def _spec_kind(block: Block) -> str:
-    return BLOCKS[block.name].kind
+    spec = BLOCKS.get(block.name)
+    return "" if spec is None else spec.kind  # an unknown name fails its own validator
 
 
 @attrs.frozen(kw_only=True)

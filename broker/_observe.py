@@ -69,11 +69,13 @@ def observed(observer: TurnObserver | None, turn: Turn) -> Iterator[TurnRecorder
     if observer is None:
         yield NoRecorder()
         return
+    step = "turn"
     try:
         manager = observer.turn(turn)
+        step = "enter"
         recorder = manager.__enter__()
     except Exception as exc:  # noqa: BLE001 - an observer never fails a turn
-        _failed(turn, "enter", exc)
+        _failed(turn, step, exc)
         yield NoRecorder()
         return
     error: BaseException | None = None

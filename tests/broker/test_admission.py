@@ -183,3 +183,21 @@ def test_bad_budgets_and_repeated_keys_are_config_errors():
         admit([TASK], memory_budget=-1, input_budget=10)
     with pytest.raises(ConfigError, match="repeated"):
         admit([TASK, TASK], memory_budget=1, input_budget=10)
+
+
+def test_admission_returns_the_blocks_it_was_given():
+    """Rendered blocks go in and the same blocks come out, admitted or dropped: nothing to join by key."""
+    from broker import Block  # noqa: PLC0415
+
+    task = Block(name="user", text="task", tokens=50, entry_id="t")
+    rules = [
+        Block(name="memorules", text=k, tokens=40, entry_id=k, score=s, rank=r)
+        for k, s, r in (("asserted", 0.95, 2), ("observed", 0.6, 0))
+    ]
+    past = Block(name="history", text="past", tokens=30, entry_id="h", score=0.9)
+    result = admit([*rules, past, task], memory_budget=40, input_budget=100)
+    assert result.admitted == (rules[1], task)
+    assert [(d.block, d.reason) for d in result.dropped] == [
+        (rules[0], REASON_MEMORY_BUDGET),
+        (past, REASON_INPUT_BUDGET),
+    ]

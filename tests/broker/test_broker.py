@@ -26,7 +26,7 @@ from broker._selector import open_selector
 from broker._tokens import EstimatingTokenCounter
 from broker._trace import trace_schema
 from broker.abc import ConversationTurn, TaskRecord
-from broker.testing import FailingSource, FakeSource, HangingSource, make_candidate
+from broker.testing import FailingSource, FakeSource, HangingSource, SlowSource, make_candidate
 from sources._db import Database
 from sources._tasks import SqliteTaskRepository
 
@@ -510,3 +510,82 @@ async def test_admitted_memory_tokens_never_exceed_the_budget(texts, budget):
     memories = [blk for blk in ctx.blocks if blk.kind == "memory"]
     assert all(blk.tokens == counter.count(blk.text) for blk in ctx.blocks)
     assert sum(blk.tokens for blk in memories) <= budget
+
+
+# --- one deadline for the task read, the selection and history -----------------------------
+
+
+@attrs.define
+class SlowTasks(MemoryTasks):
+    """In-memory repositories whose task read takes `read` seconds and whose turns never come."""
+
+    read: float = 0.0
+
+    async def get_task(self, task_id: str, *, namespace: Namespace) -> TaskRecord | None:  # noqa: D102
+        await trio.sleep(self.read)
+        return await super().get_task(task_id, namespace=namespace)
+
+    async def turns(self, task_id: str, *, namespace: Namespace) -> list[ConversationTurn]:  # noqa: ARG002, D102
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def slow_tasks(read: float) -> SlowTasks:
+    t0 = "2026-01-01T00:00:00+00:00"
+    records = {
+        task_id: TaskRecord(task_id=task_id, description=text, status=status, created_at=t0, updated_at=t0)
+        for task_id, text, status in (("active", ACTIVE, "active"), ("past", PAST, "completed"))
+    }
+    return SlowTasks(records, read=read)
+
+
+async def test_the_task_read_counts_against_the_turns_deadline(autojump_clock):
+    """A task read of 0.1 s leaves the sources 0.15 s of a 0.25 s turn: the turn ends at 0.25 s."""
+    tasks = slow_tasks(read=0.1)
+    async with (
+        open_selector([HangingSource("hang")], deadline=5) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        start = trio.current_time()
+        ctx = await b.assemble(turn(deadline=0.25))
+        assert trio.current_time() - start == pytest.approx(0.25, abs=1e-9)
+    assert [s["status"] for s in ctx.trace["sources"]] == ["timeout"]
+
+
+async def test_a_task_read_past_the_deadline_fails_the_turn_at_the_deadline(autojump_clock):
+    """The task read is bounded too: a read that outlasts the turn raises TimeoutError at its deadline."""
+    tasks = slow_tasks(read=10.0)
+    async with (
+        open_selector([FakeSource("fake")]) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        start = trio.current_time()
+        with pytest.raises(TimeoutError):
+            await b.assemble(turn(deadline=0.25))
+        assert trio.current_time() - start == pytest.approx(0.25, abs=1e-9)
+
+
+async def test_a_turn_without_a_deadline_has_the_selectors_from_its_start(autojump_clock):
+    """`Turn.deadline=None` is the selector's deadline, counted from the start of the turn, not of selection."""
+    tasks = slow_tasks(read=0.1)
+    async with (
+        open_selector([HangingSource("hang")], deadline=0.3) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        start = trio.current_time()
+        await b.assemble(turn())
+        assert trio.current_time() - start == pytest.approx(0.3, abs=1e-9)
+
+
+async def test_the_history_read_stops_at_the_same_deadline(autojump_clock):
+    """History gets what the selection left of the one deadline, no clock of its own."""
+    tasks = slow_tasks(read=0.0)
+    async with (
+        open_selector([SlowSource("fake", candidates=[past()], delay=0.1)], deadline=5) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        start = trio.current_time()
+        ctx = await b.assemble(turn(deadline=0.25))
+        assert trio.current_time() - start == pytest.approx(0.25, abs=1e-9)
+    assert ctx.trace["history_unavailable_reason"] == "history timeout"
+    assert ctx.trace["timings"]["total_ms"] == pytest.approx(250.0, abs=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import unicodedata
 
 import pytest
@@ -72,3 +73,60 @@ def test_a_namespace_part_is_stable_under_its_own_normalisation(text):
     assert Namespace(tenant_id=ns.tenant_id) == ns
     assert ns.tenant_id == ns.tenant_id.strip()
     assert unicodedata.is_normalized("NFKC", ns.tenant_id)
+
+
+# --- the turn's request and its blocks ------------------------------------------------------
+
+from broker import Block, TurnRequest  # noqa: E402
+from broker._model import context_order  # noqa: E402
+
+NS = Namespace(tenant_id="acme")
+
+
+def test_a_turn_request_names_every_bad_field_at_once():
+    """One ValidationError lists the task, namespace, budget, mode and types problems together."""
+    with pytest.raises(ValidationError) as caught:
+        TurnRequest(task=" ", namespace="acme", deadline=1.0, mode="psychic", budget=0, types=["dreams"])  # type: ignore[arg-type]
+    assert {e.field for e in caught.value.errors} == {"task", "namespace", "budget", "mode", "types"}
+
+
+def test_a_turn_requests_deadline_is_a_time_on_the_clock():
+    """The absolute deadline must be a number (NaN or a bool is refused); types become a tuple without repeats."""
+    with pytest.raises(ValidationError, match="deadline"):
+        TurnRequest(task="x", namespace=NS, deadline=math.nan)
+    with pytest.raises(ValidationError, match="deadline"):
+        TurnRequest(task="x", namespace=NS, deadline=True)
+    request = TurnRequest(task="x", namespace=NS, deadline=12.5, types=["self", "self", "semantic"])  # type: ignore[arg-type]
+    assert request.types == ("self", "semantic")
+
+
+def block(name: str, entry_id: str, *, score: float | None = None, rank: int | None = None) -> Block:
+    return Block(name=name, text=entry_id, tokens=1, entry_id=entry_id, score=score, rank=rank)
+
+
+def test_a_blocks_kind_comes_from_the_block_table():
+    """A block names its row of the table; its kind, priority and budget follow from it."""
+    assert (block("memorules", "r").kind, block("history", "h").kind, block("user", "t").kind) == (
+        "memory",
+        "history",
+        "task",
+    )
+    assert block("user", "t").evictable is False
+    assert block("memory", "m").memory is True
+    with pytest.raises(ValueError, match="name"):
+        block("nonsense", "x")
+
+
+def test_the_context_order_follows_the_table_and_a_sources_rank():
+    """Persona memories, memorules in their rank (not score), memories, consolidated, history, the task last."""
+    shuffled = [
+        block("user", "t"),
+        block("history", "h", score=0.9),
+        block("memorules", "r2", score=0.99, rank=2),
+        block("memory", "m", score=0.8),
+        block("memorules", "r0", score=0.5, rank=0),
+        block("consolidated", "c", score=0.95),
+        block("persona_memories", "p", score=0.6),
+        block("memorules", "r1", score=0.7, rank=1),
+    ]
+    assert [b.entry_id for b in context_order(shuffled)] == ["p", "r0", "r1", "r2", "m", "c", "h", "t"]

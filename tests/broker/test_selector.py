@@ -8,6 +8,7 @@ import math
 import time
 
 import anyio
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -22,6 +23,7 @@ from broker import (
     SessionContext,
     SourceStatus,
     Tally,
+    TurnRequest,
     ValidationError,
     count_errors,
     open_selector,
@@ -638,3 +640,49 @@ async def test_max_turns_must_be_a_positive_integer(bad):
     with pytest.raises(ConfigError, match="max_turns"):
         async with open_selector([FakeSource("store")], max_turns=bad):
             pass  # pragma: no cover
+
+
+# --- the recall mode ---------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class StoreLikeSource(FakeSource):
+    """A fake that says its own recall mode, as a store's sources say their store's."""
+
+    default_mode: str = "hybrid"
+
+
+async def test_without_a_mode_the_selector_takes_its_sources_and_asks_every_source_in_it():
+    """The mode the sources run and the mode the result reports are one: the sources' own."""
+    plain, store = FakeSource("plain"), StoreLikeSource("store", default_mode="hybrid")
+    async with open_selector([plain, store]) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert selector.mode == "hybrid"
+    assert result.mode == "hybrid"
+    assert [r.mode for r in (*plain.requests, *store.requests)] == ["hybrid", "hybrid"]
+
+
+async def test_an_explicit_mode_outranks_the_sources_own():
+    """`open_selector(mode=...)` is the mode of every turn that names none, whatever the sources say."""
+    store = StoreLikeSource("store", default_mode="hybrid")
+    async with open_selector([store], mode="lexical") as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert (selector.mode, result.mode, store.requests[0].mode) == ("lexical", "lexical", "lexical")
+
+
+async def test_with_no_source_naming_a_mode_the_selector_is_lexical():
+    """Fakes that name no mode get the default, and the request carries it (never None)."""
+    plain = FakeSource("plain")
+    async with open_selector([plain]) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert (selector.mode, result.mode, plain.requests[0].mode) == ("lexical", "lexical", "lexical")
+
+
+async def test_select_takes_a_built_request_with_its_absolute_deadline(autojump_clock):
+    """`select(TurnRequest)` stops every source at the request's own deadline, on the loop's clock."""
+    async with open_selector([HangingSource("hang")], deadline=5) as selector:
+        start = trio.current_time()
+        request = TurnRequest(task=TASK, namespace=NS, deadline=start + 0.2, mode=selector.mode)
+        result = await selector.select(request)
+        assert trio.current_time() - start == pytest.approx(0.2, abs=1e-9)
+    assert [s.status for s in result.sources] == [SourceStatus.TIMEOUT]

@@ -284,3 +284,16 @@ async def test_a_corrupt_page_fails_the_sources_that_read_it_and_the_turn_still_
     assert len(turns) == len(TASKS)
     assert any("failed" in t.values() for t in turns), turns
     assert all({"ok", "empty"} & set(t.values()) for t in turns), turns  # the others still answer
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+async def test_a_selector_without_a_mode_runs_and_traces_the_stores_mode(tmp_path: Path, mode: str) -> None:
+    """`open_selector(default_sources(store))` asks its sources in the store's mode and reports it."""
+    with MemoryStore.open(tmp_path / f"{mode}.db", mode=mode) as s:
+        populate(s, NS, "mine-")
+        sources = default_sources(s)
+        assert {source.default_mode for source in sources} == {mode}
+        async with open_selector(sources, deadline=30) as selector:
+            result = await selector.select_for_task(TASKS["store"], namespace=NS)
+    assert selector.mode == mode
+    assert result.mode == mode
