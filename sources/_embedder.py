@@ -22,7 +22,7 @@ from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
-from broker._exceptions import ConfigError
+from broker import ConfigError
 
 # onnxruntime (1.2x+) starts 1DS telemetry when it is imported: a device id and an event
 # queue of OS, CPU and container details under ~/.cache/Microsoft. Only this variable, set
