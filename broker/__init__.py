@@ -18,6 +18,7 @@ from ._fields import MAX_ID_CHARS as MAX_ID_CHARS
 from ._fields import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from ._fields import RECALL_MODES as RECALL_MODES
 from ._fields import count_errors as count_errors
+from ._fields import invisible_errors as invisible_errors
 from ._fields import text_errors as text_errors
 from ._floor import RECALL_MIN_SCORE as RECALL_MIN_SCORE
 from ._model import MEMORY_TYPES as MEMORY_TYPES
@@ -77,6 +78,7 @@ __all__ = [
     "ValidationError",
     "count_errors",
     "hidden_character",
+    "invisible_errors",
     "open_broker",
     "open_selector",
     "printable",

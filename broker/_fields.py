@@ -16,6 +16,7 @@ from typing import Any, TypeAlias, cast
 import attrs
 
 from ._exceptions import FieldError, ValidationError
+from ._text import hidden_character
 
 MAX_TEXT_CHARS = 32_000
 """Longest memory text, in characters: the store refuses longer writes, and the broker cuts
@@ -121,6 +122,15 @@ POSITIVE = integer(1)
 NON_NEGATIVE = integer(0)
 SECONDS = seconds()
 MODE = one_of(RECALL_MODES)
+
+
+def invisible_errors(field: str, value: str) -> list[FieldError]:
+    """A control or invisible character in an id or a name (`a\u200bcme`), named by its code point."""
+    hidden = hidden_character(value)
+    if hidden is None:
+        return []
+    message = f"must not contain control or invisible characters (found U+{ord(hidden):04X})"
+    return [FieldError(field=field, code="invisible", message=message)]
 
 
 def text_errors(field: str, text: object, *, max_chars: int = MAX_TEXT_CHARS) -> list[FieldError]:

@@ -25,9 +25,9 @@ from ._fields import (
     SECONDS,
     all_of,
     count_errors,
+    invisible_errors,
     text_errors,
 )
-from ._text import hidden_character
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -65,16 +65,7 @@ def _ns_errors(field: str, value: object) -> list[FieldError]:
     if len(value) > MAX_ID_CHARS:
         message = f"must be at most {MAX_ID_CHARS} characters"
         return [FieldError(field=field, code="too_long", message=message)]
-    hidden = hidden_character(value)
-    if hidden is not None:
-        return [
-            FieldError(
-                field=field,
-                code="invisible",
-                message=f"must not contain control or invisible characters (found U+{ord(hidden):04X})",
-            )
-        ]
-    return []
+    return invisible_errors(field, value)
 
 
 @attrs.frozen(kw_only=True)

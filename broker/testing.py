@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskStatus
 
+    from ._broker import Selector
+    from ._model import SelectionResult, TurnRequest
     from .abc import Source, SourceRequest
 
 DEFAULT_STALL_LIMIT = 0.025
@@ -180,6 +182,37 @@ class BlockingSource(FakeSource):
         return await super()._answer(request)
 
 
+@attrs.define(eq=False)
+class RecordingSelector:
+    """A selector as a broker sees it (`open_broker(selector=RecordingSelector(selector))`),
+    passing every turn through and recording its request and its result (or exception)."""
+
+    inner: Selector
+    requests: list[TurnRequest] = attrs.field(factory=list)
+    results: list[SelectionResult | Exception] = attrs.field(factory=list)
+
+    @property
+    def deadline(self) -> float:
+        """The inner selector's."""
+        return self.inner.deadline
+
+    @property
+    def mode(self) -> str:
+        """The inner selector's."""
+        return self.inner.mode
+
+    async def select(self, request: TurnRequest) -> SelectionResult:
+        """Select with the inner selector, recording the request and what came of it."""
+        self.requests.append(request)
+        try:
+            result = await self.inner.select(request)
+        except Exception as exc:
+            self.results.append(exc)
+            raise
+        self.results.append(result)
+        return result
+
+
 async def longest_loop_stall(work: Callable[[], Awaitable[object]], *, tick: float = 0.001) -> float:
     """Await `work()` while a ticker watches the event loop; return its longest stall in seconds.
 
@@ -252,6 +285,7 @@ __all__ = [
     "FailingSource",
     "FakeSource",
     "HangingSource",
+    "RecordingSelector",
     "SelfCancellingSource",
     "SlowSource",
     "check_source_never_blocks",

@@ -35,15 +35,13 @@ import structlog
 from broker import (
     Candidate,
     EstimatingTokenCounter,
-    MemorySelector,
     Namespace,
     SelectionResult,
     Turn,
-    TurnRequest,
     open_broker,
 )
 from broker._trace import TURN_COMPLETED
-from broker.testing import FailingSource, FakeSource
+from broker.testing import FailingSource, FakeSource, RecordingSelector
 from context_broker.wiring import open_default_selector, open_store, sample_lines
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, Writers
 
@@ -187,26 +185,6 @@ def _ids(ctx: Context, *, kind: str = "memory") -> set[str]:
 
 def _memory_blocks(ctx: Context) -> list[Any]:
     return [b for b in ctx.blocks if b.kind == "memory"]
-
-
-@attrs.define(eq=False)
-class _RecordingSelector:
-    """Passes every selection through, remembering the task text it was keyed on."""
-
-    inner: MemorySelector
-    keys: list[str] = attrs.field(factory=list)
-
-    @property
-    def deadline(self) -> float:
-        return self.inner.deadline
-
-    @property
-    def mode(self) -> str:
-        return self.inner.mode
-
-    async def select(self, request: TurnRequest) -> SelectionResult:
-        self.keys.append(request.task)
-        return await self.inner.select(request)
 
 
 class _Checks:
@@ -398,7 +376,7 @@ async def _observe(root: Path) -> Observed:
             async with (
                 open_default_selector(store, deadline=5.0, extra_sources=extra) as selector,
                 open_broker(
-                    selector=(recorder := _RecordingSelector(selector)), tasks=repo, conversations=repo
+                    selector=(recorder := RecordingSelector(selector)), tasks=repo, conversations=repo
                 ) as broker,
             ):
                 contexts = await _turns(broker)
@@ -407,7 +385,7 @@ async def _observe(root: Path) -> Observed:
         store.close()
     return Observed(
         contexts=contexts,
-        keys=tuple(recorder.keys),
+        keys=tuple(r.task for r in recorder.requests),
         past=past,
         completed_events=sum(1 for e in events if e.get("event") == TURN_COMPLETED),
     )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import attrs
 
 import broker
-from broker import MAX_ID_CHARS, FieldError, ValidationError, hidden_character
+from broker import MAX_ID_CHARS, FieldError, ValidationError, invisible_errors
 from broker import text_errors as text_errors  # noqa: PLC0414 - re-exported: the one text rule
 from broker.log import get_logger
 
@@ -71,15 +71,6 @@ def id_errors(field: str, value: object) -> list[FieldError]:
             )
         ]
     return invisible_errors(field, value)
-
-
-def invisible_errors(field: str, value: str) -> list[FieldError]:
-    """A control or invisible character in a name or an id (it could forge a line of output)."""
-    hidden = hidden_character(value)
-    if hidden is None:
-        return []
-    message = f"must not contain control or invisible characters (found U+{ord(hidden):04X})"
-    return [FieldError(field=field, code="invisible", message=message)]
 
 
 def key_errors(field: str, value: object, *, maximum: int, visible: bool = False) -> list[FieldError]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import attrs
@@ -29,14 +29,11 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import MAX_TEXT_CHARS, Candidate, Namespace, SelectionResult, Turn, TurnRequest, open_broker
+from broker import MAX_TEXT_CHARS, Candidate, Namespace, SelectionResult, Turn, open_broker
 from broker._selector import open_selector
 from broker.abc import SourceRequest, TaskRecord
-from broker.testing import FakeSource, make_candidate
+from broker.testing import FakeSource, RecordingSelector, make_candidate
 from sources import StoreError
-
-if TYPE_CHECKING:
-    from broker import MemorySelector
 
 NS = Namespace(tenant_id="acme", project_id="matrix")
 TASK = TaskRecord(
@@ -150,33 +147,6 @@ class ScriptedSource:
 
 
 @attrs.define(eq=False)
-class Recording:
-    """The selector as the broker sees it, keeping each turn's result (or its exception)."""
-
-    inner: MemorySelector
-    results: list[SelectionResult | BaseException] = attrs.field(factory=list)
-
-    @property
-    def deadline(self) -> float:
-        """The selector's deadline."""
-        return self.inner.deadline
-
-    @property
-    def mode(self) -> str:
-        """The selector's mode."""
-        return self.inner.mode
-
-    async def select(self, request: TurnRequest) -> SelectionResult:
-        """Select, remembering the result or the exception."""
-        try:
-            result = await self.inner.select(request)
-        except Exception as exc:
-            self.results.append(exc)
-            raise
-        self.results.append(result)
-        return result
-
-
 class Tasks:
     """One active task, no history: everything but the sources is instant and certain."""
 
@@ -235,10 +205,10 @@ async def _run(
     turns = []
     async with (
         open_selector([*healthy, *scenario.faulty], deadline=DEADLINE) as selector,
-        open_broker(selector=Recording(selector), tasks=Tasks(), conversations=Tasks()) as broker,
+        open_broker(selector=RecordingSelector(selector), tasks=Tasks(), conversations=Tasks()) as broker,
     ):
         recording = broker._selector
-        assert isinstance(recording, Recording)
+        assert isinstance(recording, RecordingSelector)
         for pause in scenario.pauses:
             start = trio.current_time()
             await broker.assemble(_turn())

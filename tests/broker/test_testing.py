@@ -7,12 +7,13 @@ import time
 import anyio
 import pytest
 
-from broker import Namespace, SourceStatus
+from broker import Namespace, SourceStatus, TurnRequest
 from broker._selector import open_selector
 from broker.abc import SourceRequest
 from broker.testing import (
     BlockingSource,
     FakeSource,
+    RecordingSelector,
     check_source_never_blocks,
     longest_loop_stall,
     make_candidate,
@@ -60,3 +61,20 @@ def test_the_checker_works_on_asyncio_too():
         return await longest_loop_stall(lambda: blocker.fetch(REQUEST))
 
     assert anyio.run(main, backend="asyncio") >= 0.08
+
+
+async def test_a_recording_selector_records_each_request_and_its_result():
+    """What the broker asked and what it got, turn by turn, with the inner selector's deadline and mode."""
+    async with open_selector([FakeSource("a", candidates=[make_candidate("m1")])], deadline=0.5) as inner:
+        recorder = RecordingSelector(inner)
+        request = TurnRequest(
+            task="plan",
+            namespace=Namespace(tenant_id="t"),
+            deadline=anyio.current_time() + 1,
+            mode=recorder.mode,
+        )
+        result = await recorder.select(request)
+    assert (recorder.deadline, recorder.mode) == (0.5, "lexical")
+    assert recorder.requests == [request]
+    assert recorder.results == [result]
+    assert [b.entry_id for b in result.blocks] == ["m1"]

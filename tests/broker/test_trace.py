@@ -212,3 +212,16 @@ def test_schema_is_valid_and_shipped_as_package_data():
     assert "| v7 |" in changelog
     for field in ("memory_candidates", "memory_injected", "memory_cut_by_budget"):
         assert field in changelog
+
+
+def test_a_turn_trace_reads_as_the_event_it_logs():
+    """`Context.trace` is typed (its facts) and reads as exactly the `turn.completed` fields."""
+    from broker._trace import TurnTrace  # noqa: PLC0415
+
+    done = facts(history_unavailable_reason="history timeout")
+    trace = TurnTrace(facts=done, include_text=True)
+    assert dict(trace) == turn_completed(done, include_text=True)
+    assert list(trace)[-1] == "history_unavailable_reason"
+    assert trace["history_unavailable_reason"] == "history timeout"
+    assert trace.facts is done
+    validate(dict(trace))
