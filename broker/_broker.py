@@ -41,7 +41,7 @@ from ._trace import TURN_COMPLETED, BlockTrace, TurnFacts, TurnTrace
 from .log import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
 
     from ._model import SelectedBlock
     from .abc import (
@@ -132,7 +132,7 @@ class ContextBroker:
         start = anyio.current_time()
         # One absolute deadline, from the start of the turn: the task read is part of it.
         deadline = start + (self._selector.deadline if turn.deadline is None else turn.deadline)
-        with anyio.fail_after(max(deadline - start, 0)):
+        with _before(deadline):
             task = await self._active_task(turn)
         request = TurnRequest(
             task=query_of(task.description, turn.message),
@@ -191,7 +191,7 @@ class ContextBroker:
         if not picked:
             return _History(tasks=(), unavailable=None)
         try:
-            with anyio.fail_after(max(request.deadline - anyio.current_time(), 0)):
+            with _before(request.deadline):
                 pasts = [p for b in picked if (p := await self._past(b, request)) is not None]
         except TimeoutError:
             return _History(tasks=(), unavailable="history timeout")
@@ -251,6 +251,15 @@ class ContextBroker:
 
     def _close(self) -> None:
         self._closed = True
+
+
+@contextlib.contextmanager
+def _before(deadline: float) -> Iterator[None]:
+    """Run the body until the turn's absolute `deadline`; raise TimeoutError if it was cut."""
+    with anyio.CancelScope(deadline=deadline) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise TimeoutError
 
 
 def _history_cleared(selection: SelectionResult | None, selected: int) -> int:

@@ -140,7 +140,8 @@ class ConversationStateRepository(Protocol):
 
 
 class TurnRecorder(Protocol):
-    """Told what one turn did, as it happens; must not raise (an observer never fails a turn)."""
+    """Told what one turn did, as it happens. An exception it raises is logged
+    (`observer.failed`) and the turn goes on: an observer never fails a turn."""
 
     def selection(self, result: SelectionResult, *, elapsed_ms: float) -> None:
         """The memory selection just returned, after `elapsed_ms`; `result.sources` has each source's part."""
