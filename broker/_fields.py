@@ -153,6 +153,8 @@ def text_errors(field: str, text: object, *, max_chars: int = MAX_TEXT_CHARS) ->
     return errors
 
 
-def count_errors(field: str, value: object, *, maximum: int = MAX_BUDGET) -> list[FieldError]:
-    """Problems with a count (a limit, a budget): an integer in 1..maximum."""
-    return integer(1, maximum, code="out_of_range").errors(field, value)
+def count_errors(
+    field: str, value: object, *, minimum: int = 1, maximum: int | None = MAX_BUDGET
+) -> list[FieldError]:
+    """Problems with a count (a limit, a budget): an integer in minimum..maximum (None: no top)."""
+    return integer(minimum, maximum, code="out_of_range").errors(field, value)

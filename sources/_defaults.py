@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from broker import ConfigError
+from broker import ConfigError, count_errors
 
 from ._abstraction import AbstractionSource, FactWriter
 from ._consolidated import ConsolidatedSource, KnowledgeWriter
@@ -66,8 +66,8 @@ def default_sources(
     answered from memory; any write to the namespace invalidates them. Closing the sources
     does not close the store.
     """
-    if isinstance(result_cache, bool) or not isinstance(result_cache, int) or result_cache < 0:
-        raise ConfigError("result_cache must be an integer >= 0")
+    for error in count_errors("result_cache", result_cache, minimum=0, maximum=None):
+        raise ConfigError(f"result_cache {error.message}")
     results = ResultCache(result_cache) if result_cache else None
     reader = StoreReader(store=store, limiter=limiter or new_limiter(), results=results)
     out: list[Source] = []

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 import attrs
 
-from broker import FieldError, Namespace, ValidationError
+from broker import Namespace, ValidationError, count_errors
 from broker.abc import ConversationTurn, TaskRecord
 
 from . import _index, _validate
@@ -156,16 +156,9 @@ class SqliteTaskRepository:
 
     async def completed_tasks(self, *, namespace: Namespace, limit: int) -> list[TaskRecord]:
         """Return completed tasks, most recently updated first."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_HISTORY_LIMIT:
-            raise ValidationError(
-                [
-                    FieldError(
-                        field="limit",
-                        code="out_of_range",
-                        message=f"must be an integer in 0..{MAX_HISTORY_LIMIT}",
-                    )
-                ]
-            )
+        errors = count_errors("limit", limit, minimum=0, maximum=MAX_HISTORY_LIMIT)
+        if errors:
+            raise ValidationError(errors)
         if limit == 0:
             return []
         return await self._read(functools.partial(_completed, namespace=namespace, limit=limit))

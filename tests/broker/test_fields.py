@@ -7,7 +7,7 @@ import math
 import attrs
 import pytest
 
-from broker import FieldError, ValidationError
+from broker import FieldError, ValidationError, count_errors
 from broker._fields import MODE, POSITIVE, SECONDS, integer, seconds
 
 
@@ -49,3 +49,11 @@ def test_a_rule_gives_the_line_of_a_config_error_and_may_allow_none():
     assert POSITIVE.problem("max_turns", 0) == ["max_turns must be an integer >= 1"]
     assert POSITIVE.optional().problem("max_turns", None) == []
     assert POSITIVE.optional().problem("max_turns", 0) == ["max_turns must be an integer >= 1 or None"]
+
+
+def test_a_count_may_start_at_zero_and_have_no_top():
+    """`count_errors` is the one count rule: a history limit may be 0, a cache size has no top."""
+    assert count_errors("limit", 0, minimum=0, maximum=50) == []
+    assert count_errors("limit", 51, minimum=0, maximum=50)[0].message == "must be an integer in 0..50"
+    assert count_errors("result_cache", 10**9, minimum=0, maximum=None) == []
+    assert count_errors("result_cache", -1, minimum=0, maximum=None)[0].code == "out_of_range"
