@@ -21,6 +21,7 @@ from ._fields import count_errors as count_errors
 from ._fields import invisible_errors as invisible_errors
 from ._fields import text_errors as text_errors
 from ._floor import RECALL_MIN_SCORE as RECALL_MIN_SCORE
+from ._model import DEFAULT_SELECT_BUDGET as DEFAULT_SELECT_BUDGET
 from ._model import MEMORY_TYPES as MEMORY_TYPES
 from ._model import Block as Block
 from ._model import Candidate as Candidate
@@ -47,6 +48,7 @@ add_null_handler(__name__)  # silent unless the host configures logging (see bro
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
+    "DEFAULT_SELECT_BUDGET",
     "INFERENCE_TRACE_SCHEMA_VERSION",
     "MAX_ID_CHARS",
     "MAX_TEXT_CHARS",

@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import attrs
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, Turn, TurnRequest, open_broker, query_of
-from broker._model import DEFAULT_SELECT_BUDGET
+from broker import (
+    DEFAULT_SELECT_BUDGET,
+    MEMORY_TYPES,
+    RECALL_MIN_SCORE,
+    Turn,
+    TurnRequest,
+    open_broker,
+    query_of,
+)
 from broker._floor import SELECTED
 from broker.abc import TaskRecord
 from context_broker.wiring import open_default_selector, open_store_in_thread
