@@ -43,7 +43,7 @@ from .log import get_logger
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
-    from ._model import SelectedBlock
+    from ._model import Namespace, SelectedBlock
     from .abc import (
         ConversationStateRepository,
         TaskRecord,
@@ -134,20 +134,11 @@ class ContextBroker:
         deadline = start + (self._selector.deadline if turn.deadline is None else turn.deadline)
         with _before(deadline):
             task = await self._active_task(turn)
-        request = TurnRequest(
-            task=query_of(task.description, turn.message),
-            namespace=turn.namespace,
-            deadline=deadline,
-            mode=self._selector.mode,
-            types=turn.types,
-            budget=turn.budget,
-            context=turn.context,
-        )
-        memories = await self._memory(request)
+        memories = await self._memory(turn, task, deadline)
         if memories.selection is not None and memories.elapsed_ms is not None:
             recorder.selection(memories.selection, elapsed_ms=memories.elapsed_ms)
         # History reads only the past tasks the selection found relevant, in what is left.
-        history = await self._history(turn, request, memories)
+        history = await self._history(turn, deadline, memories)
         context = self._build(turn, task, memories, history, start)
         event = dict(context.trace)
         event.pop("turn_id")
@@ -166,10 +157,20 @@ class ContextBroker:
             )
         return task
 
-    async def _memory(self, request: TurnRequest) -> _Memories:
-        """Run the memory contributor: one selection keyed only on the active task."""
+    async def _memory(self, turn: Turn, task: TaskRecord, deadline: float) -> _Memories:
+        """Run the memory contributor: one selection keyed only on the active task (a request
+        the selector would refuse, e.g. a task text past `MAX_TEXT_CHARS`, makes it abstain)."""
         start = anyio.current_time()
         try:
+            request = TurnRequest(
+                task=query_of(task.description, turn.message),
+                namespace=turn.namespace,
+                deadline=deadline,
+                mode=self._selector.mode,
+                types=turn.types,
+                budget=turn.budget,
+                context=turn.context,
+            )
             selection = await self._selector.select(request)
         except BrokerClosedError:
             return _Memories(selection=None, elapsed_ms=None, unavailable="selector closed")
@@ -181,7 +182,7 @@ class ContextBroker:
             selection=selection, elapsed_ms=1000 * (anyio.current_time() - start), unavailable=None
         )
 
-    async def _history(self, turn: Turn, request: TurnRequest, memories: _Memories) -> _History:
+    async def _history(self, turn: Turn, deadline: float, memories: _Memories) -> _History:
         """Run the history contributor: the past tasks the selector found relevant, confirmed
         completed by the task authority, with their conversations (best first, at most
         `history_limit`), read before the turn's deadline."""
@@ -191,20 +192,20 @@ class ContextBroker:
         if not picked:
             return _History(tasks=(), unavailable=None)
         try:
-            with _before(request.deadline):
-                pasts = [p for b in picked if (p := await self._past(b, request)) is not None]
+            with _before(deadline):
+                pasts = [p for b in picked if (p := await self._past(b, turn.namespace)) is not None]
         except TimeoutError:
             return _History(tasks=(), unavailable="history timeout")
         except Exception as exc:  # noqa: BLE001 - fail closed: no history this turn
             return _History(tasks=(), unavailable=f"history failed: {type(exc).__name__}")
         return _History(tasks=tuple(pasts), unavailable=None)
 
-    async def _past(self, block: SelectedBlock, request: TurnRequest) -> PastTask | None:
+    async def _past(self, block: SelectedBlock, namespace: Namespace) -> PastTask | None:
         """A selected past task with its turns, if the task authority confirms it completed."""
-        past = await self._tasks.get_task(block.entry_id, namespace=request.namespace)
+        past = await self._tasks.get_task(block.entry_id, namespace=namespace)
         if past is None or past.status != "completed":
             return None
-        turns = await self._conversations.turns(past.task_id, namespace=request.namespace)
+        turns = await self._conversations.turns(past.task_id, namespace=namespace)
         return PastTask(task=past, turns=tuple(turns), selected=block)
 
     def _build(

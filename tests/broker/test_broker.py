@@ -589,3 +589,15 @@ async def test_the_history_read_stops_at_the_same_deadline(autojump_clock):
         assert trio.current_time() - start == pytest.approx(0.25, abs=1e-9)
     assert ctx.trace["history_unavailable_reason"] == "history timeout"
     assert ctx.trace["timings"]["total_ms"] == pytest.approx(250.0, abs=1e-6)
+
+
+async def test_a_request_the_selector_refuses_makes_memory_abstain_not_the_turn_fail():
+    """A turn budget past the selector's limit is a selector failure: the turn completes without memory."""
+    tasks = active_only()
+    async with (
+        open_selector([FakeSource("fake", candidates=memories())]) as selector,
+        open_broker(selector=selector, tasks=tasks, conversations=tasks) as b,
+    ):
+        ctx = await b.assemble(turn(budget=5000))
+    assert [blk.kind for blk in ctx.blocks] == ["task"]
+    assert ctx.trace["memory_unavailable_reason"] == "selector failed: ValidationError"

@@ -58,11 +58,11 @@ def test_canary_reports_recall_keyed_on_past_tasks(monkeypatch, capsys):
     """If memory were keyed on past-task text, the canary would catch the leak."""
     original = _broker.ContextBroker._memory
 
-    async def keyed_on_history(self, request):
-        past = await self._tasks.completed_tasks(namespace=request.namespace, limit=1)
+    async def keyed_on_history(self, turn, task, deadline):
+        past = await self._tasks.completed_tasks(namespace=turn.namespace, limit=1)
         if past:
-            request = _broker.attrs.evolve(request, task=f"{request.task} {past[0].description}")
-        return await original(self, request)
+            task = _broker.attrs.evolve(task, description=f"{task.description} {past[0].description}")
+        return await original(self, turn, task, deadline)
 
     monkeypatch.setattr(_broker.ContextBroker, "_memory", keyed_on_history)
     assert canary.main() == 1
