@@ -118,6 +118,13 @@ NON_EMPTY = Rule(
 )
 """A string with something but spaces in it."""
 
+PROBABILITY = Rule(
+    "range",
+    "must be a probability in [0, 1]",
+    all_of(attrs.validators.instance_of((int, float)), attrs.validators.ge(0.0), attrs.validators.le(1.0)),
+)
+"""A number in [0, 1] (NaN is not): a calibrated score."""
+
 POSITIVE = integer(1)
 NON_NEGATIVE = integer(0)
 SECONDS = seconds()

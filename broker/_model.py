@@ -22,6 +22,7 @@ from ._fields import (
     NON_EMPTY,
     NON_NEGATIVE,
     POSITIVE,
+    PROBABILITY,
     SECONDS,
     all_of,
     count_errors,
@@ -103,13 +104,7 @@ class SessionContext:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
 
 
-def _unit(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0):
-        msg = f"{attribute.name} must be a probability in [0, 1], got {value!r}"
-        raise ValueError(msg)
-
-
-_optional_unit = attrs.validators.optional(_unit)
+_optional_unit = PROBABILITY.optional()
 
 
 @attrs.frozen(kw_only=True)
@@ -122,7 +117,7 @@ class Candidate:
 
     entry_id: str
     source: str
-    score: float = attrs.field(validator=_unit)
+    score: float = attrs.field(validator=PROBABILITY)
     text: str
     block: str = attrs.field(default="memory", validator=attrs.validators.in_(MEMORY_BLOCKS))
     memory_type: str | None = None
