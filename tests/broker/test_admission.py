@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import ConfigError
+from broker import Block, ConfigError
 from broker._admission import (
     REASON_INPUT_BUDGET,
     REASON_MEMORY_BUDGET,
@@ -187,8 +187,6 @@ def test_bad_budgets_and_repeated_keys_are_config_errors():
 
 def test_admission_returns_the_blocks_it_was_given():
     """Rendered blocks go in and the same blocks come out, admitted or dropped: nothing to join by key."""
-    from broker import Block  # noqa: PLC0415
-
     task = Block(name="user", text="task", tokens=50, entry_id="t")
     rules = [
         Block(name="memorules", text=k, tokens=40, entry_id=k, score=s, rank=r)

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker import Namespace, ValidationError
+from broker import Block, Namespace, TurnRequest, ValidationError
+from broker._model import context_order
 
 SAME_TENANT = [
     "acme",
@@ -76,9 +77,6 @@ def test_a_namespace_part_is_stable_under_its_own_normalisation(text):
 
 
 # --- the turn's request and its blocks ------------------------------------------------------
-
-from broker import Block, TurnRequest  # noqa: E402
-from broker._model import context_order  # noqa: E402
 
 NS = Namespace(tenant_id="acme")
 

@@ -15,6 +15,7 @@ from broker._trace import (
     BlockTrace,
     MemoryCounts,
     TurnFacts,
+    TurnTrace,
     trace_schema,
     turn_completed,
 )
@@ -216,8 +217,6 @@ def test_schema_is_valid_and_shipped_as_package_data():
 
 def test_a_turn_trace_reads_as_the_event_it_logs():
     """`Context.trace` is typed (its facts) and reads as exactly the `turn.completed` fields."""
-    from broker._trace import TurnTrace  # noqa: PLC0415
-
     done = facts(history_unavailable_reason="history timeout")
     trace = TurnTrace(facts=done, include_text=True)
     assert dict(trace) == turn_completed(done, include_text=True)
