@@ -104,7 +104,14 @@ class SessionContext:
         return {k: v for k, v in attrs.asdict(self).items() if v is not None}
 
 
-_optional_unit = PROBABILITY.optional()
+def _unit(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    # A plain ValueError: a source that builds a bad candidate fails with it, as it always has.
+    if not PROBABILITY.holds(value):
+        msg = f"{attribute.name} must be a probability in [0, 1], got {value!r}"
+        raise ValueError(msg)
+
+
+_optional_unit = attrs.validators.optional(_unit)
 
 
 @attrs.frozen(kw_only=True)
@@ -117,7 +124,7 @@ class Candidate:
 
     entry_id: str
     source: str
-    score: float = attrs.field(validator=PROBABILITY)
+    score: float = attrs.field(validator=_unit)
     text: str
     block: str = attrs.field(default="memory", validator=attrs.validators.in_(MEMORY_BLOCKS))
     memory_type: str | None = None
