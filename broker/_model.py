@@ -359,15 +359,15 @@ class Turn:
     input_budget: int = attrs.field(validator=NON_NEGATIVE)
     """Tokens the whole assembled context may take."""
     context: SessionContext | None = None
-    message: str | None = attrs.field(default=None, validator=NON_EMPTY.optional())
+    message: str | None = attrs.field(default=None, validator=attrs.validators.optional(NON_EMPTY))
     """The active task's latest user message: with it the selection follows the conversation."""
     types: tuple[str, ...] | None = attrs.field(default=None, converter=_type_names, validator=_known_types)
     budget: int = attrs.field(default=DEFAULT_SELECT_BUDGET, validator=POSITIVE)
     """Most memories to select (before the token budgets)."""
-    deadline: float | None = attrs.field(default=None, validator=SECONDS.optional())
+    deadline: float | None = attrs.field(default=None, validator=attrs.validators.optional(SECONDS))
     """Seconds from the start of `assemble` until the task read, memory selection and the
     history read are cut; None = the selector's deadline (`MemorySelector.deadline`)."""
-    memory_budget: int | None = attrs.field(default=None, validator=NON_NEGATIVE.optional())
+    memory_budget: int | None = attrs.field(default=None, validator=attrs.validators.optional(NON_NEGATIVE))
     """Tokens for memory blocks; None = the broker's setting, else min(1200, window // 8)."""
     turn_id: str = attrs.field(factory=_new_turn_id)
 
