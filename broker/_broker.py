@@ -24,7 +24,7 @@ the `turn.completed` event.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import attrs
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ._model import Namespace, SelectedBlock
     from .abc import (
         ConversationStateRepository,
+        Selector,
         TaskRecord,
         TaskStateRepository,
         TokenCounter,
@@ -54,24 +55,6 @@ if TYPE_CHECKING:
     )
 
 logger = get_logger(__name__)
-
-
-class Selector(Protocol):
-    """What the broker needs of a MemorySelector."""
-
-    @property
-    def deadline(self) -> float:
-        """Seconds a turn that names no deadline of its own may take."""
-        ...
-
-    @property
-    def mode(self) -> str:
-        """The recall mode a request that names none runs in."""
-        ...
-
-    async def select(self, request: TurnRequest) -> SelectionResult:
-        """Select memories for the request (may abstain)."""
-        ...
 
 
 @attrs.frozen(kw_only=True)

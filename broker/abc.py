@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import attrs
 
 from ._fields import RECALL_MODES
-from ._model import Candidate, Namespace, SelectionResult, SessionContext
+from ._model import Candidate, Namespace, SelectionResult, SessionContext, TurnRequest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -139,6 +139,25 @@ class ConversationStateRepository(Protocol):
         ...
 
 
+class Selector(Protocol):
+    """What the broker needs of a selector (`MemorySelector` is one): the defaults of a turn
+    that names none, and one selection per turn's request."""
+
+    @property
+    def deadline(self) -> float:
+        """Seconds a turn that names no deadline of its own may take."""
+        ...
+
+    @property
+    def mode(self) -> str:
+        """The recall mode a request that names none runs in."""
+        ...
+
+    async def select(self, request: TurnRequest) -> SelectionResult:
+        """Select memories for the request (may abstain)."""
+        ...
+
+
 class TurnRecorder(Protocol):
     """Told what one turn did, as it happens. An exception it raises is logged
     (`observer.failed`) and the turn goes on: an observer never fails a turn."""
@@ -174,6 +193,7 @@ __all__ = [
     "Embedder",
     "ModalSource",
     "Namespace",
+    "Selector",
     "SessionContext",
     "Source",
     "SourceRequest",

@@ -36,9 +36,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskStatus
 
-    from ._broker import Selector
     from ._model import SelectionResult, TurnRequest
-    from .abc import Source, SourceRequest
+    from .abc import Selector, Source, SourceRequest
 
 DEFAULT_STALL_LIMIT = 0.025
 """Seconds a source may hold the event loop in one stretch before `check_source_never_blocks` fails."""
