@@ -28,6 +28,8 @@ class SourceRequest:
     limit: int = 10
     context: SessionContext | None = None
     mode: str | None = None
+    """The recall mode: a selector always sets the one it resolved (`MemorySelector.mode`);
+    None only when a source is asked directly, and then it runs its own default."""
 
 
 @runtime_checkable
