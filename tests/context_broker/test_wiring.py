@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from sources import StoreError
 from context_broker import wiring
+from sources import StoreError
 
 
 def test_the_bundled_sample_is_read_as_numbered_json_lines():
