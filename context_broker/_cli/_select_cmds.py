@@ -10,6 +10,7 @@ import attrs
 
 from broker import (
     MEMORY_TYPES,
+    RECALL_MODES,
     MemorySelector,
     Namespace,
     SelectionResult,
@@ -31,7 +32,6 @@ from ._store_cmds import add_mode_argument, parse_types
 
 _CONTEXT_KEYS = ("persona", "surface", "specialization")
 _BATCH_KEYS = frozenset({"task", "message", "tenant", "project", "types", "budget", "mode", *_CONTEXT_KEYS})
-_MODES = ("lexical", "dense", "hybrid")
 
 
 @attrs.frozen(kw_only=True)
@@ -195,8 +195,8 @@ class _BatchLine:
         ):
             problems.append(f"types: must be a non-empty list of {', '.join(MEMORY_TYPES)}")
         problems += [str(e) for e in count_errors("budget", self.budget)]
-        if self.mode is not None and self.mode not in _MODES:
-            problems.append(f"mode: must be one of {', '.join(_MODES)}")
+        if self.mode is not None and self.mode not in RECALL_MODES:
+            problems.append(f"mode: must be one of {', '.join(RECALL_MODES)}")
         bad = [k for k, v in self.context.items() if v is not None and not isinstance(v, str)]
         return problems + [f"{k}: must be a string" for k in bad]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from broker import MEMORY_TYPES, RECALL_MIN_SCORE, printable
+from broker import MEMORY_TYPES, RECALL_MIN_SCORE, RECALL_MODES, printable
 from context_broker.shapes import recall_row
 from sources import MAX_RECALL_LIMIT, semantic_recall
 
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_mode_argument(p: argparse.ArgumentParser) -> None:
     """--mode lexical|dense|hybrid (default: the store's)."""
-    p.add_argument("--mode", choices=("lexical", "dense", "hybrid"), help="recall mode (default: hybrid)")
+    p.add_argument("--mode", choices=RECALL_MODES, help="recall mode (default: hybrid)")
 
 
 def parse_types(raw: str | None) -> tuple[str, ...] | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from broker import ConfigError
+from broker import RECALL_MODES, ConfigError
 from context_broker._services import open_services
 
 from ._tokens import ENV_TOKENS, load_tokens
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--tokens", help=f"HTTP: JSON list of {{token, tenant, project?}} (default: ${ENV_TOKENS})"
     )
     p.add_argument("--deadline-ms", type=float, default=250.0, help="memory selection deadline (default 250)")
-    p.add_argument("--mode", choices=("lexical", "dense", "hybrid"), help="recall mode (default: hybrid)")
+    p.add_argument("--mode", choices=RECALL_MODES, help="recall mode (default: hybrid)")
     p.set_defaults(handler=run)
 
 
