@@ -35,6 +35,7 @@ from sources import (
     default_sources,
 )
 from sources._embedder import load_default_embedder
+from sources._vectors import Slot
 
 from . import _synthetic
 from ._measure import db_bytes, pct, peak_rss_mb
@@ -179,12 +180,12 @@ def floors(store: MemoryStore, tasks: Sequence[str], *, dense: bool) -> list[flo
                 terms = sorted(prof.present)
                 MemoryStore._lexical_rows(conn, ns_id, prof, None, K)
                 MemoryStore._lexical_rows(conn, ns_id, prof, PERSONA, K)
-                _index.search(conn, ns_id, terms, corpus=_schema.CORPUS_FACTS, limit=K)
-                _index.search(conn, ns_id, terms, corpus=_schema.CORPUS_KNOWLEDGE, limit=K)
+                _index.search(conn, Slot(ns_id, terms), corpus=_schema.CORPUS_FACTS, limit=K)
+                _index.search(conn, Slot(ns_id, terms), corpus=_schema.CORPUS_KNOWLEDGE, limit=K)
             if dense and store.embedder is not None and vindex is not None and prof.terms:
                 q = store.embedder.embed([task])[0]
-                vindex.search(conn, ns_id, _schema.CORPUS_ENTRIES, q, K)
-                vindex.search(conn, ns_id, _schema.CORPUS_ENTRIES, q, K, types=PERSONA)
+                vindex.search(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), q, K)
+                vindex.search(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), q, K, types=PERSONA)
             out.append(1000 * (time.perf_counter() - started))
     return out
 

@@ -26,6 +26,7 @@ from sources import MemoryStore, NewEntry, NewFact, Writers, _schema, _vectors
 from sources._analysis import STOP_WORDS, terms
 from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
 from sources._source_base import insert_docs
+from sources._vectors import Slot
 
 from . import _locomo
 
@@ -245,7 +246,7 @@ def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id
             part = ids[start : start + BATCH]
             vecs = recycled_vectors(pool, len(part), seed + corpus * 1_000_003 + start)
             with store.db.write() as conn:
-                _vectors.store_vectors(conn, ns_id, corpus, part, vecs, model_id)
+                _vectors.store_vectors(conn, Slot(ns_id, corpus), part, vecs, model_id)
 
 
 def timed(fn: Callable[[], object]) -> float:

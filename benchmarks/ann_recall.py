@@ -20,6 +20,7 @@ import numpy as np
 
 from sources import _ann, _vectors
 from sources._db import Database
+from sources._vectors import Slot
 
 DIM = 384
 MODEL = "synthetic"
@@ -42,12 +43,12 @@ def measure(
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=exact_limit)
     with db.read() as conn:
         started = time.perf_counter()
-        index.search(conn, 1, CORPUS, queries[0], k)  # load (and build) once
+        index.search(conn, Slot(1, CORPUS), queries[0], k)  # load (and build) once
         build = time.perf_counter() - started
         found, lat = [], []
         for q in queries:
             started = time.perf_counter()
-            hits = index.search(conn, 1, CORPUS, q, k)
+            hits = index.search(conn, Slot(1, CORPUS), q, k)
             lat.append((time.perf_counter() - started) * 1000)
             found.append([h.rowid for h in hits])
     return found, build, np.percentile(lat, [50, 99])
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             db = Database.open(Path(tmp) / "ann.db")
             with db.write() as conn:
-                _vectors.store_vectors(conn, 1, CORPUS, list(range(args.n)), data, MODEL)
+                _vectors.store_vectors(conn, Slot(1, CORPUS), list(range(args.n)), data, MODEL)
             exact, load_s, exact_lat = measure(db, queries, args.k, exact_limit=args.n + 1)
             ann, build_s, ann_lat = measure(db, queries, args.k, exact_limit=0)
             db.close()

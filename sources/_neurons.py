@@ -26,6 +26,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._source_base import ReaderSource, best_first, marks, recall_depth, score_rows, select_in
 from ._store import delete_entry_rowid
+from ._vectors import Slot
 
 if TYPE_CHECKING:
     import sqlite3
@@ -94,7 +95,7 @@ class NeuronWriter:
             rowid = _insert(conn, ns_id, namespace, row)
             if vector is not None and self._store.embedder is not None:
                 model = self._store.embedder.model_id
-                _vectors.store_vectors(conn, ns_id, _schema.CORPUS_ENTRIES, [rowid], vector, model)
+                _vectors.store_vectors(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), [rowid], vector, model)
         return row.id
 
     def delete_neuron(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002

@@ -41,6 +41,7 @@ from ._relevance import (
     lexical_features,
     lexical_probability,
 )
+from ._vectors import Slot
 
 if TYPE_CHECKING:
     import sqlite3
@@ -210,10 +211,10 @@ def _dense_pool(
 ) -> tuple[tuple[tuple[Hit, ...], ...], tuple[float, ...], float]:
     """Nearest vectors of each corpus (indexed by corpus), the namespace's best cosines, and
     its mean cosine."""
-    hits = tuple(tuple(vindex.search(conn, ns_id, c, query_vector, REFERENCE_DEPTH)) for c in _CORPORA)
+    hits = tuple(tuple(vindex.search(conn, Slot(ns_id, c), query_vector, REFERENCE_DEPTH)) for c in _CORPORA)
     total, weighted = 0, 0.0
     for corpus in _CORPORA:
-        n, mean = vindex.background(conn, ns_id, corpus, query_vector)
+        n, mean = vindex.background(conn, Slot(ns_id, corpus), query_vector)
         total, weighted = total + n, weighted + n * mean
     cosines = sorted((h.cosine for corpus_hits in hits for h in corpus_hits), reverse=True)
     return hits, tuple(cosines[: _gate.TOP_COSINES]), (weighted / total if total else 0.0)
@@ -242,7 +243,7 @@ def _stored_cosines(
     for corpus in _CORPORA:
         rowids = [r for c, r in keys if c == corpus]
         if rowids:
-            stored = _vectors.stored_vectors(conn, ns_id, corpus, rowids, vindex.model_id, vindex.dim)
+            stored = _vectors.stored_vectors(conn, Slot(ns_id, corpus), rowids, vindex.model_id, vindex.dim)
             out.update({(corpus, r): float(v @ query_vector) for r, v in stored.items()})
     return out
 

@@ -30,6 +30,7 @@ from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
 from ._threads import run_sync_interruptible
+from ._vectors import Slot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -274,7 +275,7 @@ def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batc
         and texts
         and corpus is not None
     ):
-        stored = _vectors.stored_vectors(conn, ns_id, corpus, list(rowids), emb.model_id, emb.dim)
+        stored = _vectors.stored_vectors(conn, Slot(ns_id, corpus), list(rowids), emb.model_id, emb.dim)
         vectors = [stored.get(r) for r in rowids]
     return scorer.relevances(terms, texts, vectors)
 
@@ -393,7 +394,7 @@ def insert_docs(  # noqa: PLR0913 - keyword-only, each names one part of the wri
             rowids.append(int(cur.lastrowid or 0))
             _index.add_doc(conn, ns_id, corpus, rowids[-1], str(row["text"]))
         if vectors is not None and store.embedder is not None:
-            _vectors.store_vectors(conn, ns_id, corpus, rowids, vectors, store.embedder.model_id)
+            _vectors.store_vectors(conn, Slot(ns_id, corpus), rowids, vectors, store.embedder.model_id)
 
 
 def delete_doc(conn: sqlite3.Connection, ns_id: int, *, table: str, corpus: int, rowid: int) -> None:

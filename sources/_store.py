@@ -40,6 +40,7 @@ from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight
 from ._source_base import recall_depth
+from ._vectors import Slot
 
 if TYPE_CHECKING:
     import sqlite3
@@ -287,7 +288,7 @@ class MemoryStore:
                 ids = [i for i in found if i is not None]
             for ns_id in ids:
                 for corpus in _CORPUS_TABLES:
-                    self._vindex.warm(conn, ns_id, corpus)
+                    self._vindex.warm(conn, Slot(ns_id, corpus))
 
     def close(self) -> None:
         """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
@@ -366,7 +367,7 @@ class MemoryStore:
             rowids = [self.insert_row(conn, ns_id, namespace, rows[i], replace=replace) for i in kept]
             if vectors is not None and self.embedder is not None and kept:
                 _vectors.store_vectors(
-                    conn, ns_id, _schema.CORPUS_ENTRIES, rowids, vectors[kept], self.embedder.model_id
+                    conn, Slot(ns_id, _schema.CORPUS_ENTRIES), rowids, vectors[kept], self.embedder.model_id
                 )
         return ids
 
@@ -542,7 +543,9 @@ class MemoryStore:
                     (rowid, ns_id, text),
                 ).fetchone()
                 if still is not None:
-                    _vectors.store_vectors(conn, ns_id, corpus, [rowid], vec[None, :], embedder.model_id)
+                    _vectors.store_vectors(
+                        conn, Slot(ns_id, corpus), [rowid], vec[None, :], embedder.model_id
+                    )
                     written += 1
         return written
 
@@ -729,7 +732,9 @@ class MemoryStore:
         hits = (
             shared
             if shared is not None
-            else self._vindex.search(conn, ns_id, _schema.CORPUS_ENTRIES, scorer.query_vector, k, types=types)
+            else self._vindex.search(
+                conn, Slot(ns_id, _schema.CORPUS_ENTRIES), scorer.query_vector, k, types=types
+            )
         )
         cosine = {h.rowid: h.cosine for h in hits}
         rows = {int(r[0]): r for r in self._rows_by_rowid(conn, ns_id, list(cosine))}
@@ -751,7 +756,7 @@ class MemoryStore:
         if self.embedder is None or scorer.query_vector is None or not rowids:
             return {}
         stored = _vectors.stored_vectors(
-            conn, ns_id, _schema.CORPUS_ENTRIES, rowids, self.embedder.model_id, self.embedder.dim
+            conn, Slot(ns_id, _schema.CORPUS_ENTRIES), rowids, self.embedder.model_id, self.embedder.dim
         )
         return {r: float(v @ scorer.query_vector) for r, v in stored.items()}
 

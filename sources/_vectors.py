@@ -62,13 +62,16 @@ def to_blob(vector: npt.NDArray[Any]) -> bytes:
 # -- writes (inside the caller's transaction) -----------------------------------------------
 
 
-def store_vectors(  # noqa: PLR0913, PLR0917 - positional: other sources call it so
-    conn: sqlite3.Connection,
-    ns_id: int,
-    corpus: int,
-    rowids: Sequence[int],
-    vectors: Vectors,
-    model_id: str,
+@attrs.frozen
+class Slot:
+    """Where vectors live: one corpus of one namespace. Every vector read names both."""
+
+    ns_id: int
+    corpus: int
+
+
+def store_vectors(
+    conn: sqlite3.Connection, slot: Slot, rowids: Sequence[int], vectors: Vectors, model_id: str
 ) -> None:
     """Write (or overwrite) the vectors of rows of one corpus, in the caller's transaction."""
     if len(rowids) != len(vectors):
@@ -76,21 +79,18 @@ def store_vectors(  # noqa: PLR0913, PLR0917 - positional: other sources call it
         raise ValueError(msg)
     # Delete, then insert: a replaced vector leaves a tombstone and gets a new id (an
     # INSERT OR REPLACE would fire no delete trigger).
-    delete_vectors(conn, corpus, rowids)
+    delete_vectors(conn, slot.corpus, rowids)
     conn.executemany(
         "INSERT INTO vectors (corpus, src_rowid, ns_id, model_id, vec) VALUES (?, ?, ?, ?, ?)",
-        [(corpus, int(r), ns_id, model_id, to_blob(v)) for r, v in zip(rowids, vectors, strict=True)],
+        [
+            (slot.corpus, int(r), slot.ns_id, model_id, to_blob(v))
+            for r, v in zip(rowids, vectors, strict=True)
+        ],
     )
 
 
-def embed_and_store_vectors(  # noqa: PLR0913
-    conn: sqlite3.Connection,
-    ns_id: int,
-    corpus: int,
-    rowids: Sequence[int],
-    texts: Sequence[str],
-    *,
-    embedder: Embedder,
+def embed_and_store_vectors(
+    conn: sqlite3.Connection, slot: Slot, rowids: Sequence[int], texts: Sequence[str], *, embedder: Embedder
 ) -> None:
     """Embed texts and store their vectors in the caller's transaction.
 
@@ -98,7 +98,7 @@ def embed_and_store_vectors(  # noqa: PLR0913
     the write lock meanwhile (about 1.3 ms a text); embed first and call `store_vectors`
     to avoid that.
     """
-    store_vectors(conn, ns_id, corpus, rowids, embedder.embed(list(texts)), embedder.model_id)
+    store_vectors(conn, slot, rowids, embedder.embed(list(texts)), embedder.model_id)
 
 
 def delete_vectors(conn: sqlite3.Connection, corpus: int, rowids: Iterable[int]) -> None:
@@ -108,8 +108,8 @@ def delete_vectors(conn: sqlite3.Connection, corpus: int, rowids: Iterable[int])
     )
 
 
-def stored_vectors(  # noqa: PLR0913, PLR0917 - positional, like store_vectors
-    conn: sqlite3.Connection, ns_id: int, corpus: int, rowids: Sequence[int], model_id: str, dim: int
+def stored_vectors(
+    conn: sqlite3.Connection, slot: Slot, rowids: Sequence[int], model_id: str, dim: int
 ) -> dict[int, npt.NDArray[np.float32]]:
     """Return the current-model vectors of some rows of a namespace (rows without one are absent)."""
     out: dict[int, npt.NDArray[np.float32]] = {}
@@ -122,7 +122,7 @@ def stored_vectors(  # noqa: PLR0913, PLR0917 - positional, like store_vectors
         for src, blob in conn.execute(
             "SELECT src_rowid, vec FROM vectors "
             f"WHERE +ns_id = ? AND corpus = ? AND model_id = ? AND src_rowid IN ({marks})",
-            [ns_id, corpus, model_id, *chunk],
+            [slot.ns_id, slot.corpus, model_id, *chunk],
         ):
             out[int(src)] = from_blobs([blob], dim)[0]
     return out
@@ -190,11 +190,10 @@ class VectorIndex:
     # turn (and the reference) search one matrix with one query, typed or not.
     _scores: OrderedDict[tuple[int, int, int, int, bytes], Vectors] = attrs.field(factory=OrderedDict)
 
-    def search(  # noqa: PLR0913
+    def search(
         self,
         conn: sqlite3.Connection,
-        ns_id: int,
-        corpus: int,
+        slot: Slot,
         query: Vectors,
         k: int,
         *,
@@ -204,11 +203,11 @@ class VectorIndex:
         typed = None if types is None else frozenset(types)
         q = np.asarray(query, dtype=np.float32)
         with self._lock:
-            matrix = self._fresh(conn, ns_id, corpus)
+            matrix = self._fresh(conn, slot.ns_id, slot.corpus)
             if matrix.ann is not None or matrix.live == 0 or k <= 0:
                 return matrix.search(q, k, typed)
             snapshot = matrix.exact(typed)
-            key = (ns_id, corpus, matrix.generation, matrix.n, q.tobytes())
+            key = (slot.ns_id, slot.corpus, matrix.generation, matrix.n, q.tobytes())
             scores = self._scores.get(key)
         if scores is None:
             scores = snapshot.buf @ q  # outside the lock: numpy releases the GIL
@@ -218,9 +217,7 @@ class VectorIndex:
                     self._scores.popitem(last=False)
         return snapshot.search(q, k, scores)
 
-    def background(
-        self, conn: sqlite3.Connection, ns_id: int, corpus: int, query: Vectors
-    ) -> tuple[int, float]:
+    def background(self, conn: sqlite3.Connection, slot: Slot, query: Vectors) -> tuple[int, float]:
         """(live rows, mean cosine of the query over them): how close the namespace is to the
         query in general, the background its best match stands out from.
 
@@ -228,10 +225,10 @@ class VectorIndex:
         """
         q = np.asarray(query, dtype=np.float32)
         with self._lock:
-            matrix = self._fresh(conn, ns_id, corpus)
+            matrix = self._fresh(conn, slot.ns_id, slot.corpus)
             return matrix.live, matrix.mean_cosine(q)
 
-    def warm(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> int:
+    def warm(self, conn: sqlite3.Connection, slot: Slot) -> int:
         """Load (or catch up) the matrix of one namespace and corpus now; return its live rows.
 
         A cold load reads every vector of the namespace (about 1 s at 100k) and opens the HNSW
@@ -239,19 +236,19 @@ class VectorIndex:
         it belongs before the first turn, never inside its deadline.
         """
         with self._lock:
-            matrix = self._fresh(conn, ns_id, corpus)
+            matrix = self._fresh(conn, slot.ns_id, slot.corpus)
             matrix.ensure_graph()
             return matrix.live
 
-    def uses_ann(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> bool:
+    def uses_ann(self, conn: sqlite3.Connection, slot: Slot) -> bool:
         """Whether searches of this namespace and corpus go through the HNSW index."""
         with self._lock:
-            return self._fresh(conn, ns_id, corpus).ann is not None
+            return self._fresh(conn, slot.ns_id, slot.corpus).ann is not None
 
-    def stale(self, conn: sqlite3.Connection, ns_id: int, corpus: int) -> int:
+    def stale(self, conn: sqlite3.Connection, slot: Slot) -> int:
         """Count stored vectors of this namespace and corpus made by another model."""
         with self._lock:
-            return self._fresh(conn, ns_id, corpus).stale
+            return self._fresh(conn, slot.ns_id, slot.corpus).stale
 
     def persist(self) -> None:
         """Save every HNSW graph that changed since it was saved (the store calls it on close)."""
@@ -300,6 +297,7 @@ class VectorIndex:
 __all__ = [
     "EXACT_LIMIT",
     "Hit",
+    "Slot",
     "VectorIndex",
     "Vectors",
     "delete_vectors",

@@ -33,6 +33,7 @@ from sources import _analysis, _index, _schema, _validate, _vectors
 from sources._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
 from sources._source_base import QueryCache, recall_depth
 from sources._store import MemoryStore, Recalled, types_errors
+from sources._vectors import Slot
 
 from ._state import CURRENT_COLS, CURRENT_JOIN, Current, current
 from ._values import CONFIDENCE_WEIGHTS, MAX_TOP_K, SCOPES, SOURCE_TYPES, RecallMatch
@@ -247,8 +248,7 @@ class _Probe:
             return [scorer.relevance(_analysis.terms(c.text)) for c in found]
         stored = _vectors.stored_vectors(
             self.conn,
-            home,
-            _schema.CORPUS_ENTRIES,
+            Slot(home, _schema.CORPUS_ENTRIES),
             [c.rowid for c in found],
             embedder.model_id,
             embedder.dim,

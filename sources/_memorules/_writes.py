@@ -19,6 +19,7 @@ from broker import FieldError, Namespace
 from broker.log import get_logger
 from sources import _index, _schema, _validate, _vectors
 from sources._store import EntryRow, MemoryStore, delete_entry_rowid
+from sources._vectors import Slot
 
 from ._checks import combined_errors, field_errors, session_errors
 from ._state import Current, current, current_or_raise
@@ -191,7 +192,9 @@ def _embed(store: MemoryStore, text: str) -> Any:  # noqa: ANN401 - numpy array 
 
 def _store_vector(store: MemoryStore, conn: sqlite3.Connection, ns_id: int, rowid: int, vector: Any) -> None:  # noqa: ANN401
     if vector is not None and store.embedder is not None:
-        _vectors.store_vectors(conn, ns_id, _schema.CORPUS_ENTRIES, [rowid], vector, store.embedder.model_id)
+        _vectors.store_vectors(
+            conn, Slot(ns_id, _schema.CORPUS_ENTRIES), [rowid], vector, store.embedder.model_id
+        )
 
 
 def _append_state(conn: sqlite3.Connection, rowid: int, fields: MemoruleFields, stamp: Stamp) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from sources import _ann, _vectors
 from sources._db import Database
+from sources._vectors import Slot
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -41,7 +42,7 @@ def _index(graphs: Path | None) -> _vectors.VectorIndex:
 
 def _put(db: Database, ns_id: int, rowids: list[int], vecs: np.ndarray) -> None:
     with db.write() as conn:
-        _vectors.store_vectors(conn, ns_id, FACTS, rowids, vecs, MODEL)
+        _vectors.store_vectors(conn, Slot(ns_id, FACTS), rowids, vecs, MODEL)
 
 
 def _delete(db: Database, rowids: list[int]) -> None:
@@ -51,7 +52,7 @@ def _delete(db: Database, rowids: list[int]) -> None:
 
 def _top(db: Database, index: _vectors.VectorIndex, ns_id: int, q: np.ndarray, k: int = 5) -> list[int]:
     with db.read() as conn:
-        return [h.rowid for h in index.search(conn, ns_id, FACTS, q, k)]
+        return [h.rowid for h in index.search(conn, Slot(ns_id, FACTS), q, k)]
 
 
 def _exact(db: Database, ns_id: int, q: np.ndarray, k: int = 5) -> list[int]:

@@ -11,6 +11,7 @@ import pytest
 
 from sources import _vectors
 from sources._db import Database
+from sources._vectors import Slot
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,14 +38,14 @@ def db(tmp_path: Path) -> Iterator[Database]:
 
 def _put(db: Database, ns_id: int, rowids: list[int], vecs: np.ndarray, model: str = MODEL) -> None:
     with db.write() as conn:
-        _vectors.store_vectors(conn, ns_id, FACTS, rowids, vecs, model)
+        _vectors.store_vectors(conn, Slot(ns_id, FACTS), rowids, vecs, model)
 
 
 def _search(
     db: Database, index: _vectors.VectorIndex, ns_id: int, q: np.ndarray, k: int
 ) -> list[_vectors.Hit]:
     with db.read() as conn:
-        return index.search(conn, ns_id, FACTS, q, k)
+        return index.search(conn, Slot(ns_id, FACTS), q, k)
 
 
 def test_exact_search_returns_true_top_k(db: Database) -> None:
@@ -68,20 +69,20 @@ def test_path_selection_by_size(db: Database) -> None:
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=50)
     _put(db, 1, list(range(40)), vecs[:40])
     with db.read() as conn:
-        assert not index.uses_ann(conn, 1, FACTS)
+        assert not index.uses_ann(conn, Slot(1, FACTS))
     _put(db, 1, list(range(40, 60)), vecs[40:])
     with db.read() as conn:
-        assert not index.uses_ann(conn, 1, FACTS)  # crossed by writes: exact, no build in a search
+        assert not index.uses_ann(conn, Slot(1, FACTS))  # crossed by writes: exact, no build in a search
         assert _search(db, index, 1, vecs[45], 1)[0].rowid == 45
-        index.warm(conn, 1, FACTS)
-        assert index.uses_ann(conn, 1, FACTS)
+        index.warm(conn, Slot(1, FACTS))
+        assert index.uses_ann(conn, Slot(1, FACTS))
     for i in (3, 45, 59):
         assert _search(db, index, 1, vecs[i], 1)[0].rowid == i
     with db.write() as conn:
         _vectors.delete_vectors(conn, FACTS, [45])
     assert 45 not in {h.rowid for h in _search(db, index, 1, vecs[45], 10)}
     with db.read() as conn:
-        assert index.uses_ann(conn, 1, FACTS)  # the delete cost no rebuild
+        assert index.uses_ann(conn, Slot(1, FACTS))  # the delete cost no rebuild
 
 
 def test_vectors_never_cross_namespaces(db: Database) -> None:
@@ -105,7 +106,7 @@ def test_appends_by_anyone_are_seen(db: Database, tmp_path: Path) -> None:
     other = sqlite3.connect(tmp_path / "v.db", isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
-        _vectors.store_vectors(other, 1, FACTS, [10, 11], vecs[10:], MODEL)
+        _vectors.store_vectors(other, Slot(1, FACTS), [10, 11], vecs[10:], MODEL)
         other.execute("COMMIT")
     finally:
         other.close()
@@ -143,7 +144,7 @@ def test_reused_rowids_cannot_hide_a_delete(db: Database, tmp_path: Path) -> Non
     try:
         other.execute("BEGIN IMMEDIATE")
         other.execute("DELETE FROM vectors WHERE corpus = ? AND src_rowid = ?", (FACTS, 4))
-        _vectors.store_vectors(other, 1, FACTS, [7], vecs[5:6], MODEL)
+        _vectors.store_vectors(other, Slot(1, FACTS), [7], vecs[5:6], MODEL)
         other.execute("COMMIT")
     finally:
         other.close()
@@ -163,7 +164,7 @@ def test_an_index_behind_the_kept_tombstones_reloads(db: Database) -> None:
     assert _search(db, index, 1, vecs[2], 1)[0].rowid == 2
     with db.write() as conn:
         _vectors.delete_vectors(conn, FACTS, [2, 3])
-        _vectors.store_vectors(conn, 2, FACTS, [50], vecs[:1], MODEL)  # another namespace's delete
+        _vectors.store_vectors(conn, Slot(2, FACTS), [50], vecs[:1], MODEL)  # another namespace's delete
         _vectors.delete_vectors(conn, FACTS, [50])
         conn.execute("DELETE FROM vector_tombstones WHERE id <= 2")  # as the prune trigger would
     assert {h.rowid for h in _search(db, index, 1, vecs[2], 8)} == {0, 1, 4, 5, 6, 7}
@@ -191,7 +192,7 @@ def test_other_model_rows_are_stale_and_ignored(db: Database) -> None:
     _put(db, 1, [4, 5], vecs[4:], model="old-model")
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     with db.read() as conn:
-        assert index.stale(conn, 1, FACTS) == 2
+        assert index.stale(conn, Slot(1, FACTS)) == 2
     assert {h.rowid for h in _search(db, index, 1, vecs[4], 10)} == {0, 1, 2, 3}
 
 
@@ -204,7 +205,7 @@ def test_blob_round_trip() -> None:
 def test_store_vectors_rejects_mismatched_lengths(db: Database) -> None:
     """Rowids and vectors must pair up; nothing is written otherwise."""
     with pytest.raises(ValueError, match="rowids"), db.write() as conn:
-        _vectors.store_vectors(conn, 1, FACTS, [1, 2], _unit(np.random.default_rng(8), 1), MODEL)
+        _vectors.store_vectors(conn, Slot(1, FACTS), [1, 2], _unit(np.random.default_rng(8), 1), MODEL)
     with db.read() as conn:
         assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
 
@@ -217,7 +218,7 @@ def test_without_usearch_large_namespaces_stay_exact(db: Database, monkeypatch: 
     _put(db, 1, list(range(30)), vecs)
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=10)
     with db.read() as conn:
-        assert not index.uses_ann(conn, 1, FACTS)
+        assert not index.uses_ann(conn, Slot(1, FACTS))
     assert _search(db, index, 1, vecs[17], 1)[0].rowid == 17
 
 
