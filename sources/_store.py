@@ -18,7 +18,7 @@ import hashlib
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Self, cast
+from typing import TYPE_CHECKING, Any, Final, Self, TypedDict, Unpack, cast
 
 import attrs
 
@@ -202,6 +202,15 @@ def types_errors(types: Iterable[str] | None) -> list[FieldError]:
         for t in types
         if t not in MEMORY_TYPES
     ]
+
+
+class RecallOptions(TypedDict, total=False):
+    """`MemoryStore.recall`'s options."""
+
+    types: Sequence[str] | None
+    limit: int
+    min_score: float
+    mode: str | None
 
 
 @attrs.define(eq=False)
@@ -597,69 +606,63 @@ class MemoryStore:
             ).fetchall()
         return [Memory.from_row(r) for r in rows]
 
-    def recall(  # noqa: PLR0913 - query plus keyword options
-        self,
-        query: str,
-        *,
-        namespace: Namespace,
-        types: Sequence[str] | None = None,
-        limit: int = 10,
-        min_score: float = RECALL_MIN_SCORE,
-        mode: str | None = None,
-    ) -> list[Recalled]:
+    def recall(self, query: str, *, namespace: Namespace, **options: Unpack[RecallOptions]) -> list[Recalled]:
         """Return memories relevant to `query`, best first, scored at or above `min_score`.
 
-        Each score is a calibrated probability of relevance. Typed queries include
-        unclassified memories.
-
-        `mode` (lexical | dense | hybrid) overrides the store's default; ValidationError for
-        an unknown mode, ConfigError for a dense mode on a store without an embedder.
+        Options (`RecallOptions`): `types` (typed queries include unclassified memories),
+        `limit` (10), `min_score` (`RECALL_MIN_SCORE`), `mode` (lexical | dense | hybrid; the
+        store's by default). Each score is a calibrated probability of relevance.
+        ValidationError for a bad option value or an unknown mode, ConfigError for a dense
+        mode on a store without an embedder, TypeError for an unknown option.
         """
         with self.db.read() as conn:
-            return self.recall_on(
-                conn, query, namespace=namespace, types=types, limit=limit, min_score=min_score, mode=mode
-            )
+            return self.recall_on(conn, query, namespace=namespace, **options)
 
-    def recall_on(  # noqa: PLR0913 - recall's keywords plus the caller's connection
+    def recall_on(
         self,
         conn: sqlite3.Connection,
         query: str,
         *,
         namespace: Namespace,
-        types: Sequence[str] | None = None,
-        limit: int = 10,
-        min_score: float = RECALL_MIN_SCORE,
-        mode: str | None = None,
         embedder: Embedder | None = None,
+        **options: Unpack[RecallOptions],
     ) -> list[Recalled]:
         """Run `recall` on a reader connection the caller holds (so it can interrupt it).
 
         `embedder` may be a caching wrapper of the store's own (sources share one per turn).
         """
-        mode = check_mode(self.mode if mode is None else mode)
+        _validate.check_keywords("recall", options, RecallOptions.__annotations__)
+        asked = options.get("mode")
+        mode = check_mode(self.mode if asked is None else asked)
+        types, limit = options.get("types"), options.get("limit", 10)
         self._check_recall_args(query, types, limit)
         if mode in DENSE_MODES:
             self._require_embedder(f"recall mode {mode!r}")
         ns_id = _index.find_ns(conn, namespace)
         prof = self.profile_on(conn, ns_id, query)
-        if ns_id is None or not prof.terms:
-            return []
-        k = recall_depth(limit)
-        if mode == "lexical" and not prof.present:
+        if ns_id is None or not prof.terms or (mode == "lexical" and not prof.present):
             return []
         scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
         if scorer.abstains:
             return []
-        if mode == "lexical":
-            rows = self._lexical_top(conn, ns_id, scorer, types, k)
-            scored = [(scorer.relevance(_row_terms(r)), r) for r in rows]
-        else:  # hybrid unions two lists: half as deep each keeps the pool the same size
-            k = k if mode == "dense" else max(2 * limit, 50)
-            scored = self._dense_scored(conn, ns_id, scorer, types=types, k=k)
-        kept = [(p, r) for p, r in scored if p.score >= min_score and p.score > 0.0]
+        scored = self._scored(conn, ns_id, scorer, types, limit)
+        floor = options.get("min_score", RECALL_MIN_SCORE)
+        kept = [(p, r) for p, r in scored if p.score >= floor and p.score > 0.0]
         kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
         recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])
         return list(itertools.islice(recalled, limit))
+
+    def _scored(
+        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, types: Sequence[str] | None, limit: int
+    ) -> list[tuple[Relevance, Any]]:
+        """The namespace's candidates for the scorer's query, scored in its mode."""
+        k = recall_depth(limit)
+        if scorer.mode == "lexical":
+            rows = self._lexical_top(conn, ns_id, scorer, types, k)
+            return [(scorer.relevance(_row_terms(r)), r) for r in rows]
+        # hybrid unions two lists: half as deep each keeps the pool the same size
+        k = k if scorer.mode == "dense" else max(2 * limit, 50)
+        return self._dense_scored(conn, ns_id, scorer, types=types, k=k)
 
     def scorer(
         self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None

@@ -226,3 +226,12 @@ def skip_damaged(
             yield build(item)
         except DamagedRowError as exc:
             logger.warning("store.row_damaged", table=table, id=str(row_id(item)), error=str(exc))
+
+
+def check_keywords(function: str, given: Iterable[str], allowed: Iterable[str]) -> None:
+    """Raise TypeError, as Python does for a named parameter, for each keyword of `given` that is
+    not `allowed` (functions whose options are a `**kwargs` typed by a TypedDict)."""
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        msg = f"{function}() got unexpected keyword arguments: {', '.join(unknown)}"
+        raise TypeError(msg)

@@ -116,10 +116,7 @@ def memorule_errors(*, partial: bool = False, **fields: object) -> list[FieldErr
     The fields are `memorule_kind`, `subject`, `body`, `applies_to`, `evidence_signal_id` and
     `confidence`. `partial=True` checks the fields of an update: None means unchanged, not missing.
     """
-    unknown = sorted(set(fields) - set(FIELD_NAMES))
-    if unknown:
-        msg = f"memorule_errors() got unexpected keyword arguments: {', '.join(unknown)}"
-        raise TypeError(msg)
+    _validate.check_keywords("memorule_errors", fields, FIELD_NAMES)
     return fields_errors(fields, partial=partial)
 
 

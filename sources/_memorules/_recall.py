@@ -345,10 +345,7 @@ def semantic_recall(
     other projects, best score first. `types` keeps memories of those types (and unclassified
     memorules), as a turn's typed request does.
     """
-    unknown = sorted(set(options) - set(RecallOptions.__annotations__))
-    if unknown:
-        msg = f"semantic_recall() got unexpected keyword arguments: {', '.join(unknown)}"
-        raise TypeError(msg)
+    _validate.check_keywords("semantic_recall", options, RecallOptions.__annotations__)
     asked = RecallQuery(query=query, namespace=namespace, **options)
     _validate.raise_if(_recall_errors(asked))
     with store.db.read() as conn:

@@ -99,10 +99,7 @@ def _update_errors(
     changes: Mapping[str, object],
     changed: Mapping[str, object],
 ) -> list[FieldError]:
-    unknown = sorted(set(changes) - set(_FIELD_ORDER))
-    if unknown:
-        msg = f"update_memorule() got unexpected keyword arguments: {', '.join(unknown)}"
-        raise TypeError(msg)
+    _validate.check_keywords("update_memorule", changes, _FIELD_ORDER)
     errors = _validate.id_errors("id", id) + session_errors(session)
     for field in sorted(changed, key=_FIELD_ORDER.index):
         errors += field_errors(field, changed[field])

@@ -374,3 +374,10 @@ def test_a_query_profile_is_shared_until_the_namespace_changes(store: MemoryStor
     assert renewed is not first
     assert renewed.n_docs == first.n_docs + 1
     assert renewed.generation > first.generation
+
+
+def test_an_unknown_recall_option_is_a_type_error(store: MemoryStore) -> None:
+    """A misspelt recall option fails as a misspelt keyword would, never silently ignored."""
+    store.add_entry("The pottery class meets on Tuesdays.", namespace=Namespace(tenant_id="t"))
+    with pytest.raises(TypeError, match="limt"):
+        store.recall("pottery", namespace=Namespace(tenant_id="t"), limt=3)  # type: ignore[call-arg]
