@@ -231,7 +231,7 @@ def _reference(store: MemoryStore, mode: str, task: str, tenant: Tenant) -> tupl
     """The task's profile and the namespace's reference, exactly as recall computes them."""
     with store.db.read() as conn:
         prof = _index.profile(conn, tenant.ns_id, task)
-        return prof, store.scorer_on(conn, tenant.ns_id, prof, task, mode=mode).reference
+        return prof, store.scorer_on(conn, tenant.ns_id, task, mode=mode).reference
 
 
 @attrs.frozen(kw_only=True)

@@ -272,8 +272,7 @@ class GraphSource(ReaderSource):
             n.rowid: n
             for n in _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
         }
-        prof = self._reader.store.profile_on(conn, ns_id, request.task)
-        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
+        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         return self._scored(conn, ns_id, scorer, nodes, hops, via, request.limit)
 
     def _scored(  # noqa: PLR0913, PLR0917 - one step of fetch, split out for size

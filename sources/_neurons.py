@@ -224,7 +224,7 @@ class NeuronSource(ReaderSource):
             (ns_id,),
         ):
             triggers[int(rowid)].append(str(term))
-        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
+        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         rowids = [int(r[0]) for r in rows]
         scores = score_rows(
             scorer,

@@ -55,8 +55,7 @@ class PastTaskSource(ReaderSource):
         rows = _recent(conn, ns_id)
         if not rows:
             return []
-        prof = self._reader.store.profile_on(conn, ns_id, request.task)
-        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
+        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         if scorer.abstains:
             return []
         texts = [_text(conn, ns_id, task_id, description) for task_id, description, _at in rows]

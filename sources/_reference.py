@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from broker.abc import Embedder
 
     from ._matrix import Hit
+    from ._scorer import Scorer
     from ._vectors import VectorIndex
 
 REFERENCE_DEPTH: Final = 50
@@ -63,23 +64,18 @@ _GRAPH: Final = -1  # the pool's key space of graph nodes (not a stored corpus)
 Key = tuple[int, int]  # (corpus, source rowid)
 
 
-def compute_reference(  # noqa: PLR0913 - the task, where, and how it is searched
-    conn: sqlite3.Connection,
-    ns_id: int,
-    prof: QueryProfile,
-    task: str,
-    *,
-    mode: str,
-    query_vector: npt.NDArray[np.float32] | None,
-    vindex: VectorIndex | None,
-    embedder: Embedder | None = None,
+def compute_reference(
+    conn: sqlite3.Connection, ns_id: int, scorer: Scorer, vindex: VectorIndex | None
 ) -> Reference:
-    """The namespace's best evidence for the task in `mode`, its candidate pool and the gate.
+    """The namespace's best evidence for the scorer's task in its mode, its candidate pool and
+    the gate (`scorer` carries the task, its profile, the mode and, in dense modes, the query
+    vector and the embedder; its own reference is not read).
 
     The pool also holds the graph nodes the task names (name and description), embedded on
     the fly in dense modes: a namespace whose answer is in its graph serves the task too.
     """
-    dense = query_vector if mode in DENSE_MODES and vindex is not None else None
+    prof, task, mode, embedder = scorer.profile, scorer.query, scorer.mode, scorer.embedder
+    dense = scorer.query_vector if mode in DENSE_MODES and vindex is not None else None
     search = None if dense is None or vindex is None else (dense, vindex)
     found = _retrieved(conn, ns_id, prof, lexical=mode != "dense", dense=search)
     for key, (node_terms, cosine) in _graph_nodes(conn, ns_id, task, dense, embedder).items():

@@ -63,6 +63,8 @@ class Scorer:
 
     profile: QueryProfile
     mode: str
+    query: str = ""
+    """The query text (the reference's gate reads it)."""
     query_vector: npt.NDArray[np.float32] | None = None
     embedder: Embedder | None = None
     reference: Reference = NO_REFERENCE
@@ -77,12 +79,12 @@ class Scorer:
         """
         mode = check_mode(mode)
         if mode not in DENSE_MODES:
-            return cls(profile=profile, mode=mode)
+            return cls(profile=profile, mode=mode, query=query)
         if embedder is None:
             msg = f"recall mode {mode!r} needs an embedder; open the store with one or use mode='lexical'"
             raise ConfigError(msg)
         vector = embedder.embed([query])[0] if profile.terms else None
-        return cls(profile=profile, mode=mode, query_vector=vector, embedder=embedder)
+        return cls(profile=profile, mode=mode, query=query, query_vector=vector, embedder=embedder)
 
     @property
     def abstains(self) -> bool:

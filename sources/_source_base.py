@@ -25,7 +25,7 @@ import numpy as np
 from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 
 from . import _analysis, _index, _results, _validate, _vectors
-from ._relevance import DENSE_MODES, LexicalHit, QueryProfile, lexical_features, lexical_probability
+from ._relevance import DENSE_MODES, LexicalHit, lexical_features, lexical_probability
 from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
@@ -119,14 +119,10 @@ class StoreReader:
             self._queries = QueryCache(self.store.embedder)
         return self._queries
 
-    def scorer(
-        self, conn: sqlite3.Connection, ns_id: int | None, prof: QueryProfile, task: str, mode: str | None
-    ) -> Scorer:
+    def scorer(self, conn: sqlite3.Connection, ns_id: int | None, task: str, mode: str | None) -> Scorer:
         """Return the calibrated scorer of a task in the request's mode (default: the store's),
         with the namespace's shared reference."""
-        return self.store.scorer_on(
-            conn, ns_id, prof, task, mode=mode or self.store.mode, embedder=self.embedder
-        )
+        return self.store.scorer_on(conn, ns_id, task, mode=mode or self.store.mode, embedder=self.embedder)
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(conn)` on a pooled reader connection, in a worker thread."""
@@ -446,7 +442,7 @@ class CorpusSource(ReaderSource):
         prof = self._reader.store.profile_on(conn, ns_id, request.task)
         if not prof.present:  # no informative term of the task occurs in the namespace
             return []
-        scorer = self._reader.scorer(conn, ns_id, prof, request.task, request.mode)
+        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         if scorer.abstains:  # the gate is closed: every score would be 0
             return []
         hits = shared_or_searched(conn, ns_id, scorer, corpus=self.corpus, depth=recall_depth(request.limit))

@@ -642,7 +642,7 @@ class MemoryStore:
         prof = self.profile_on(conn, ns_id, query)
         if ns_id is None or not prof.terms or (mode == "lexical" and not prof.present):
             return []
-        scorer = self.scorer_on(conn, ns_id, prof, query, mode=mode, embedder=embedder)
+        scorer = self.scorer_on(conn, ns_id, query, mode=mode, embedder=embedder)
         if scorer.abstains:
             return []
         scored = self._scored(conn, ns_id, scorer, types, limit)
@@ -673,7 +673,7 @@ class MemoryStore:
         """
         mode = check_mode(self.mode if mode is None else mode)
         ns_id = _index.find_ns(conn, namespace)
-        return self.scorer_on(conn, ns_id, self.profile_on(conn, ns_id, query), query, mode=mode)
+        return self.scorer_on(conn, ns_id, query, mode=mode)
 
     def profile_on(self, conn: sqlite3.Connection, ns_id: int | None, query: str) -> QueryProfile:
         """`_index.profile` of a query in a namespace, computed once per write generation of the
@@ -683,17 +683,16 @@ class MemoryStore:
         generation = _index.generation(conn, ns_id)
         return self._profiles.get((ns_id, query, generation), lambda: _index.profile(conn, ns_id, query))
 
-    def scorer_on(  # noqa: PLR0913 - the profiled query and where it was profiled
+    def scorer_on(
         self,
         conn: sqlite3.Connection,
         ns_id: int | None,
-        prof: QueryProfile,
         query: str,
         *,
         mode: str,
         embedder: Embedder | None = None,
     ) -> Scorer:
-        """Build the `Scorer` of a query profiled against namespace `ns_id`, in `mode`.
+        """Build the `Scorer` of a query in namespace `ns_id` (its profile: `profile_on`), in `mode`.
 
         It carries the namespace's `Reference` for the query (its best evidence over every
         corpus, its candidates' standing and the task's gate), computed once and shared by
@@ -701,24 +700,12 @@ class MemoryStore:
         a query without an informative term) every score is 0. `embedder` may be a caching
         wrapper of the store's own.
         """
+        prof = self.profile_on(conn, ns_id, query)
         scorer = Scorer.build(prof, query, mode=mode, embedder=embedder or self.embedder)
         if ns_id is None or not prof.terms:
             return scorer
-        vector = scorer.query_vector  # set: dense modes embed every query that has terms
         key = (ns_id, query, prof.generation, mode)
-        ref = self._references.get(
-            key,
-            lambda: compute_reference(
-                conn,
-                ns_id,
-                prof,
-                query,
-                mode=mode,
-                query_vector=vector,
-                vindex=self._vindex,
-                embedder=embedder or self.embedder,
-            ),
-        )
+        ref = self._references.get(key, lambda: compute_reference(conn, ns_id, scorer, self._vindex))
         return attrs.evolve(scorer, reference=ref)
 
     def _dense_scored(

@@ -204,11 +204,9 @@ class _Probe:
         if not home.present:
             return []
         found = [c for c in self._matching(ns_id, home, foreign=foreign) if keep is None or keep(c)]
-        if self.asking is not None and self.asking.present:
-            prof, where = self.asking, self.asking_ns
-        else:
-            prof, where = home, ns_id
-        scores = self._scores(ns_id, where, prof, found)
+        # Scored in the namespace asked in when it knows the query's terms, else in the home.
+        where = self.asking_ns if self.asking is not None and self.asking.present else ns_id
+        scores = self._scores(ns_id, where, found)
         return [
             _Hit(current=c, score=r.score, qpp=r.qpp, band=r.band) for c, r in zip(found, scores, strict=True)
         ]
@@ -233,9 +231,7 @@ class _Probe:
             _validate.skip_damaged(rows, Current.from_row, table="memorule_states", row_id=lambda r: r[1])
         )
 
-    def _scores(
-        self, home: int, ns_id: int | None, prof: QueryProfile, found: list[Current]
-    ) -> list[Relevance]:
+    def _scores(self, home: int, ns_id: int | None, found: list[Current]) -> list[Relevance]:
         """Score memorules of namespace `home` on the store's calibrated scale in its mode
         (lexical without an embedder), with the reference of the namespace `ns_id` the query
         was profiled in."""
@@ -243,7 +239,7 @@ class _Probe:
             return []
         embedder = self.embedder
         mode = "lexical" if embedder is None else self.mode
-        scorer = self.store.scorer_on(self.conn, ns_id, prof, self.query, mode=mode, embedder=embedder)
+        scorer = self.store.scorer_on(self.conn, ns_id, self.query, mode=mode, embedder=embedder)
         if mode == "lexical" or embedder is None:
             return [scorer.relevance(_analysis.terms(c.text)) for c in found]
         stored = _vectors.stored_vectors(

@@ -12,6 +12,7 @@ from sources import MemoryStore, NewEntry, NewFact, _analysis, _index, _schema
 from sources._abstraction import FactWriter
 from sources._reference import REFERENCE_DEPTH, _lexical_pool, compute_reference
 from sources._relevance import Reference, lexical_features
+from sources._scorer import Scorer
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -40,7 +41,7 @@ def reference(store: MemoryStore, ns: Namespace, task: str = TASK) -> Reference:
         ns_id = _index.find_ns(conn, ns)
         assert ns_id is not None
         prof = _index.profile(conn, ns_id, task)
-        return compute_reference(conn, ns_id, prof, task, mode="lexical", query_vector=None, vindex=None)
+        return compute_reference(conn, ns_id, Scorer.build(prof, task, mode="lexical", embedder=None), None)
 
 
 def brute_force_best(store: MemoryStore, ns: Namespace, texts: list[str]) -> tuple[float, float]:
