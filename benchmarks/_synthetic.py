@@ -25,7 +25,7 @@ from broker import Namespace
 from sources import MemoryStore, NewEntry, NewFact, Writers, _schema, _vectors
 from sources._analysis import STOP_WORDS, terms
 from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
-from sources._source_base import insert_docs
+from sources._source_base import DocTable, insert_docs
 from sources._vectors import Slot
 
 from . import _locomo
@@ -190,9 +190,7 @@ def _knowledge(store: MemoryStore, gen: Generator, n: int) -> None:
             }
             for i in range(start, min(n, start + BATCH))
         ]
-        insert_docs(
-            store, NS, table=KNOWLEDGE_TABLE, corpus=_schema.CORPUS_KNOWLEDGE, rows=rows, replace=False
-        )
+        insert_docs(store, NS, DocTable(KNOWLEDGE_TABLE, _schema.CORPUS_KNOWLEDGE), rows, replace=False)
 
 
 def _neurons(writers: Writers, gen: Generator, n: int) -> None:

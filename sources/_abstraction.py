@@ -14,7 +14,7 @@ import attrs
 from broker import FieldError, Namespace
 
 from . import _schema, _validate
-from ._source_base import CorpusSource, delete_doc_by_id, insert_docs
+from ._source_base import CorpusSource, DocTable, delete_doc_by_id, insert_docs
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -117,9 +117,7 @@ class FactWriter:
         an existing id without `replace`.
         """
         rows = _validated(list(facts))
-        insert_docs(
-            self._store, namespace, table=_TABLE, corpus=_schema.CORPUS_FACTS, rows=rows, replace=replace
-        )
+        insert_docs(self._store, namespace, DocTable(_TABLE, _schema.CORPUS_FACTS), rows, replace=replace)
         return [str(r["id"]) for r in rows]
 
     def delete_fact(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002

@@ -16,7 +16,7 @@ import attrs
 from broker import FieldError, Namespace
 
 from . import _schema, _validate
-from ._source_base import CorpusSource, delete_doc_by_id, insert_docs
+from ._source_base import CorpusSource, DocTable, delete_doc_by_id, insert_docs
 
 if TYPE_CHECKING:
     from ._store import MemoryStore
@@ -64,7 +64,7 @@ class KnowledgeWriter:
             "metadata": encoded,
         }
         insert_docs(
-            self._store, namespace, table=_TABLE, corpus=_schema.CORPUS_KNOWLEDGE, rows=[row], replace=replace
+            self._store, namespace, DocTable(_TABLE, _schema.CORPUS_KNOWLEDGE), [row], replace=replace
         )
         return str(row["id"])
 

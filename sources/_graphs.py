@@ -22,7 +22,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 
 from . import _analysis, _index, _validate
 from ._relevance import DENSE_MODES
-from ._source_base import ReaderSource, best_first, chunks, lexical_score, marks, score_rows, select_in
+from ._source_base import Batch, ReaderSource, best_first, chunks, lexical_score, marks, score_rows, select_in
 
 if TYPE_CHECKING:
     import sqlite3
@@ -273,18 +273,9 @@ class GraphSource(ReaderSource):
             for n in _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
         }
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
-        return self._scored(conn, ns_id, scorer, nodes, hops, via, request.limit)
+        return self._scored(conn, scorer, _Walk(nodes=nodes, hops=hops, via=via), request.limit)
 
-    def _scored(  # noqa: PLR0913, PLR0917 - one step of fetch, split out for size
-        self,
-        conn: sqlite3.Connection,
-        ns_id: int,
-        scorer: Scorer,
-        nodes: dict[int, _Node],
-        hops: dict[int, int],
-        via: dict[int, list[Edge]],
-        limit: int,
-    ) -> list[Candidate]:
+    def _scored(self, conn: sqlite3.Connection, scorer: Scorer, walk: _Walk, limit: int) -> list[Candidate]:
         """Render each node by its best-matching path, then score the best of them.
 
         The best of them lexically are scored in the request's mode: `limit` of them, or in
@@ -292,26 +283,30 @@ class GraphSource(ReaderSource):
         embedding it costs about 3 ms inside the turn's deadline.
         """
         rendered: list[tuple[float, int, str]] = []
-        for rowid, node in nodes.items():
+        for rowid, node in walk.nodes.items():
             # An edge through a damaged (skipped) node cannot be rendered.
-            texts = [render(node, nodes, e) for e in via.get(rowid, []) if e[0] in nodes and e[2] in nodes]
-            if hops[rowid] == 0:
-                texts.append(render(node, nodes, None))
+            texts = [
+                render(node, walk.nodes, e)
+                for e in walk.via.get(rowid, [])
+                if e[0] in walk.nodes and e[2] in walk.nodes
+            ]
+            if walk.hops[rowid] == 0:
+                texts.append(render(node, walk.nodes, None))
             if not texts:
                 continue
             best = max(texts, key=lambda t: lexical_score(scorer, _analysis.terms(t)))
-            pre = lexical_score(scorer, _analysis.terms(best)) * HOP_DECAY[hops[rowid]]
+            pre = lexical_score(scorer, _analysis.terms(best)) * HOP_DECAY[walk.hops[rowid]]
             rendered.append((pre, rowid, best))
-        rendered.sort(key=lambda r: (-r[0], hops[r[1]], nodes[r[1]].id))
+        rendered.sort(key=lambda r: (-r[0], walk.hops[r[1]], walk.nodes[r[1]].id))
         if scorer.mode in DENSE_MODES:
             limit = min(limit, DENSE_SCORED)
         kept = rendered[: max(limit, 0)]
         scores = score_rows(
-            scorer, conn, ns_id=ns_id, corpus=None, rowids=[r[1] for r in kept], texts=[r[2] for r in kept]
+            scorer, conn, Batch(slot=None, rowids=[r[1] for r in kept], texts=[r[2] for r in kept])
         )
         return best_first(
             (
-                _candidate(self.name, nodes[rowid], text, rel, hops[rowid])
+                _candidate(self.name, walk.nodes[rowid], text, rel, walk.hops[rowid])
                 for (_, rowid, text), rel in zip(kept, scores, strict=True)
             ),
             limit,
@@ -408,6 +403,16 @@ def _edges(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Edge
             )
         ]
     return out
+
+
+@attrs.frozen(kw_only=True)
+class _Walk:
+    """What the breadth-first walk from the task's nodes reached: the nodes by rowid, their
+    hops from a mentioned node, and the edges each was reached through."""
+
+    nodes: dict[int, _Node]
+    hops: dict[int, int]
+    via: dict[int, list[Edge]]
 
 
 def render(node: _Node, nodes: dict[int, _Node], edge: Edge | None) -> str:

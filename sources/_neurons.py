@@ -24,7 +24,7 @@ import attrs
 from broker import Candidate, FieldError, Namespace, ValidationError
 
 from . import _analysis, _index, _schema, _validate, _vectors
-from ._source_base import ReaderSource, best_first, marks, recall_depth, score_rows, select_in
+from ._source_base import Batch, ReaderSource, best_first, marks, recall_depth, score_rows, select_in
 from ._store import delete_entry_rowid
 from ._vectors import Slot
 
@@ -226,15 +226,13 @@ class NeuronSource(ReaderSource):
             triggers[int(rowid)].append(str(term))
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         rowids = [int(r[0]) for r in rows]
-        scores = score_rows(
-            scorer,
-            conn,
-            ns_id=ns_id,
-            corpus=_schema.CORPUS_ENTRIES,
+        batch = Batch(
+            slot=Slot(ns_id, _schema.CORPUS_ENTRIES),
             rowids=rowids,
             texts=[r[3] for r in rows],
-            doc_terms=[_doc_terms(r[3], triggers[rid]) for r, rid in zip(rows, rowids, strict=True)],
+            terms=[_doc_terms(r[3], triggers[rid]) for r, rid in zip(rows, rowids, strict=True)],
         )
+        scores = score_rows(scorer, conn, batch)
         matched = set(prof.terms)
         candidates = _validate.skip_damaged(
             zip(rows, scores, strict=True),

@@ -244,35 +244,33 @@ class QueryCache:
         return self._vectors.get(texts[0], lambda: self.inner.embed(texts))
 
 
-def score_rows(  # noqa: PLR0913 - keyword-only, each names one part of the batch
-    scorer: Scorer,
-    conn: sqlite3.Connection,
-    *,
-    ns_id: int,
-    corpus: int | None,
-    rowids: Sequence[int],
-    texts: Sequence[str],
-    doc_terms: Sequence[Sequence[str]] | None = None,
-) -> list[Relevance]:
-    """Relevance of texts on the one calibrated scale, in the scorer's mode.
+@attrs.frozen(kw_only=True)
+class Batch:
+    """Texts a source scores together: rows of one corpus of a namespace (`slot`; None for
+    texts without stored vectors, such as a rendered graph edge), their texts and, when they
+    differ from analysing the text, their terms (a neuron is scored on its text and its
+    trigger phrases; an indexed row on its indexed body)."""
 
-    `doc_terms` overrides the analysed terms of each text (a neuron is scored on its text
-    and its trigger phrases). In dense modes each row's stored vector of `corpus` is used;
-    texts without one (or with `corpus=None`, such as a rendered graph edge) are embedded
-    in one batch, as `Scorer.relevances` does.
+    slot: Slot | None
+    rowids: Sequence[int]
+    texts: Sequence[str]
+    terms: Sequence[Sequence[str]] | None = None
+
+
+def score_rows(scorer: Scorer, conn: sqlite3.Connection, batch: Batch) -> list[Relevance]:
+    """Relevance of a batch of texts on the one calibrated scale, in the scorer's mode.
+
+    In dense modes each row's stored vector is used; texts without one (or a batch without
+    a slot) are embedded in one batch, as `Scorer.relevances` does.
     """
-    terms = list(doc_terms) if doc_terms is not None else [_analysis.terms(t) for t in texts]
+    texts = batch.texts
+    terms = list(batch.terms) if batch.terms is not None else [_analysis.terms(t) for t in texts]
     vectors: list[npt.NDArray[np.float32] | None] = [None] * len(texts)
     emb = scorer.embedder
-    if (
-        scorer.mode in DENSE_MODES
-        and emb is not None
-        and not scorer.abstains
-        and texts
-        and corpus is not None
-    ):
-        stored = _vectors.stored_vectors(conn, Slot(ns_id, corpus), list(rowids), emb.model_id, emb.dim)
-        vectors = [stored.get(r) for r in rowids]
+    dense = scorer.mode in DENSE_MODES and not scorer.abstains and texts
+    if dense and emb is not None and batch.slot is not None:
+        stored = _vectors.stored_vectors(conn, batch.slot, list(batch.rowids), emb.model_id, emb.dim)
+        vectors = [stored.get(r) for r in batch.rowids]
     return scorer.relevances(terms, texts, vectors)
 
 
@@ -350,21 +348,29 @@ def raise_exists(id_: str, namespace: Namespace) -> None:
     raise ValidationError.single("id", "exists", f"id {id_!r} already exists in {namespace}")
 
 
-def insert_docs(  # noqa: PLR0913 - keyword-only, each names one part of the write
+@attrs.frozen
+class DocTable:
+    """A document table and the corpus its texts are indexed under (facts, knowledge)."""
+
+    table: str
+    corpus: int
+
+
+def insert_docs(
     store: MemoryStore,
     namespace: Namespace,
-    *,
-    table: str,
-    corpus: int,
+    docs: DocTable,
     rows: Sequence[Mapping[str, Any]],
+    *,
     replace: bool,
 ) -> None:
     """Insert validated rows (each with `id` and `text`) of a document table in one write.
 
     Each text is indexed in the namespace's FTS under `corpus` (statistics included), and
     with an embedder its vector is stored too, embedded before the write lock is taken.
-    `table` and the column names are fixed by the calling module, never user input.
+    The table and the column names are fixed by the calling module, never user input.
     """
+    table, corpus = docs.table, docs.corpus
     vectors = None
     if store.embedder is not None and rows:
         texts = [str(r["text"]) for r in rows]
@@ -454,15 +460,13 @@ class CorpusSource(ReaderSource):
             list(terms),
             (ns_id,),
         )
-        scores = score_rows(
-            scorer,
-            conn,
-            ns_id=ns_id,
-            corpus=self.corpus,
+        batch = Batch(
+            slot=Slot(ns_id, self.corpus),
             rowids=[int(r[0]) for r in rows],
             texts=[r[2] for r in rows],
-            doc_terms=[terms[int(r[0])] for r in rows],
+            terms=[terms[int(r[0])] for r in rows],
         )
+        scores = score_rows(scorer, conn, batch)
         pairs = zip(rows, scores, strict=True)
         candidates = _validate.skip_damaged(
             pairs, lambda rs: self._candidate(*rs), table=self.table, row_id=_first_id
