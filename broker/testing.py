@@ -23,7 +23,7 @@ import functools
 import statistics
 import time
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import anyio
 import attrs
@@ -43,25 +43,32 @@ DEFAULT_STALL_LIMIT = 0.025
 """Seconds a source may hold the event loop in one stretch before `check_source_never_blocks` fails."""
 
 
-def make_candidate(  # noqa: PLR0913 - every field of a candidate, all optional
-    entry_id: str,
-    score: float = 0.9,
-    *,
-    source: str = "fake",
-    text: str | None = None,
-    block: str = "memory",
-    memory_type: str | None = None,
-    created_at: str | None = None,
-) -> Candidate:
-    """Build a candidate with sensible defaults; `text` defaults to a phrase naming the entry id."""
+class CandidateOptions(TypedDict, total=False):
+    """`make_candidate`'s options: a candidate's other fields."""
+
+    source: str
+    text: str | None
+    block: str
+    memory_type: str | None
+    created_at: str | None
+
+
+def make_candidate(entry_id: str, score: float = 0.9, **options: Unpack[CandidateOptions]) -> Candidate:
+    """Build a candidate with sensible defaults (source "fake", block "memory"); `text`
+    defaults to a phrase naming the entry id. TypeError for an unknown option."""
+    unknown = sorted(set(options) - set(CandidateOptions.__annotations__))
+    if unknown:
+        msg = f"make_candidate() got unexpected keyword arguments: {', '.join(unknown)}"
+        raise TypeError(msg)
+    text = options.get("text")
     return Candidate(
         entry_id=entry_id,
-        source=source,
+        source=options.get("source", "fake"),
         score=score,
         text=f"memory {entry_id}" if text is None else text,
-        block=block,
-        memory_type=memory_type,
-        created_at=created_at,
+        block=options.get("block", "memory"),
+        memory_type=options.get("memory_type"),
+        created_at=options.get("created_at"),
     )
 
 

@@ -79,7 +79,15 @@ class NeuronWriter:
         ValidationError (every field error, nothing written) on bad input, or when the id
         exists and `replace` is false.
         """
-        row = _checked(text, triggers, importance, id, created_at, metadata)
+        given = _Given(
+            text=text,
+            triggers=triggers,
+            importance=importance,
+            id=id,
+            created_at=created_at,
+            metadata=metadata,
+        )
+        row = _checked(given)
         vector = None
         if self._store.embedder is not None:  # embed before taking the write lock
             vector = self._store.embedder.embed([row.text])
@@ -113,22 +121,29 @@ class NeuronWriter:
         return True
 
 
-def _checked(  # noqa: PLR0913, PLR0917 - the fields of add_neuron, checked together
-    text: object,
-    triggers: object,
-    importance: object,
-    id_: object,
-    created_at: object,
-    metadata: object,
-) -> _NeuronRow:
+@attrs.frozen(kw_only=True)
+class _Given:
+    """`add_neuron`'s fields as the caller gave them, before any check."""
+
+    text: object
+    triggers: object
+    importance: object
+    id: object
+    created_at: object
+    metadata: object
+
+
+def _checked(given: _Given) -> _NeuronRow:
+    """The neuron's row, or ValidationError with every field's error."""
+    text, importance, id_ = given.text, given.importance, given.id
     errors = _validate.text_errors("text", text)
     errors += _validate.id_errors("id", id_)
     errors += _validate.importance_errors(importance)
-    created, errs = _validate.normalise_created_at(created_at)
+    created, errs = _validate.normalise_created_at(given.created_at)
     errors += errs
-    encoded, errs = _validate.encode_metadata(metadata)
+    encoded, errs = _validate.encode_metadata(given.metadata)
     errors += errs
-    phrases, terms, errs = _checked_triggers(triggers)
+    phrases, terms, errs = _checked_triggers(given.triggers)
     errors += errs
     _validate.raise_if(errors)
     assert isinstance(text, str)  # noqa: S101 - narrowed by the checks above
