@@ -28,6 +28,7 @@ from sources import (
     MemoryStore,
     NewEntry,
     SqliteTaskRepository,
+    _entry_recall,
     _index,
     _matrix,
     _schema,
@@ -164,12 +165,12 @@ def write_ms(store: MemoryStore, texts: Sequence[str], prefix: str) -> list[floa
 def floors(store: MemoryStore, tasks: Sequence[str], *, dense: bool) -> list[float]:
     """Per task, the bare queries the sources issue, summed (ms).
 
-    Lexical: the store's entry FTS5 query (`_lexical_rows`, untyped and persona-typed) and the
+    Lexical: the store's entry FTS5 query (`_entry_recall.lexical_rows`, untyped and persona-typed) and the
     facts and knowledge FTS5 searches. Dense: plus embedding the task once and the two exact
     vector searches (untyped and persona-typed) of the entries.
     """
     out: list[float] = []
-    vindex = store._vindex
+    vindex = store.vindex
     with store.db.read() as conn:
         ns_id = _index.find_ns(conn, NS)
         assert ns_id is not None  # noqa: S101 - the corpus was written
@@ -178,8 +179,8 @@ def floors(store: MemoryStore, tasks: Sequence[str], *, dense: bool) -> list[flo
             started = time.perf_counter()
             if prof.present:
                 terms = sorted(prof.present)
-                MemoryStore._lexical_rows(conn, ns_id, prof, None, K)
-                MemoryStore._lexical_rows(conn, ns_id, prof, PERSONA, K)
+                _entry_recall.lexical_rows(conn, ns_id, prof, None, K)
+                _entry_recall.lexical_rows(conn, ns_id, prof, PERSONA, K)
                 _index.search(conn, Slot(ns_id, terms), corpus=_schema.CORPUS_FACTS, limit=K)
                 _index.search(conn, Slot(ns_id, terms), corpus=_schema.CORPUS_KNOWLEDGE, limit=K)
             if dense and store.embedder is not None and vindex is not None and prof.terms:

@@ -14,6 +14,12 @@ from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
 from ._embedder import MiniLMEmbedder as MiniLMEmbedder
 from ._embedder import load_default_embedder as load_default_embedder
+from ._entries import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
+from ._entries import Memory as Memory
+from ._entries import NewEntry as NewEntry
+from ._entries import Recalled as Recalled
+from ._entries import content_id as content_id
+from ._entries import entry_errors as entry_errors
 from ._exceptions import StoreError as StoreError
 from ._graphs import GraphSource as GraphSource
 from ._graphs import GraphWriter as GraphWriter
@@ -41,13 +47,7 @@ from ._remember import remember_errors as remember_errors
 from ._schema import ensure_memory_type_column as ensure_memory_type_column
 from ._scorer import Scorer as Scorer
 from ._source_base import StoreReader as StoreReader
-from ._store import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
-from ._store import Memory as Memory
 from ._store import MemoryStore as MemoryStore
-from ._store import NewEntry as NewEntry
-from ._store import Recalled as Recalled
-from ._store import content_id as content_id
-from ._store import entry_errors as entry_errors
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
 from ._tasks import SqliteTaskRepository as SqliteTaskRepository

@@ -24,8 +24,8 @@ import attrs
 from broker import Candidate, FieldError, Namespace, ValidationError
 
 from . import _analysis, _index, _schema, _validate, _vectors
+from ._entries import delete_entry_rowid
 from ._source_base import Batch, ReaderSource, best_first, marks, recall_depth, score_rows, select_in
-from ._store import delete_entry_rowid
 from ._vectors import Slot
 
 if TYPE_CHECKING:

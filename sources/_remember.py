@@ -19,6 +19,7 @@ import attrs
 from broker import MEMORY_TYPES, FieldError, Namespace
 
 from . import _validate
+from ._entries import NewEntry
 from ._memorules import (
     DEFAULT_CONFIDENCE,
     FIELD_NAMES,
@@ -30,7 +31,7 @@ from ._memorules import (
     fields_errors,
     session_errors,
 )
-from ._store import MemoryStore, NewEntry
+from ._store import MemoryStore
 
 _MEMORULE: Final = "memorule"
 

@@ -14,32 +14,38 @@ at all has no best cosine to stand against, so until `reindex` no text gains tha
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Self, TypedDict, Unpack, cast
+from typing import TYPE_CHECKING, Any, Final, Self, Unpack
 
 import attrs
 
 from broker import (
-    MEMORY_TYPES,
-    RECALL_MIN_SCORE,
     ConfigError,
     FieldError,
     Namespace,
     ValidationError,
-    count_errors,
 )
 from broker.log import get_logger
 
-from . import _analysis, _index, _offtopic, _schema, _validate, _vectors
+from . import _entry_recall, _index, _offtopic, _schema, _upkeep, _validate, _vectors
 from ._db import Database
+from ._entries import (
+    ENTRY_COLS,
+    MEMORULE_OWNED,
+    MEMORULE_WRITE,
+    EntryRow,
+    Memory,
+    NewEntry,
+    Recalled,
+    RecallOptions,
+    checked_entry,
+    content_id,
+    delete_entry_rowid,
+)
 from ._reference import compute_reference
 from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
-from ._scorer import Relevance, Scorer
+from ._scorer import Scorer
 from ._singleflight import SingleFlight
-from ._source_base import recall_depth
 from ._vectors import Slot
 
 if TYPE_CHECKING:
@@ -56,161 +62,9 @@ Progress = Callable[[int, int], None]
 
 logger = get_logger(__name__)
 
-MAX_RECALL_LIMIT = 1000
 _REFERENCES_KEPT: Final = 256  # recent (namespace, task) references
 EMBED_BATCH: Final = 256
 """Texts embedded per batch at write time and by `reindex` (one progress call each)."""
-_CORPUS_TABLES: Final = {
-    _schema.CORPUS_ENTRIES: "entries",
-    _schema.CORPUS_FACTS: "facts",
-    _schema.CORPUS_KNOWLEDGE: "knowledge",
-}
-_ENTRY_COLS = "rowid, id, tenant_id, project_id, kind, memory_type, text, created_at, importance, metadata"
-
-
-_MEMORULE_OWNED = (
-    "is a memorule: change it with sources.update_memorule / delete_memorule, which keep its "
-    "states and audit events"
-)
-_MEMORULE_WRITE = FieldError(
-    field="kind",
-    code="use_remember",
-    message="memorules are written with sources.remember(kind='memorule', ...), which validates "
-    "them and records their audit event",
-)
-
-
-@attrs.frozen(kw_only=True)
-class Memory:
-    """A stored memory."""
-
-    id: str
-    namespace: Namespace
-    kind: str
-    memory_type: str | None
-    text: str
-    created_at: str
-    importance: float
-    metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> Memory:
-        """Build from a row selected with the store's entry columns."""
-        return cls(
-            id=row[1],
-            namespace=Namespace(tenant_id=row[2], project_id=row[3]),
-            kind=row[4],
-            memory_type=row[5],
-            text=row[6],
-            created_at=row[7],
-            importance=float(row[8]),
-            metadata=_validate.decode_metadata(row[9]),
-        )
-
-
-@attrs.frozen(kw_only=True)
-class Recalled:
-    """A memory that cleared the floor, with its score on the one calibrated scale and the
-    score's parts: the task's gate in the namespace (`qpp`) and the memory's `band`."""
-
-    memory: Memory
-    score: float
-    qpp: float | None = None
-    band: float | None = None
-
-
-@attrs.frozen(kw_only=True)
-class NewEntry:
-    """One memory to write; validated as a whole before anything is written."""
-
-    text: str
-    kind: str = "note"
-    memory_type: str | None = None
-    id: str | None = None
-    importance: float = 0.5
-    created_at: str | None = None
-    metadata: Mapping[str, Any] | None = None
-
-
-@attrs.frozen(kw_only=True)
-class EntryRow:
-    """An entry as `insert_row` writes it: validated, its id set, its metadata JSON."""
-
-    id: str
-    kind: str
-    memory_type: str | None
-    text: str
-    created_at: str
-    importance: float
-    metadata: str
-
-
-def entry_errors(entry: NewEntry) -> list[FieldError]:
-    """Every problem with one memory to write (none: it would be accepted, id clashes aside)."""
-    return _checked(entry)[1]
-
-
-def content_id(text: str) -> str:
-    """The id of an entry written without one: derived from its text, so the same text
-    written again into a namespace finds the entry already there instead of a second copy."""
-    return "txt-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-def _checked(
-    entry: NewEntry, prefix: str = "", *, dedupe: bool = True
-) -> tuple[EntryRow | None, list[FieldError]]:
-    errors = _validate.text_errors(f"{prefix}text", entry.text)
-    errors += _validate.choice_errors(f"{prefix}kind", entry.kind, _validate.KINDS, optional=False)
-    errors += _validate.choice_errors(f"{prefix}memory_type", entry.memory_type, MEMORY_TYPES, optional=True)
-    errors += _validate.id_errors(f"{prefix}id", entry.id)
-    errors += _validate.importance_errors(entry.importance)
-    created, errs = _validate.normalise_created_at(entry.created_at)
-    errors += errs
-    metadata, errs = _validate.encode_metadata(entry.metadata)
-    errors += errs
-    if errors or created is None:
-        return None, errors
-    return (
-        EntryRow(
-            id=entry.id or (content_id(entry.text) if dedupe else str(uuid.uuid4())),
-            kind=entry.kind,
-            memory_type=entry.memory_type,
-            text=entry.text,
-            created_at=created,
-            importance=float(entry.importance),
-            metadata=metadata,
-        ),
-        [],
-    )
-
-
-def delete_entry_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> None:
-    """Delete one entry of the namespace from every index and side table (caller's write)."""
-    _index.remove_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid)
-    _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [rowid])
-    conn.execute("DELETE FROM neuron_triggers WHERE ns_id = ? AND entry_rowid = ?", (ns_id, rowid))
-    conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
-    conn.execute("DELETE FROM entries WHERE ns_id = ? AND rowid = ?", (ns_id, rowid))
-
-
-def types_errors(types: Iterable[str] | None) -> list[FieldError]:
-    """Unknown memory types in a typed query."""
-    if types is None:
-        return []
-    return [
-        FieldError(field="types", code="invalid_choice", message=f"unknown memory type {t!r}")
-        for t in types
-        if t not in MEMORY_TYPES
-    ]
-
-
-class RecallOptions(TypedDict, total=False):
-    """`MemoryStore.recall`'s options."""
-
-    types: Sequence[str] | None
-    limit: int
-    min_score: float
-    mode: str | None
 
 
 @attrs.define(eq=False)
@@ -277,6 +131,11 @@ class MemoryStore:
         if self.embedder is not None and self.mode in DENSE_MODES:
             _offtopic.warm(self.embedder)  # the gate reads it in every turn: never cold inside one
 
+    @property
+    def vindex(self) -> _vectors.VectorIndex | None:
+        """The store's in-memory vector index (None without an embedder)."""
+        return self._vindex
+
     def warm(self, *, namespaces: Iterable[Namespace] | None = None) -> None:
         """Load what a first turn would otherwise load inside its deadline; blocking.
 
@@ -296,7 +155,7 @@ class MemoryStore:
                 found = (_index.find_ns(conn, ns) for ns in namespaces)
                 ids = [i for i in found if i is not None]
             for ns_id in ids:
-                for corpus in _CORPUS_TABLES:
+                for corpus in _upkeep.CORPUS_TABLES:
                     self._vindex.warm(conn, Slot(ns_id, corpus))
 
     def close(self) -> None:
@@ -424,10 +283,10 @@ class MemoryStore:
         many = len(entries) > 1
         seen: set[str] = set()
         for i, entry in enumerate(entries):
-            row, errs = _checked(entry, f"[{i}]." if many else "", dedupe=dedupe)
+            row, errs = checked_entry(entry, f"[{i}]." if many else "", dedupe=dedupe)
             errors += errs
             if entry.kind == "memorule":  # they need their state and audit event
-                errors.append(attrs.evolve(_MEMORULE_WRITE, field=f"[{i}].kind" if many else "kind"))
+                errors.append(attrs.evolve(MEMORULE_WRITE, field=f"[{i}].kind" if many else "kind"))
             if row is not None:
                 ids.append(row.id)
                 if row.id in seen and entry.id is None:
@@ -459,7 +318,7 @@ class MemoryStore:
             if not replace:
                 raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {ns}")
             if old[1] == "memorule":
-                raise ValidationError.single("id", "is_memorule", _MEMORULE_OWNED)
+                raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
             delete_entry_rowid(conn, ns_id, int(old[0]))
         cur = conn.execute(
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
@@ -493,7 +352,7 @@ class MemoryStore:
             if row is None:
                 return False
             if row[1] == "memorule":
-                raise ValidationError.single("id", "is_memorule", _MEMORULE_OWNED)
+                raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
             delete_entry_rowid(conn, ns_id, int(row[0]))
         return True
 
@@ -505,12 +364,12 @@ class MemoryStore:
         Each batch is read, embedded outside the write lock, then written in a short
         transaction that skips rows deleted or changed meanwhile. Safe to interrupt and rerun.
         """
-        embedder = self._require_embedder("reindex")
-        todo = self._unembedded(embedder.model_id)
+        embedder = self.require_embedder("reindex")
+        todo = _upkeep.unembedded(self.db, embedder.model_id)
         total, done = sum(len(v) for v in todo.values()), 0
         for corpus, rowids in todo.items():
             for start in range(0, len(rowids), EMBED_BATCH):
-                done += self._reindex_batch(embedder, corpus, rowids[start : start + EMBED_BATCH])
+                done += _upkeep.reindex_batch(self.db, embedder, corpus, rowids[start : start + EMBED_BATCH])
                 if progress is not None:
                     progress(done, total)
         if self._vindex is not None:
@@ -520,65 +379,16 @@ class MemoryStore:
         logger.info("store.reindexed", vectors=done, model_id=embedder.model_id)
         return done
 
-    def _unembedded(self, model_id: str) -> dict[int, list[int]]:
-        out: dict[int, list[int]] = {}
-        with self.db.read() as conn:
-            for corpus, table in _CORPUS_TABLES.items():
-                out[corpus] = [
-                    int(r[0])
-                    for r in conn.execute(
-                        f"SELECT t.rowid FROM {table} t LEFT JOIN vectors v "
-                        "ON v.corpus = ? AND v.src_rowid = t.rowid "
-                        "WHERE v.model_id IS NULL OR v.model_id != ? ORDER BY t.rowid",
-                        (corpus, model_id),
-                    )
-                ]
-        return out
-
-    def _reindex_batch(self, embedder: Embedder, corpus: int, rowids: list[int]) -> int:
-        table = _CORPUS_TABLES[corpus]
-        marks = ",".join("?" * len(rowids))
-        sql = f"SELECT rowid, ns_id, text FROM {table} WHERE rowid IN ({marks})"
-        with self.db.read() as conn:
-            rows = [(int(r[0]), int(r[1]), str(r[2])) for r in conn.execute(sql, rowids)]
-        if not rows:
-            return 0
-        vectors = embedder.embed([r[2] for r in rows])
-        written = 0
-        with self.db.write() as conn:
-            for (rowid, ns_id, text), vec in zip(rows, vectors, strict=True):
-                still = conn.execute(
-                    f"SELECT 1 FROM {table} WHERE rowid = ? AND ns_id = ? AND text = ?",
-                    (rowid, ns_id, text),
-                ).fetchone()
-                if still is not None:
-                    _vectors.store_vectors(
-                        conn, Slot(ns_id, corpus), [rowid], vec[None, :], embedder.model_id
-                    )
-                    written += 1
-        return written
-
     def vector_status(self, *, namespace: Namespace | None = None) -> dict[str, int]:
         """Count entries by vector state.
 
         `current`: a vector of this store's model; `stale`: of another model; `missing`: none.
         """
         model_id = self.embedder.model_id if self.embedder is not None else ""
-        where, params = "", cast("tuple[str, ...]", ())
-        if namespace is not None:
-            where, params = (
-                " WHERE e.tenant_id = ? AND e.project_id = ?",
-                (namespace.tenant_id, namespace.project_id),
-            )
-        with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT total(v.model_id = ?), total(v.model_id != ?), total(v.model_id IS NULL) "
-                f"FROM entries e LEFT JOIN vectors v ON v.corpus = 0 AND v.src_rowid = e.rowid{where}",
-                (model_id, model_id, *params),
-            ).fetchone()
-        return {"current": int(row[0]), "stale": int(row[1]), "missing": int(row[2])}
+        return _upkeep.vector_status(self.db, model_id, namespace)
 
-    def _require_embedder(self, what: str) -> Embedder:
+    def require_embedder(self, what: str) -> Embedder:
+        """The store's embedder; ConfigError naming `what` needs it when the store has none."""
         if self.embedder is None:
             msg = f"{what} needs an embedder; open the store with mode 'dense' or 'hybrid' (or pass one)"
             raise ConfigError(msg)
@@ -590,7 +400,7 @@ class MemoryStore:
         """Return the memory with this id in this namespace, or None."""
         with self.db.read() as conn:
             row = conn.execute(
-                f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
+                f"SELECT {ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
                 (namespace.tenant_id, namespace.project_id, id),
             ).fetchone()
         found = list(_memories([] if row is None else [row]))
@@ -600,7 +410,7 @@ class MemoryStore:
         """The namespace's memories, oldest first, a page at a time (no relevance: see `recall`)."""
         with self.db.read() as conn:
             rows = conn.execute(
-                f"SELECT {_ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? "
+                f"SELECT {ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? "
                 "ORDER BY created_at, id LIMIT ? OFFSET ?",
                 (namespace.tenant_id, namespace.project_id, max(limit, 0), max(offset, 0)),
             ).fetchall()
@@ -631,38 +441,7 @@ class MemoryStore:
 
         `embedder` may be a caching wrapper of the store's own (sources share one per turn).
         """
-        _validate.check_keywords("recall", options, RecallOptions.__annotations__)
-        asked = options.get("mode")
-        mode = check_mode(self.mode if asked is None else asked)
-        types, limit = options.get("types"), options.get("limit", 10)
-        self._check_recall_args(query, types, limit)
-        if mode in DENSE_MODES:
-            self._require_embedder(f"recall mode {mode!r}")
-        ns_id = _index.find_ns(conn, namespace)
-        prof = self.profile_on(conn, ns_id, query)
-        if ns_id is None or not prof.terms or (mode == "lexical" and not prof.present):
-            return []
-        scorer = self.scorer_on(conn, ns_id, query, mode=mode, embedder=embedder)
-        if scorer.abstains:
-            return []
-        scored = self._scored(conn, ns_id, scorer, types, limit)
-        floor = options.get("min_score", RECALL_MIN_SCORE)
-        kept = [(p, r) for p, r in scored if p.score >= floor and p.score > 0.0]
-        kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
-        recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])
-        return list(itertools.islice(recalled, limit))
-
-    def _scored(
-        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, types: Sequence[str] | None, limit: int
-    ) -> list[tuple[Relevance, Any]]:
-        """The namespace's candidates for the scorer's query, scored in its mode."""
-        k = recall_depth(limit)
-        if scorer.mode == "lexical":
-            rows = self._lexical_top(conn, ns_id, scorer, types, k)
-            return [(scorer.relevance(_row_terms(r)), r) for r in rows]
-        # hybrid unions two lists: half as deep each keeps the pool the same size
-        k = k if scorer.mode == "dense" else max(2 * limit, 50)
-        return self._dense_scored(conn, ns_id, scorer, types=types, k=k)
+        return _entry_recall.recall_on(self, conn, query, namespace=namespace, embedder=embedder, **options)
 
     def scorer(
         self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None
@@ -708,154 +487,11 @@ class MemoryStore:
         ref = self._references.get(key, lambda: compute_reference(conn, ns_id, scorer, self._vindex))
         return attrs.evolve(scorer, reference=ref)
 
-    def _dense_scored(
-        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, *, types: Sequence[str] | None, k: int
-    ) -> list[tuple[Relevance, Any]]:
-        """Score the dense top-k (and in hybrid the lexical top-k) with the mode's logistic.
-
-        Candidates come from the namespace only, within the typed filter.
-        """
-        prof, mode = scorer.profile, scorer.mode
-        if scorer.query_vector is None or self._vindex is None:
-            return []
-        shared = None if types is not None else scorer.reference.nearest(_schema.CORPUS_ENTRIES, k)
-        hits = (
-            shared
-            if shared is not None
-            else self._vindex.search(
-                conn, Slot(ns_id, _schema.CORPUS_ENTRIES), scorer.query_vector, k, types=types
-            )
-        )
-        cosine = {h.rowid: h.cosine for h in hits}
-        rows = {int(r[0]): r for r in self._rows_by_rowid(conn, ns_id, list(cosine))}
-        if mode == "hybrid" and prof.present:
-            for r in self._lexical_top(conn, ns_id, scorer, types, k):
-                rows.setdefault(int(r[0]), r)
-            cosine.update(self._stored_cosines(conn, ns_id, scorer, [r for r in rows if r not in cosine]))
-        out = [(scorer.relevance(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
-        missing = [r for r in rows if r not in cosine]
-        if missing:  # stale or missing vectors: embed the texts now, so the score stays right
-            terms = [_row_terms(rows[r]) for r in missing]
-            fresh = scorer.relevances(terms, [rows[r][6] for r in missing])
-            out += [(p, rows[r]) for r, p in zip(missing, fresh, strict=True)]
-        return out
-
-    def _stored_cosines(
-        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, rowids: list[int]
-    ) -> dict[int, float]:
-        if self.embedder is None or scorer.query_vector is None or not rowids:
-            return {}
-        stored = _vectors.stored_vectors(
-            conn, Slot(ns_id, _schema.CORPUS_ENTRIES), rowids, self.embedder.model_id, self.embedder.dim
-        )
-        return {r: float(v @ scorer.query_vector) for r, v in stored.items()}
-
-    @staticmethod
-    def _rows_by_rowid(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Any]:
-        """The namespace's entry rows (and analysed FTS bodies, so terms are not re-analysed) by rowid.
-
-        Every read by rowid names the namespace: a rowid alone may have been reused by
-        another tenant's memory since it was found.
-        """
-        if not rowids:
-            return []
-        table = _schema.fts_table(ns_id)
-        cols = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
-        marks = ",".join("?" * len(rowids))
-        return conn.execute(
-            f"SELECT {cols}, f.body FROM entries e LEFT JOIN {table} f ON f.rowid = e.rowid * 4 "
-            f"WHERE +e.ns_id = ? AND e.rowid IN ({marks})",
-            [ns_id, *rowids],
-        ).fetchall()
-
-    @staticmethod
-    def _check_recall_args(query: object, types: Sequence[str] | None, limit: object) -> None:
-        errors = _validate.text_errors("query", query)
-        errors += types_errors(types)
-        errors += count_errors("limit", limit, maximum=MAX_RECALL_LIMIT)
-        _validate.raise_if(errors)
-
-    def _lexical_top(
-        self, conn: sqlite3.Connection, ns_id: int, scorer: Scorer, types: Sequence[str] | None, k: int
-    ) -> list[Any]:
-        """The entries' best `k` FTS matches with their columns and analysed bodies: from the
-        turn's shared retrieval (the scorer's reference) when untyped and it went that deep."""
-        shared = None if types is not None else scorer.reference.hits(_schema.CORPUS_ENTRIES, k)
-        if shared is None:
-            return self._lexical_rows(conn, ns_id, scorer.profile, types, k)
-        return self._rows_by_rowid(conn, ns_id, [hit.rowid for hit in shared])
-
-    @staticmethod
-    def _lexical_rows(
-        conn: sqlite3.Connection, ns_id: int, prof: QueryProfile, types: Sequence[str] | None, k: int
-    ) -> list[Any]:
-        table = _schema.fts_table(ns_id)
-        match = _analysis.fts_query(tuple(sorted(prof.present)))
-        cols = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
-        # Rank in the FTS table, then read the top k's columns and analysed bodies: reading
-        # them for every match before the sort made this query about 2x slower at 100k.
-        # A typed query filters on the entry, so its join comes before the limit.
-        typed, params = "", [match]
-        if types is not None:
-            typed = (
-                f" JOIN entries t ON t.rowid = ({table}.rowid >> 2)"
-                f" AND (t.memory_type IN ({','.join('?' * len(types))}) OR t.memory_type IS NULL)"
-            )
-            params = [*types, match]
-        return conn.execute(
-            f"SELECT {cols}, b.body FROM (SELECT {table}.rowid AS fts_rowid, bm25({table}) AS rank "
-            f"FROM {table}{typed} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
-            "ORDER BY rank LIMIT ?) AS top "
-            "JOIN entries e ON e.rowid = (top.fts_rowid >> 2) "
-            f"JOIN {table} b ON b.rowid = top.fts_rowid ORDER BY top.rank",
-            [*params, k],
-        ).fetchall()
-
     def stats(self, *, namespace: Namespace | None = None) -> dict[str, Any]:
         """Return counts per namespace and kind, schema version, file size."""
-        with self.db.read() as conn:
-            where, params = "", cast("tuple[str, ...]", ())
-            if namespace is not None:
-                where, params = (
-                    " WHERE tenant_id = ? AND project_id = ?",
-                    (namespace.tenant_id, namespace.project_id),
-                )
-            kinds = conn.execute(
-                "SELECT tenant_id, project_id, kind, COALESCE(memory_type, ''), count(*) "
-                f"FROM entries{where} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-                params,
-            ).fetchall()
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-        total = sum(int(r[4]) for r in kinds)
-        return {
-            "path": str(self.db.path),
-            "schema_version": int(version),
-            "entries": total,
-            "by_namespace": [
-                {
-                    "tenant": r[0],
-                    "project": r[1],
-                    "kind": r[2],
-                    "memory_type": r[3] or None,
-                    "count": int(r[4]),
-                }
-                for r in kinds
-            ],
-            "size_bytes": self.db.size_bytes(),
-        }
+        return _upkeep.stats(self.db, namespace)
 
 
 def _memories(rows: Iterable[Sequence[Any]]) -> Iterator[Memory]:
     """Memories of entry rows, skipping (and logging) damaged ones."""
     return _validate.skip_damaged(rows, Memory.from_row, table="entries", row_id=lambda r: r[1])
-
-
-def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
-    rel, row = scored
-    return Recalled(memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band)
-
-
-def _row_terms(row: Sequence[Any]) -> list[str]:
-    """Return a candidate row's terms: its FTS body when selected with it, else analysed now."""
-    body = row[10] if len(row) > 10 else None
-    return str(body).split() if body is not None else _analysis.terms(row[6])

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
     from broker.abc import SourceRequest
 
-    from ._store import MemoryStore, Recalled
+    from ._entries import Recalled
+    from ._store import MemoryStore
 
 PERSONA_TYPES: tuple[str, ...] = ("self", "personality")
 """The memory types of the persona lane."""

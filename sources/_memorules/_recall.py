@@ -30,9 +30,10 @@ import attrs
 
 from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
 from sources import _analysis, _index, _schema, _validate, _vectors
+from sources._entries import Recalled, types_errors
 from sources._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
 from sources._source_base import QueryCache, recall_depth
-from sources._store import MemoryStore, Recalled, types_errors
+from sources._store import MemoryStore
 from sources._vectors import Slot
 
 from ._state import CURRENT_COLS, CURRENT_JOIN, Current, current

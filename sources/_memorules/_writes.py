@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 from broker import FieldError, Namespace
 from broker.log import get_logger
 from sources import _index, _schema, _validate, _vectors
-from sources._store import EntryRow, MemoryStore, delete_entry_rowid
+from sources._entries import EntryRow, delete_entry_rowid
+from sources._store import MemoryStore
 from sources._vectors import Slot
 
 from ._checks import combined_errors, field_errors, session_errors

@@ -1,0 +1,195 @@
+"""Recall of the entries: candidates from the turn's shared retrieval (or the store's own
+search), scored on the one calibrated scale in the request's mode (`MemoryStore.recall`)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Unpack
+
+import attrs
+
+from broker import RECALL_MIN_SCORE, count_errors
+
+from . import _analysis, _index, _schema, _validate, _vectors
+from ._entries import ENTRY_COLS, MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
+from ._relevance import DENSE_MODES, check_mode
+from ._source_base import recall_depth
+from ._vectors import Slot
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+    from broker import Namespace
+    from broker.abc import Embedder
+
+    from ._matrix import Hit
+    from ._relevance import QueryProfile
+    from ._scorer import Relevance, Scorer
+    from ._store import MemoryStore
+
+
+def recall_on(
+    store: MemoryStore,
+    conn: sqlite3.Connection,
+    query: str,
+    *,
+    namespace: Namespace,
+    embedder: Embedder | None = None,
+    **options: Unpack[RecallOptions],
+) -> list[Recalled]:
+    """Run `recall` on a reader connection the caller holds (so it can interrupt it).
+
+    `embedder` may be a caching wrapper of the store's own (sources share one per turn).
+    """
+    _validate.check_keywords("recall", options, RecallOptions.__annotations__)
+    asked = options.get("mode")
+    mode = check_mode(store.mode if asked is None else asked)
+    types, limit = options.get("types"), options.get("limit", 10)
+    check_recall_args(query, types, limit)
+    if mode in DENSE_MODES:
+        store.require_embedder(f"recall mode {mode!r}")
+    ns_id = _index.find_ns(conn, namespace)
+    prof = store.profile_on(conn, ns_id, query)
+    if ns_id is None or not prof.terms or (mode == "lexical" and not prof.present):
+        return []
+    scorer = store.scorer_on(conn, ns_id, query, mode=mode, embedder=embedder)
+    if scorer.abstains:
+        return []
+    scored = _Recall(store, conn, ns_id, scorer).scored(types, limit)
+    floor = options.get("min_score", RECALL_MIN_SCORE)
+    kept = [(p, r) for p, r in scored if p.score >= floor and p.score > 0.0]
+    kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
+    recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])
+    return list(itertools.islice(recalled, limit))
+
+
+@attrs.frozen
+class _Recall:
+    """One recall's where and how: the store, the reader connection, the namespace and the
+    scorer of the query (with the namespace's reference: the turn's shared retrieval)."""
+
+    store: MemoryStore
+    conn: sqlite3.Connection
+    ns_id: int
+    scorer: Scorer
+
+    def scored(self, types: Sequence[str] | None, limit: int) -> list[tuple[Relevance, Any]]:
+        """The namespace's candidates for the query, scored in the scorer's mode."""
+        k = recall_depth(limit)
+        if self.scorer.mode == "lexical":
+            rows = _lexical_top(self.conn, self.ns_id, self.scorer, types, k)
+            return [(self.scorer.relevance(_row_terms(r)), r) for r in rows]
+        # hybrid unions two lists: half as deep each keeps the pool the same size
+        return self._dense_scored(types, k if self.scorer.mode == "dense" else max(2 * limit, 50))
+
+    def _dense_scored(self, types: Sequence[str] | None, k: int) -> list[tuple[Relevance, Any]]:
+        """Score the dense top-k (and in hybrid the lexical top-k) with the mode's logistic.
+
+        Candidates come from the namespace only, within the typed filter.
+        """
+        scorer, conn, ns_id = self.scorer, self.conn, self.ns_id
+        cosine = {h.rowid: h.cosine for h in self._nearest(types, k)}
+        rows = {int(r[0]): r for r in rows_by_rowid(conn, ns_id, list(cosine))}
+        if scorer.mode == "hybrid" and scorer.profile.present:
+            for r in _lexical_top(conn, ns_id, scorer, types, k):
+                rows.setdefault(int(r[0]), r)
+            cosine.update(self._stored_cosines([r for r in rows if r not in cosine]))
+        out = [(scorer.relevance(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
+        missing = [r for r in rows if r not in cosine]
+        if missing:  # stale or missing vectors: embed the texts now, so the score stays right
+            terms = [_row_terms(rows[r]) for r in missing]
+            fresh = scorer.relevances(terms, [rows[r][6] for r in missing])
+            out += [(p, rows[r]) for r, p in zip(missing, fresh, strict=True)]
+        return out
+
+    def _nearest(self, types: Sequence[str] | None, k: int) -> Sequence[Hit]:
+        """The entries' `k` nearest vectors: the turn's shared retrieval when untyped, else a search."""
+        vindex, query = self.store.vindex, self.scorer.query_vector
+        if query is None or vindex is None:
+            return []
+        shared = None if types is not None else self.scorer.reference.nearest(_schema.CORPUS_ENTRIES, k)
+        if shared is not None:
+            return shared
+        return vindex.search(self.conn, Slot(self.ns_id, _schema.CORPUS_ENTRIES), query, k, types=types)
+
+    def _stored_cosines(self, rowids: list[int]) -> dict[int, float]:
+        embedder, query = self.store.embedder, self.scorer.query_vector
+        if embedder is None or query is None or not rowids:
+            return {}
+        slot = Slot(self.ns_id, _schema.CORPUS_ENTRIES)
+        stored = _vectors.stored_vectors(self.conn, slot, rowids, embedder.model_id, embedder.dim)
+        return {r: float(v @ query) for r, v in stored.items()}
+
+
+def rows_by_rowid(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Any]:
+    """The namespace's entry rows (and analysed FTS bodies, so terms are not re-analysed) by rowid.
+
+    Every read by rowid names the namespace: a rowid alone may have been reused by
+    another tenant's memory since it was found.
+    """
+    if not rowids:
+        return []
+    table = _schema.fts_table(ns_id)
+    cols = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
+    marks = ",".join("?" * len(rowids))
+    return conn.execute(
+        f"SELECT {cols}, f.body FROM entries e LEFT JOIN {table} f ON f.rowid = e.rowid * 4 "
+        f"WHERE +e.ns_id = ? AND e.rowid IN ({marks})",
+        [ns_id, *rowids],
+    ).fetchall()
+
+
+def check_recall_args(query: object, types: Sequence[str] | None, limit: object) -> None:
+    errors = _validate.text_errors("query", query)
+    errors += types_errors(types)
+    errors += count_errors("limit", limit, maximum=MAX_RECALL_LIMIT)
+    _validate.raise_if(errors)
+
+
+def _lexical_top(
+    conn: sqlite3.Connection, ns_id: int, scorer: Scorer, types: Sequence[str] | None, k: int
+) -> list[Any]:
+    """The entries' best `k` FTS matches with their columns and analysed bodies: from the
+    turn's shared retrieval (the scorer's reference) when untyped and it went that deep."""
+    shared = None if types is not None else scorer.reference.hits(_schema.CORPUS_ENTRIES, k)
+    if shared is None:
+        return lexical_rows(conn, ns_id, scorer.profile, types, k)
+    return rows_by_rowid(conn, ns_id, [hit.rowid for hit in shared])
+
+
+def lexical_rows(
+    conn: sqlite3.Connection, ns_id: int, prof: QueryProfile, types: Sequence[str] | None, k: int
+) -> list[Any]:
+    table = _schema.fts_table(ns_id)
+    match = _analysis.fts_query(tuple(sorted(prof.present)))
+    cols = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
+    # Rank in the FTS table, then read the top k's columns and analysed bodies: reading
+    # them for every match before the sort made this query about 2x slower at 100k.
+    # A typed query filters on the entry, so its join comes before the limit.
+    typed, params = "", [match]
+    if types is not None:
+        typed = (
+            f" JOIN entries t ON t.rowid = ({table}.rowid >> 2)"
+            f" AND (t.memory_type IN ({','.join('?' * len(types))}) OR t.memory_type IS NULL)"
+        )
+        params = [*types, match]
+    return conn.execute(
+        f"SELECT {cols}, b.body FROM (SELECT {table}.rowid AS fts_rowid, bm25({table}) AS rank "
+        f"FROM {table}{typed} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
+        "ORDER BY rank LIMIT ?) AS top "
+        "JOIN entries e ON e.rowid = (top.fts_rowid >> 2) "
+        f"JOIN {table} b ON b.rowid = top.fts_rowid ORDER BY top.rank",
+        [*params, k],
+    ).fetchall()
+
+
+def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
+    rel, row = scored
+    return Recalled(memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band)
+
+
+def _row_terms(row: Sequence[Any]) -> list[str]:
+    """Return a candidate row's terms: its FTS body when selected with it, else analysed now."""
+    body = row[10] if len(row) > 10 else None
+    return str(body).split() if body is not None else _analysis.terms(row[6])
