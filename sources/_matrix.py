@@ -117,8 +117,8 @@ class Matrix:
 
     def ensure_graph(self) -> None:
         """Open the HNSW graph (restored, or built: seconds to minutes) once the matrix is above
-        the exact limit. Only when the matrix loads or is warmed, never in a search: a matrix
-        that crosses the limit by writes is searched exactly until then."""
+        the exact limit. Only when the matrix is warmed, never in a search (which may load a
+        matrix): until then it is searched exactly."""
         if self.ann is None and self.live > self.exact_limit and not self.no_ann:
             live = np.flatnonzero(self.alive[: self.n])
             self.ann = _ann.open_graph(self.graph_path, self.dim, self.vids[live], self.buf[live])
