@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,3 +325,21 @@ def test_a_search_after_a_bulk_write_never_inserts_into_the_graph(
     monkeypatch.setattr(Index, "add", counting)
     assert _top(db, index, 1, new[5]) == _exact(db, 1, new[5])
     assert sum(inserted) == 0
+
+
+def test_without_usearch_a_large_namespace_is_searched_exactly(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without usearch (optional) a warm opens no graph and every search stays exact."""
+    monkeypatch.setitem(sys.modules, "usearch.index", None)  # the import raises ImportError
+    vecs = _unit(np.random.default_rng(12), 60)
+    _put(db, 1, list(range(60)), vecs)
+    graphs = tmp_path / "v.db.ann"
+    index = _warmed(db, _index(graphs), 1)
+    _put(db, 1, [60], _unit(np.random.default_rng(13), 1))
+    index = _warmed(db, index, 1)
+    with db.read() as conn:
+        assert not index.uses_ann(conn, 1, FACTS)
+    assert _top(db, index, 1, vecs[4], 61) == _exact(db, 1, vecs[4], 61)
+    index.persist()
+    assert not graphs.exists()
