@@ -12,6 +12,7 @@ import pytest
 
 from sources import _ann, _vectors
 from sources._db import Database
+from sources._matrix import Matrix, Row
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -343,3 +344,24 @@ def test_without_usearch_a_large_namespace_is_searched_exactly(
     assert _top(db, index, 1, vecs[4], 61) == _exact(db, 1, vecs[4], 61)
     index.persist()
     assert not graphs.exists()
+
+
+def test_a_typed_search_of_a_graph_finds_k_rows_when_the_type_has_k() -> None:
+    """Above the exact limit a typed search (the persona lane) asks the graph for 8k rows of
+    any type and drops the others: a type with more rows than the exact limit but under 1/8 of
+    the namespace (30k persona rows in 1M; here 25 of 400) must still get its k nearest."""
+    rng = np.random.default_rng(14)
+    vecs = _unit(rng, 400)
+    rows: list[Row] = [
+        (i + 1, i, MODEL, _vectors.to_blob(v), "persona" if i % 16 == 0 else "episodic")
+        for i, v in enumerate(vecs)
+    ]
+    matrix = Matrix(dim=DIM, exact_limit=LIMIT)
+    matrix.append(rows, MODEL)
+    matrix.ensure_graph()
+    assert matrix.ann is not None
+    typed = frozenset({"persona"})
+    assert len([r for r in rows if r[4] == "persona"]) > LIMIT  # the graph answers
+    hits = matrix.search(vecs[1], 5, typed)
+    exact = matrix.exact(typed).search(vecs[1], 5)
+    assert [h.rowid for h in hits] == [h.rowid for h in exact]
