@@ -365,3 +365,27 @@ def test_a_typed_search_of_a_graph_finds_k_rows_when_the_type_has_k() -> None:
     hits = matrix.search(vecs[1], 5, typed)
     exact = matrix.exact(typed).search(vecs[1], 5)
     assert [h.rowid for h in hits] == [h.rowid for h in exact]
+
+
+def test_a_restored_graph_drops_the_rows_another_model_rewrote(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process of another model re-embeds some rows (a reindex under way): the graph restored
+    by this model's next process holds only this model's live vectors, never a stale row."""
+    rng = np.random.default_rng(15)
+    vecs = _unit(rng, 60)
+    _put(db, 1, list(range(60)), vecs)
+    graphs = tmp_path / "v.db.ann"
+    _warmed(db, _index(graphs), 1)  # built and saved
+    with db.write() as conn:
+        _vectors.store_vectors(conn, 1, FACTS, list(range(20)), vecs[:20], "another-model")
+    built = _no_builds(monkeypatch)
+    index = _warmed(db, _index(graphs), 1)
+    assert built == []  # restored
+    with db.read() as conn:
+        assert index.uses_ann(conn, 1, FACTS)
+        assert index.stale(conn, 1, FACTS) == 20
+    for q in (vecs[3], vecs[30]):
+        found = _top(db, index, 1, q, 40)
+        assert found == _exact(db, 1, q, 40)
+        assert not set(found) & set(range(20))
