@@ -21,8 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
-from pathlib import Path
+import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -30,6 +29,8 @@ import numpy as np
 from broker.log import get_logger
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy.typing as npt
 
 logger = get_logger(__name__)
@@ -87,21 +88,17 @@ def save(graph: Graph, path: Path | None) -> None:
     """Write the graph to `path` atomically (a reader never sees half a file); log a failure."""
     if path is None:
         return
-    tmp = None
+    # A name of its own: two stores of one database in one process (or two processes) may
+    # save the same graph at once, and must not write into one temporary file.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         path.parent.mkdir(exist_ok=True)
-        # A name of its own: two stores of one database in one process (or two processes)
-        # may save the same graph at once, and must not write into one temporary file.
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
-        os.close(fd)
-        tmp = Path(name)
-        graph.save(name)
+        graph.save(str(tmp))
         tmp.replace(path)
     except (OSError, RuntimeError) as exc:  # usearch reports a failed write (full disk) as RuntimeError
         logger.warning("store.vectors.graph_not_saved", path=str(path), error=str(exc))
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def _restored(
