@@ -391,7 +391,9 @@ async def repeated(store: MemoryStore, texts: Sequence[str], mode: str, cfg: Con
 
 
 def _warm(store: MemoryStore, task: str, modes: Sequence[str]) -> None:
-    """Load the vector matrix outside any deadline (a cold load of 100k rows takes ~1 s)."""
+    """Load the vector matrices and open their graphs outside any deadline (a cold load of 100k
+    rows takes ~1 s; a search never opens a graph)."""
+    store.warm()
     for mode in modes:
         store.recall(task, namespace=NS, mode=mode, min_score=0.0)
 

@@ -6,7 +6,7 @@ are AUTOINCREMENT, never given to another vector, so a key always names one stor
 
 Building a graph takes minutes at a million vectors on 2 cores, so it is saved in the
 directory beside the database (`<database>.ann/`, one file per namespace, corpus and model)
-when it is built and when the store closes, and restored when the matrix is next loaded, by
+when it is built and when the store closes, and restored when the matrix is next warmed, by
 any process. A restored graph is brought up to date by comparing its keys with the live
 vector ids (vectors added, deleted or replaced since it was saved, by any process), and a
 sample of its vectors is compared with the stored ones first: a graph of another database
@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -87,12 +88,14 @@ def save(graph: Graph, path: Path | None) -> None:
     """Write the graph to `path` atomically (a reader never sees half a file); log a failure."""
     if path is None:
         return
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # A name of its own: two stores of one database in one process (or two processes) may
+    # save the same graph at once, and must not write into one temporary file.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         path.parent.mkdir(exist_ok=True)
         graph.save(str(tmp))
         tmp.replace(path)
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # usearch reports a failed write (full disk) as RuntimeError
         logger.warning("store.vectors.graph_not_saved", path=str(path), error=str(exc))
         with contextlib.suppress(OSError):
             tmp.unlink()

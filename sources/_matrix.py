@@ -117,8 +117,8 @@ class Matrix:
 
     def ensure_graph(self) -> None:
         """Open the HNSW graph (restored, or built: seconds to minutes) once the matrix is above
-        the exact limit. Only when the matrix loads or is warmed, never in a search: a matrix
-        that crosses the limit by writes is searched exactly until then."""
+        the exact limit. Only when the matrix is warmed, never in a search (which may load a
+        matrix): until then it is searched exactly."""
         if self.ann is None and self.live > self.exact_limit and not self.no_ann:
             live = np.flatnonzero(self.alive[: self.n])
             self.ann = _ann.open_graph(self.graph_path, self.dim, self.vids[live], self.buf[live])
@@ -192,13 +192,13 @@ class Matrix:
         return self.exact(types).search(query, k)
 
     def _search_ann(self, query: Vectors, k: int, types: frozenset[str] | None) -> list[Hit]:
-        """The graph's top-k, re-scored exactly; a typed search stays exact while its rows are few."""
+        """The graph's top-k, re-scored exactly; a typed search stays exact while its rows are
+        few, and when the graph's nearest hold fewer than k of them."""
+        typed = None
         if types is not None:
             typed = np.flatnonzero(self.alive[: self.n] & np.isin(self.tags[: self.n], self._allowed(types)))
             if len(typed) <= self.exact_limit:
-                return Exact(
-                    buf=self.buf[typed], rowids=self.rowids[typed], alive=None, tags=None, allowed=None
-                ).search(query, k)
+                return self._exact_rows(typed, query, k)
         assert self.ann is not None  # noqa: S101 - the caller checked
         want = min(self.live, k * _TYPED_OVERFETCH if types is not None else k)
         allowed = None if types is None else set(self._allowed(types).tolist())
@@ -211,7 +211,16 @@ class Matrix:
                 continue
             hits.append(Hit(rowid=int(self.rowids[pos]), cosine=float(self.buf[pos] @ query)))
         hits.sort(key=lambda h: -h.cosine)
+        if typed is not None and len(hits) < min(k, len(typed)):
+            # The graph's 8k nearest held too few of a type this rare: search its rows exactly.
+            return self._exact_rows(typed, query, k)
         return hits[:k]
+
+    def _exact_rows(self, positions: npt.NDArray[np.intp], query: Vectors, k: int) -> list[Hit]:
+        """Exact top-k among some live positions."""
+        return Exact(
+            buf=self.buf[positions], rowids=self.rowids[positions], alive=None, tags=None, allowed=None
+        ).search(query, k)
 
     def persist(self) -> None:
         """Save the graph if it changed since it was saved (`sources._ann`)."""

@@ -8,9 +8,10 @@ optional dependency imported only above the limit) beyond it, whose hits are re-
 exactly; see benchmarks/ann_recall.py for its recall against exact search. A typed search of
 such a matrix stays exact over the typed rows while they are few. The graph is built (or
 restored from beside the database and brought up to date, `sources._ann`) when the matrix is
-loaded or warmed above the limit (`MemoryStore.warm`, which the sources call when they open),
-never inside a search: a namespace that crosses the limit by writes is searched exactly until
-the store is warmed again or reopened.
+warmed above the limit (`MemoryStore.warm`, which the sources call when they open), never
+inside a search: a matrix first loaded by a search (a namespace not warmed, after `reindex`,
+or reloaded behind the tombstones kept), or that crosses the limit by writes, is searched
+exactly until the store is warmed again.
 
 Keeping the cache in sync. Each matrix is loaded lazily on the first dense query of its
 namespace and then kept current by the write generation of its rows, which no rowid reuse
@@ -283,8 +284,9 @@ class VectorIndex:
     def _load(self, conn: sqlite3.Connection, ns_id: int, corpus: int, tomb: int) -> Matrix:
         path = None if self.graphs is None else _ann.graph_path(self.graphs, ns_id, corpus, self.model_id)
         matrix = Matrix(dim=self.dim, exact_limit=self.exact_limit, tomb=tomb, graph_path=path)
+        # No graph here: a load may happen inside a search (first use, after `invalidate`, or
+        # behind the tombstones kept), and opening a graph takes minutes at 1M; `warm` opens it.
         matrix.append(_rows_after(conn, ns_id, corpus, 0), self.model_id)
-        matrix.ensure_graph()
         self._cache[(ns_id, corpus)] = matrix
         logger.debug("store.vectors.loaded", ns_id=ns_id, corpus=corpus, live=matrix.live, stale=matrix.stale)
         if matrix.stale:

@@ -158,3 +158,22 @@ def test_the_pool_is_read_from_the_best_matches_of_all_corpora(store: MemoryStor
         ).fetchall()
     assert len(best) == REFERENCE_DEPTH  # more matches than the depth: the pool is a choice
     assert set(_lexical_pool(ref.lexical_hits)) == {_schema.split_fts_rowid(int(r[0])) for r in best}
+
+
+def _recalled(store: MemoryStore) -> list[tuple[str, float]]:
+    return [(r.memory.id, r.score) for r in store.recall(TASK, namespace=NS, min_score=0.0)]
+
+
+def test_a_write_from_another_handle_is_seen_by_the_next_recall(store: MemoryStore, tmp_path: Path) -> None:
+    """The profile and reference are cached per write generation: a delete and a replace made
+    through another handle (another process) change the next recall of this one, which then
+    equals a fresh handle's."""
+    assert _recalled(store)[0][0] == "n0"
+    assert _recalled(store) == _recalled(store)  # from the caches
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as other:
+        assert other.delete("n0", namespace=NS)
+        other.add_entry("Nothing about that here.", namespace=NS, id="n1", replace=True)
+    again = _recalled(store)
+    assert not {"n0", "n1"} & {i for i, _ in again}
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as fresh:
+        assert again == _recalled(fresh)
