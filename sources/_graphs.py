@@ -115,20 +115,7 @@ class GraphWriter:
                     "id", "exists", f"node {node_id!r} already exists in {namespace}"
                 )
             values = (name, json.dumps(list(aliases), ensure_ascii=False), description)
-            if rowid is None:
-                cur = conn.execute(
-                    "INSERT INTO graph_nodes (id, ns_id, name, aliases, description, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (node_id, ns_id, *values, created),
-                )
-                rowid = int(cur.lastrowid or 0)
-            else:
-                conn.execute(
-                    "UPDATE graph_nodes SET name = ?, aliases = ?, description = ? "
-                    "WHERE rowid = ? AND ns_id = ?",
-                    (*values, rowid, ns_id),
-                )
-                conn.execute("DELETE FROM graph_keys WHERE ns_id = ? AND node_rowid = ?", (ns_id, rowid))
+            rowid = _written_node(conn, ns_id, rowid, (node_id, *values, created))
             conn.executemany(
                 "INSERT INTO graph_keys (ns_id, key, node_rowid) VALUES (?, ?, ?)",
                 [(ns_id, key, rowid) for key in keys],
@@ -230,6 +217,27 @@ def _node_errors(
             keys.add(key)
         errors += errs
     return keys, errors
+
+
+def _written_node(
+    conn: sqlite3.Connection, ns_id: int, rowid: int | None, node: tuple[str, str, str, str, str | None]
+) -> int:
+    """Insert a node (id, name, aliases, description, created_at), or update the node at `rowid`
+    in place (its keys dropped, to be written again); return its rowid. Inside the caller's write."""
+    node_id, name, aliases, description, created = node
+    if rowid is None:
+        cur = conn.execute(
+            "INSERT INTO graph_nodes (id, ns_id, name, aliases, description, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (node_id, ns_id, name, aliases, description, created),
+        )
+        return int(cur.lastrowid or 0)
+    conn.execute(
+        "UPDATE graph_nodes SET name = ?, aliases = ?, description = ? WHERE rowid = ? AND ns_id = ?",
+        (name, aliases, description, rowid, ns_id),
+    )
+    conn.execute("DELETE FROM graph_keys WHERE ns_id = ? AND node_rowid = ?", (ns_id, rowid))
+    return rowid
 
 
 def _node_rowid(conn: sqlite3.Connection, ns_id: int, id_: str) -> int | None:

@@ -79,15 +79,8 @@ class NeuronWriter:
         ValidationError (every field error, nothing written) on bad input, or when the id
         exists and `replace` is false.
         """
-        given = _Given(
-            text=text,
-            triggers=triggers,
-            importance=importance,
-            id=id,
-            created_at=created_at,
-            metadata=metadata,
-        )
-        row = _checked(given)
+        given = _Given(text=text, triggers=triggers, importance=importance, id=id)
+        row = _checked(attrs.evolve(given, created_at=created_at, metadata=metadata))
         vector = None
         if self._store.embedder is not None:  # embed before taking the write lock
             vector = self._store.embedder.embed([row.text])
@@ -129,8 +122,8 @@ class _Given:
     triggers: object
     importance: object
     id: object
-    created_at: object
-    metadata: object
+    created_at: object = None
+    metadata: object = None
 
 
 def _checked(given: _Given) -> _NeuronRow:

@@ -371,13 +371,7 @@ def insert_docs(
     The table and the column names are fixed by the calling module, never user input.
     """
     table, corpus = docs.table, docs.corpus
-    vectors = None
-    if store.embedder is not None and rows:
-        texts = [str(r["text"]) for r in rows]
-        parts = [
-            store.embedder.embed(texts[i : i + _EMBED_BATCH]) for i in range(0, len(texts), _EMBED_BATCH)
-        ]
-        vectors = np.concatenate(parts)
+    vectors = _embedded(store, [str(r["text"]) for r in rows])
     with store.db.write() as conn:
         ns_id = _index.ensure_ns(conn, namespace)
         rowids: list[int] = []
@@ -397,6 +391,16 @@ def insert_docs(
             _index.add_doc(conn, ns_id, corpus, rowids[-1], str(row["text"]))
         if vectors is not None and store.embedder is not None:
             _vectors.store_vectors(conn, Slot(ns_id, corpus), rowids, vectors, store.embedder.model_id)
+
+
+def _embedded(store: MemoryStore, texts: list[str]) -> npt.NDArray[np.float32] | None:
+    """The texts' vectors in batches (before any write lock is taken); None without an embedder."""
+    if store.embedder is None or not texts:
+        return None
+    embedder = store.embedder
+    return np.concatenate(
+        [embedder.embed(texts[i : i + _EMBED_BATCH]) for i in range(0, len(texts), _EMBED_BATCH)]
+    )
 
 
 def delete_doc(conn: sqlite3.Connection, ns_id: int, *, table: str, corpus: int, rowid: int) -> None:

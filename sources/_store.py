@@ -428,20 +428,8 @@ class MemoryStore:
         with self.db.read() as conn:
             return self.recall_on(conn, query, namespace=namespace, **options)
 
-    def recall_on(
-        self,
-        conn: sqlite3.Connection,
-        query: str,
-        *,
-        namespace: Namespace,
-        embedder: Embedder | None = None,
-        **options: Unpack[RecallOptions],
-    ) -> list[Recalled]:
-        """Run `recall` on a reader connection the caller holds (so it can interrupt it).
-
-        `embedder` may be a caching wrapper of the store's own (sources share one per turn).
-        """
-        return _entry_recall.recall_on(self, conn, query, namespace=namespace, embedder=embedder, **options)
+    recall_on = _entry_recall.recall_on
+    """`recall` on a reader connection the caller holds (`sources._entry_recall.recall_on`)."""
 
     def scorer(
         self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None
