@@ -21,6 +21,8 @@ from ._fields import count_errors as count_errors
 from ._fields import invisible_errors as invisible_errors
 from ._fields import text_errors as text_errors
 from ._floor import RECALL_MIN_SCORE as RECALL_MIN_SCORE
+from ._floor import SELECTED as SELECTED
+from ._floor import Fate as Fate
 from ._model import DEFAULT_SELECT_BUDGET as DEFAULT_SELECT_BUDGET
 from ._model import MEMORY_TYPES as MEMORY_TYPES
 from ._model import Block as Block
@@ -42,6 +44,7 @@ from ._text import hidden_character as hidden_character
 from ._text import printable as printable
 from ._tokens import EstimatingTokenCounter as EstimatingTokenCounter
 from ._trace import INFERENCE_TRACE_SCHEMA_VERSION as INFERENCE_TRACE_SCHEMA_VERSION
+from ._trace import TURN_COMPLETED as TURN_COMPLETED
 from .log import add_null_handler
 
 add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
@@ -56,6 +59,8 @@ __all__ = [
     "MEMORY_TYPES",
     "RECALL_MIN_SCORE",
     "RECALL_MODES",
+    "SELECTED",
+    "TURN_COMPLETED",
     "Block",
     "BrokerClosedError",
     "BrokerError",
@@ -65,6 +70,7 @@ __all__ = [
     "Context",
     "ContextBroker",
     "EstimatingTokenCounter",
+    "Fate",
     "FieldError",
     "MemorySelector",
     "Namespace",

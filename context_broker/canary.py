@@ -33,6 +33,7 @@ import attrs
 import structlog
 
 from broker import (
+    TURN_COMPLETED,
     Candidate,
     EstimatingTokenCounter,
     Namespace,
@@ -40,7 +41,6 @@ from broker import (
     Turn,
     open_broker,
 )
-from broker._trace import TURN_COMPLETED
 from broker.testing import FailingSource, FakeSource, RecordingSelector
 from context_broker.wiring import open_default_selector, open_store, sample_lines
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, Writers

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from broker import Block, Context, Turn, open_broker
-from broker._trace import TURN_COMPLETED
+from broker import TURN_COMPLETED, Block, Context, Turn, open_broker
 from context_broker.wiring import SAMPLE_DATA, open_default_selector, sample_lines
 from sources import SqliteTaskRepository, WriterSession
 

@@ -19,12 +19,12 @@ from broker import (
     DEFAULT_SELECT_BUDGET,
     MEMORY_TYPES,
     RECALL_MIN_SCORE,
+    SELECTED,
     Turn,
     TurnRequest,
     open_broker,
     query_of,
 )
-from broker._floor import SELECTED
 from broker.abc import TaskRecord
 from context_broker.wiring import open_default_selector, open_store_in_thread
 from sources import SqliteTaskRepository
@@ -35,8 +35,7 @@ from ._store_cmds import add_mode_argument, parse_types
 if TYPE_CHECKING:
     import argparse
 
-    from broker import Context, MemorySelector, Namespace, SelectionResult
-    from broker._floor import Fate
+    from broker import Context, Fate, MemorySelector, Namespace, SelectionResult
     from broker.abc import ConversationTurn
     from sources import MemoryStore
 

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from broker._trace import TURN_COMPLETED
+from broker import TURN_COMPLETED
 
 LEVELS = ("debug", "info", "warning", "error")
 TRACE_EVENTS = frozenset({TURN_COMPLETED})
