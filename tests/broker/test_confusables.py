@@ -1,6 +1,6 @@
 """The shipped look-alike table is exactly what the maintained Unicode data says, plus our extras.
 
-Run as a script to regenerate it: `python tests/broker/test_confusables.py > broker/_confusables.py`.
+Run as a script to regenerate it: `python tests/broker/test_confusables.py > broker/data/confusables.txt`.
 """
 
 from __future__ import annotations
@@ -47,28 +47,9 @@ def derive() -> dict[int, int]:
     return dict(sorted(table.items()))
 
 
-def render_module(table: dict[int, int]) -> str:
-    """The source of broker/_confusables.py for `table`."""
-    lines = [
-        '"""Look-alike characters and the one printable ASCII character each imitates (generated).',
-        "",
-        "Derived from the Unicode confusables data that `confusable-homoglyphs` 3.3.1 ships (a",
-        "character listed as imitating one ASCII character; letters preferred over punctuation and",
-        "digits), plus look-alike brackets, slashes, bars, colons and hyphens of our own. Do not edit:",
-        "regenerate with `python tests/broker/test_confusables.py > broker/_confusables.py`; the",
-        "test fails while this table and its sources disagree.",
-        '"""',
-        "",
-        "CONFUSABLES: dict[int, int] = {",
-        *(
-            f"    0x{k:04X}: 0x{v:02X},  # {unicodedata.name(chr(k), '?')} -> {chr(v)}"
-            for k, v in table.items()
-        ),
-        "}",
-        '"""Code point of a look-alike -> code point of the ASCII character it imitates."""',
-        "",
-    ]
-    return "\n".join(lines)
+def render_table(table: dict[int, int]) -> str:
+    """The text of broker/data/confusables.txt for `table`."""
+    return "".join(f"{k:04X} {v:02X} {unicodedata.name(chr(k), '?')} -> {chr(v)}\n" for k, v in table.items())
 
 
 def test_table_matches_the_unicode_confusables_data():
@@ -105,4 +86,4 @@ def test_every_entry_folds_a_non_ascii_character_to_printable_ascii():
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render_module(derive()))
+    sys.stdout.write(render_table(derive()))
