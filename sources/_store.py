@@ -363,6 +363,7 @@ class MemoryStore:
 
         Each batch is read, embedded outside the write lock, then written in a short
         transaction that skips rows deleted or changed meanwhile. Safe to interrupt and rerun.
+        Leaves the store warm (`warm`): matrices reloaded, large namespaces' graphs rebuilt.
         """
         embedder = self.require_embedder("reindex")
         todo = _upkeep.unembedded(self.db, embedder.model_id)
@@ -376,6 +377,7 @@ class MemoryStore:
             self._vindex.invalidate()
         self._references.clear()
         self._profiles.clear()
+        self.warm()
         logger.info("store.reindexed", vectors=done, model_id=embedder.model_id)
         return done
 

@@ -390,3 +390,34 @@ def test_a_restored_graph_drops_the_rows_another_model_rewrote(
         found = _top(db, index, 1, q, 40)
         assert found == _exact(db, 1, q, 40)
         assert not set(found) & set(range(20))
+
+
+class _CodeEmbedder:
+    """A fake model: a text's vector is a fixed random unit vector seeded by its text."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+        self.dim = DIM
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows = [_unit(np.random.default_rng(sum(map(ord, t))), 1)[0] for t in texts]
+        return np.array(rows, dtype=np.float32).reshape(len(texts), DIM)
+
+
+def test_reindex_leaves_large_namespaces_searched_through_their_graph(tmp_path: Path) -> None:
+    """After a model change and `reindex`, a namespace above the limit is warm: its graph answers."""
+    from broker import Namespace  # noqa: PLC0415
+    from sources import MemoryStore, NewEntry  # noqa: PLC0415
+
+    ns = Namespace(tenant_id="t")
+    texts = [f"note number {i} about item {i * 7}" for i in range(40)]
+    with MemoryStore.open(tmp_path / "r.db", embedder=_CodeEmbedder("old")) as store:
+        store.add_entries([NewEntry(text=t) for t in texts], namespace=ns)
+    index = _vectors.VectorIndex(model_id="new", dim=DIM, exact_limit=LIMIT, graphs=tmp_path / "r.db.ann")
+    store = MemoryStore(db=Database.open(tmp_path / "r.db"), embedder=_CodeEmbedder("new"), vindex=index)
+    try:
+        assert store.reindex() == len(texts)
+        with store.db.read() as conn:
+            assert index.uses_ann(conn, Slot(1, 0))
+    finally:
+        store.close()
