@@ -1,0 +1,86 @@
+"""One turn at a time on a synthetic store: select_for_task p50 / p99 and CPU a turn.
+
+    python -m benchmarks.turn_cost [--n 100000] [--mode lexical|hybrid] [--turns 200] [--db DIR]
+
+Builds the latency run's synthetic corpus (`benchmarks._synthetic`, with recycled real
+embeddings in hybrid) once into `--db` and reuses it, opens the default sources keeping no
+answers across turns (every turn does the full work), and runs the tasks one after another
+under a 1 s deadline (so no source is cut and every turn is measured whole). CPU a turn is the
+process's CPU time over the turns (ONNX and BLAS threads included) divided by the turns.
+
+To compare two versions of the code side by side, run this file against each checkout on the
+same store: `PYTHONPATH=/path/to/checkout python benchmarks/turn_cost.py ...` (it only uses
+APIs both have), alternating them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+from benchmarks import _synthetic
+from benchmarks._synthetic import NS
+from broker import open_selector
+from sources import MemoryStore, default_sources
+from sources._embedder import load_default_embedder
+
+POOL = 1000  # real embeddings recycled for the stored vectors (as in the latency run)
+
+
+def _store(path: Path, n: int, *, vectors: bool) -> None:
+    """Build the synthetic store at `path` unless it is there."""
+    if path.exists():
+        return
+    gen = _synthetic.Generator(seed=7)
+    texts = [gen.memory() for _ in range(POOL)]  # drawn either way: the same corpus in both modes
+    pool = load_default_embedder().embed(texts).astype(np.float32) if vectors else None
+    built = _synthetic.build(path, n, gen, pool=pool, model_id=load_default_embedder().model_id)
+    print(f"built {n} in {built.seconds:.1f} s (+{built.vector_seconds:.1f} s vectors)")
+
+
+async def _turns(store: MemoryStore, mode: str, tasks: list[str]) -> tuple[list[float], float]:
+    async with open_selector(default_sources(store, result_cache=0), mode=mode, deadline=1.0) as sel:
+        for task in tasks[:5]:  # warm the path
+            await sel.select_for_task(task, namespace=NS, budget=10)
+        ms, cpu = [], time.process_time()
+        for task in tasks:
+            started = time.perf_counter()
+            await sel.select_for_task(task, namespace=NS, budget=10)
+            ms.append(1000 * (time.perf_counter() - started))
+        return ms, 1000 * (time.process_time() - cpu) / len(tasks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--mode", choices=("lexical", "hybrid"), default="lexical")
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument(
+        "--db", default=os.environ.get("BENCH_TMP", tempfile.gettempdir()), help="where stores are kept"
+    )
+    args = parser.parse_args()
+    path = Path(args.db) / f"turn-cost-{args.n}-{'vec' if args.mode != 'lexical' else 'lex'}.db"
+    _store(path, args.n, vectors=args.mode != "lexical")
+    tasks = [t for t, _ in _synthetic.Generator(seed=11).tasks(args.turns, _synthetic.trivial_tasks())]
+    embedder = load_default_embedder() if args.mode != "lexical" else None
+    store = MemoryStore.open(path, embedder=embedder, mode=args.mode)
+    try:
+        ms, cpu = anyio.run(_turns, store, args.mode, tasks, backend="trio")
+    finally:
+        store.close()
+    ms.sort()
+    p99 = ms[max(0, int(0.99 * len(ms)) - 1)]
+    print(
+        f"{args.mode} n={args.n}: p50 {statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, cpu {cpu:.1f} ms a turn"
+    )
+
+
+if __name__ == "__main__":
+    main()
