@@ -123,7 +123,10 @@ def neutralise(text: str) -> str:
     shape = skeleton(cleaned)  # same length: an offset in one is the offset in the other
     edits = [(m.start(), m.end(), "&lt;" * len(m.group())) for m in _OPENER.finditer(shape)]
     edits += [(m.start(), m.end(), "&#91;") for m in _SQUARE.finditer(shape)]
-    edits += [(m.start(), m.start(), QUOTED) for m in _HEADER.finditer(shape)]
+    # A header is looked for in both spellings: a symbol the skeleton folds to a letter (U+00D7
+    # MULTIPLICATION SIGN to `x`) must not hide the header after it (U+00D7 `### Instruction:`).
+    headers = {m.start() for m in _HEADER.finditer(shape)} | {m.start() for m in _HEADER.finditer(cleaned)}
+    edits += [(start, start, QUOTED) for start in headers]
     if not edits:
         return cleaned
     edits.sort()
