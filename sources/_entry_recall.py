@@ -13,7 +13,7 @@ from broker import RECALL_MIN_SCORE, count_errors
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._entries import ENTRY_COLS, MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
 from ._relevance import DENSE_MODES, check_mode
-from ._source_base import recall_depth
+from ._source_base import recall_depth, shared_or_searched
 from ._vectors import Slot
 
 if TYPE_CHECKING:
@@ -152,10 +152,10 @@ def _lexical_top(
 ) -> list[Any]:
     """The entries' best `k` FTS matches with their columns and analysed bodies: from the
     turn's shared retrieval (the scorer's reference) when untyped and it went that deep."""
-    shared = None if types is not None else scorer.reference.hits(_schema.CORPUS_ENTRIES, k)
-    if shared is None:
+    if types is not None:
         return lexical_rows(conn, ns_id, scorer.profile, types, k)
-    return rows_by_rowid(conn, ns_id, [hit.rowid for hit in shared])
+    hits = shared_or_searched(conn, ns_id, scorer, corpus=_schema.CORPUS_ENTRIES, depth=k)
+    return rows_by_rowid(conn, ns_id, [hit.rowid for hit in hits])
 
 
 def lexical_rows(

@@ -31,6 +31,9 @@ from ._vectors import Slot
 if TYPE_CHECKING:
     import sqlite3
 
+    import numpy as np
+    import numpy.typing as npt
+
     from broker.abc import SourceRequest
 
     from ._scorer import Relevance
@@ -79,25 +82,42 @@ class NeuronWriter:
         ValidationError (every field error, nothing written) on bad input, or when the id
         exists and `replace` is false.
         """
-        given = _Given(text=text, triggers=triggers, importance=importance, id=id)
-        row = _checked(attrs.evolve(given, created_at=created_at, metadata=metadata))
+        given = _Given(
+            text=text,
+            triggers=triggers,
+            importance=importance,
+            id=id,
+            created_at=created_at,
+            metadata=metadata,
+        )
+        row = _checked(given)
         vector = None
         if self._store.embedder is not None:  # embed before taking the write lock
             vector = self._store.embedder.embed([row.text])
         with self._store.db.write() as conn:
-            ns_id = _index.ensure_ns(conn, namespace)
-            old = _entry_rowid(conn, ns_id, row.id)
-            if old is not None:
-                if not replace:
-                    raise ValidationError.single(
-                        "id", "exists", f"id {row.id!r} already exists in {namespace}"
-                    )
-                delete_entry_rowid(conn, ns_id, old)
-            rowid = _insert(conn, ns_id, namespace, row)
-            if vector is not None and self._store.embedder is not None:
-                model = self._store.embedder.model_id
-                _vectors.store_vectors(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), [rowid], vector, model)
+            self._write(conn, namespace, row, vector, replace=replace)
         return row.id
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        namespace: Namespace,
+        row: _NeuronRow,
+        vector: npt.NDArray[np.float32] | None,
+        *,
+        replace: bool,
+    ) -> None:
+        """Insert (or with `replace`, replace) the neuron and its vector in the caller's write."""
+        ns_id = _index.ensure_ns(conn, namespace)
+        old = _entry_rowid(conn, ns_id, row.id)
+        if old is not None:
+            if not replace:
+                raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {namespace}")
+            delete_entry_rowid(conn, ns_id, old)
+        rowid = _insert(conn, ns_id, namespace, row)
+        if vector is not None and self._store.embedder is not None:
+            model = self._store.embedder.model_id
+            _vectors.store_vectors(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), [rowid], vector, model)
 
     def delete_neuron(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a neuron (its triggers, index terms and vector); return whether it existed."""
@@ -122,8 +142,8 @@ class _Given:
     triggers: object
     importance: object
     id: object
-    created_at: object = None
-    metadata: object = None
+    created_at: object
+    metadata: object
 
 
 def _checked(given: _Given) -> _NeuronRow:

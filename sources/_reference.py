@@ -90,9 +90,8 @@ def compute_reference(
         _pooled(mode, prof, found, dense=dense is not None),
         offtopic=offtopic,
         lexical_hits=found.hits,
-        lexical_depth=REFERENCE_DEPTH if found.hits else 0,
         dense_hits=found.nearest,
-        dense_depth=REFERENCE_DEPTH if found.nearest else 0,
+        depth=REFERENCE_DEPTH,
     )
     features = _gate.qpp_features(mode, task, prof, ref)
     return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)

@@ -158,25 +158,23 @@ class Reference:
     """The task's best FTS matches of each corpus (indexed by corpus number), best first,
     `REFERENCE_DEPTH` deep: the turn's one lexical retrieval, which the sources share
     (empty when the reference ran none: dense mode, or no term of the task in the namespace)."""
-    lexical_depth: int = 0
-    """How deep `lexical_hits` were retrieved per corpus."""
     dense_hits: tuple[tuple[Hit, ...], ...] = ()
     """The task's nearest vectors of each corpus (indexed by corpus number), best first,
     `REFERENCE_DEPTH` deep: the turn's one dense retrieval (empty in lexical mode)."""
-    dense_depth: int = 0
-    """How deep `dense_hits` were retrieved per corpus."""
+    depth: int = 0
+    """How deep `lexical_hits` and `dense_hits` were retrieved per corpus."""
 
     def hits(self, corpus: int, depth: int) -> tuple[LexicalHit, ...] | None:
         """The best `depth` FTS matches of one corpus, or None if the reference has not
         retrieved that deep (the source then searches itself)."""
-        if corpus >= len(self.lexical_hits) or depth > self.lexical_depth:
+        if corpus >= len(self.lexical_hits) or depth > self.depth:
             return None
         return self.lexical_hits[corpus][:depth]
 
     def nearest(self, corpus: int, depth: int) -> tuple[Hit, ...] | None:
         """The `depth` nearest vectors of one corpus, or None if the reference has not
         retrieved that deep (the source then searches itself)."""
-        if corpus >= len(self.dense_hits) or depth > self.dense_depth:
+        if corpus >= len(self.dense_hits) or depth > self.depth:
             return None
         return self.dense_hits[corpus][:depth]
 

@@ -9,6 +9,7 @@ import pytest
 from broker import Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry
+from sources._db import Database
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -47,3 +48,11 @@ def background_store(tmp_path: Path) -> Iterator[MemoryStore]:
         s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=ALICE)
         add_filler(s)
         yield s
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    """Open a migrated database file (the vector-index tests)."""
+    database = Database.open(tmp_path / "v.db")
+    yield database
+    database.close()

@@ -5,38 +5,20 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
+from vector_kit import DIM, FACTS, MODEL, unit_vectors
 
 from sources import _ann, _vectors
 from sources._db import Database
 from sources._matrix import Matrix, Row
 from sources._vectors import Slot
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
 pytest.importorskip("usearch")
 
-DIM = 16
-MODEL = "test-model"
-FACTS = 1  # a corpus without the entries join, so rows need no entry
 LIMIT = 20  # exact up to this many vectors, a graph above
-
-
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
-    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
-    return unit
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database.open(tmp_path / "v.db")
-    yield database
-    database.close()
 
 
 def _index(graphs: Path | None) -> _vectors.VectorIndex:
@@ -87,7 +69,7 @@ def test_a_built_graph_is_kept_and_restored_by_the_next_handle(
     db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A graph built once is saved beside the database; another handle restores it, building nothing."""
-    vecs = _unit(np.random.default_rng(1), 60)
+    vecs = unit_vectors(np.random.default_rng(1), 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     assert _top(db, _warmed(db, _index(graphs), 1), 1, vecs[3]) == _exact(db, 1, vecs[3])
@@ -103,11 +85,11 @@ def test_a_restored_graph_catches_up_with_writes_made_since_it_was_saved(
 ) -> None:
     """Vectors added, replaced and deleted by others after the save are searched as they are now."""
     rng = np.random.default_rng(2)
-    vecs = _unit(rng, 60)
+    vecs = unit_vectors(rng, 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     _warmed(db, _index(graphs), 1)  # builds and saves
-    new = _unit(rng, 10)
+    new = unit_vectors(rng, 10)
     _put(db, 1, list(range(60, 70)), new)  # added
     _put(db, 1, [5], new[:1] * -1.0)  # replaced: the old vector of row 5 is gone
     _delete(db, [7, 8])
@@ -126,11 +108,11 @@ def test_a_graph_of_other_vectors_is_rebuilt_never_used(
     rng = np.random.default_rng(3)
     other = Database.open(tmp_path / "other.db")
     try:
-        _put(other, 1, list(range(60)), _unit(rng, 60))
+        _put(other, 1, list(range(60)), unit_vectors(rng, 60))
         _warmed(other, _index(tmp_path / "v.db.ann"), 1)  # its graph, in v.db's place
     finally:
         other.close()
-    vecs = _unit(rng, 60)
+    vecs = unit_vectors(rng, 60)
     _put(db, 1, list(range(60)), vecs)
     built = _no_builds(monkeypatch)
     assert _top(db, _warmed(db, _index(tmp_path / "v.db.ann"), 1), 1, vecs[9]) == _exact(db, 1, vecs[9])
@@ -139,7 +121,7 @@ def test_a_graph_of_other_vectors_is_rebuilt_never_used(
 
 def test_an_unreadable_graph_file_is_rebuilt(db: Database, tmp_path: Path) -> None:
     """A damaged graph file costs a rebuild, never an error or a wrong answer."""
-    vecs = _unit(np.random.default_rng(4), 60)
+    vecs = unit_vectors(np.random.default_rng(4), 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     _warmed(db, _index(graphs), 1)
@@ -150,7 +132,7 @@ def test_an_unreadable_graph_file_is_rebuilt(db: Database, tmp_path: Path) -> No
 
 def test_a_graph_that_cannot_be_saved_still_answers(db: Database, tmp_path: Path) -> None:
     """Where the graph cannot be written (a file in the directory's place) search still answers."""
-    vecs = _unit(np.random.default_rng(5), 60)
+    vecs = unit_vectors(np.random.default_rng(5), 60)
     _put(db, 1, list(range(60)), vecs)
     blocked = tmp_path / "v.db.ann"
     blocked.write_text("a file, not a directory")
@@ -163,7 +145,7 @@ def test_a_graph_that_cannot_be_saved_still_answers(db: Database, tmp_path: Path
 def test_graphs_are_kept_per_namespace_and_never_cross(db: Database, tmp_path: Path) -> None:
     """Each namespace has its own graph; a search of one returns only its rows, restored or not."""
     rng = np.random.default_rng(6)
-    a, b = _unit(rng, 60), _unit(rng, 60)
+    a, b = unit_vectors(rng, 60), unit_vectors(rng, 60)
     _put(db, 1, list(range(60)), a)
     _put(db, 2, list(range(100, 160)), b)
     graphs = tmp_path / "v.db.ann"
@@ -179,11 +161,11 @@ def test_graphs_are_kept_per_namespace_and_never_cross(db: Database, tmp_path: P
 def test_changes_are_saved_when_the_index_persists(db: Database, tmp_path: Path) -> None:
     """Writes applied to a live graph are saved by `persist`, so the next handle has nothing to add."""
     rng = np.random.default_rng(7)
-    vecs = _unit(rng, 60)
+    vecs = unit_vectors(rng, 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     index = _warmed(db, _index(graphs), 1)
-    _put(db, 1, list(range(60, 65)), _unit(rng, 5))
+    _put(db, 1, list(range(60, 65)), unit_vectors(rng, 5))
     _top(db, index, 1, vecs[0])  # catches up in memory
     (path,) = graphs.glob("*.usearch")
     before = path.stat().st_mtime_ns
@@ -207,11 +189,11 @@ def test_a_graph_the_disk_refuses_still_answers(
         raise RuntimeError("Failed to serialize into stream")
 
     monkeypatch.setattr(Index, "save", full)
-    vecs = _unit(np.random.default_rng(8), 60)
+    vecs = unit_vectors(np.random.default_rng(8), 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     index = _warmed(db, _index(graphs), 1)
-    _put(db, 1, [60], _unit(np.random.default_rng(9), 1))
+    _put(db, 1, [60], unit_vectors(np.random.default_rng(9), 1))
     assert _top(db, index, 1, vecs[2]) == _exact(db, 1, vecs[2])
     index.persist()
     assert list(graphs.iterdir()) == []  # no temporary file left behind
@@ -243,7 +225,7 @@ def test_a_search_never_opens_a_graph(db: Database, tmp_path: Path, monkeypatch:
     """Building (or restoring) a graph takes minutes at 1M and holds the index lock: a search
     that loads a matrix (first use, after a reindex drops them, or behind the tombstones kept)
     must search exactly, never open the graph inside the turn's deadline."""
-    vecs = _unit(np.random.default_rng(9), 60)
+    vecs = unit_vectors(np.random.default_rng(9), 60)
     _put(db, 1, list(range(60)), vecs)
     built = _no_builds(monkeypatch)
     index = _index(tmp_path / "v.db.ann")
@@ -267,7 +249,7 @@ def test_a_graph_being_built_never_blocks_searches_of_other_namespaces(
     """Warming one namespace builds its graph for minutes at 1M (a selector opening beside a
     running one): the turns of every other namespace must still search meanwhile."""
     rng = np.random.default_rng(10)
-    a, b = _unit(rng, 60), _unit(rng, 10)
+    a, b = unit_vectors(rng, 60), unit_vectors(rng, 10)
     _put(db, 2, list(range(60)), a)
     _put(db, 1, list(range(100, 110)), b)
     index = _index(tmp_path / "v.db.ann")
@@ -308,12 +290,12 @@ def test_a_search_after_a_bulk_write_never_inserts_into_the_graph(
     deadline, holding the index lock. Written vectors should be searched exactly until a warm
     folds them into the graph."""
     rng = np.random.default_rng(11)
-    vecs = _unit(rng, 60)
+    vecs = unit_vectors(rng, 60)
     _put(db, 1, list(range(60)), vecs)
     index = _warmed(db, _index(tmp_path / "v.db.ann"), 1)
     with db.read() as conn:
         assert index.uses_ann(conn, Slot(1, FACTS))
-    new = _unit(rng, 40)
+    new = unit_vectors(rng, 40)
     _put(db, 1, list(range(60, 100)), new)  # a bulk import
     from usearch.index import Index  # noqa: PLC0415 - optional
 
@@ -334,11 +316,11 @@ def test_without_usearch_a_large_namespace_is_searched_exactly(
 ) -> None:
     """Without usearch (optional) a warm opens no graph and every search stays exact."""
     monkeypatch.setitem(sys.modules, "usearch.index", None)  # the import raises ImportError
-    vecs = _unit(np.random.default_rng(12), 60)
+    vecs = unit_vectors(np.random.default_rng(12), 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     index = _warmed(db, _index(graphs), 1)
-    _put(db, 1, [60], _unit(np.random.default_rng(13), 1))
+    _put(db, 1, [60], unit_vectors(np.random.default_rng(13), 1))
     index = _warmed(db, index, 1)
     with db.read() as conn:
         assert not index.uses_ann(conn, Slot(1, FACTS))
@@ -352,7 +334,7 @@ def test_a_typed_search_of_a_graph_finds_k_rows_when_the_type_has_k() -> None:
     any type and drops the others: a type with more rows than the exact limit but under 1/8 of
     the namespace (30k persona rows in 1M; here 25 of 400) must still get its k nearest."""
     rng = np.random.default_rng(14)
-    vecs = _unit(rng, 400)
+    vecs = unit_vectors(rng, 400)
     rows: list[Row] = [
         (i + 1, i, MODEL, _vectors.to_blob(v), "persona" if i % 16 == 0 else "episodic")
         for i, v in enumerate(vecs)
@@ -374,7 +356,7 @@ def test_a_restored_graph_drops_the_rows_another_model_rewrote(
     """A process of another model re-embeds some rows (a reindex under way): the graph restored
     by this model's next process holds only this model's live vectors, never a stale row."""
     rng = np.random.default_rng(15)
-    vecs = _unit(rng, 60)
+    vecs = unit_vectors(rng, 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     _warmed(db, _index(graphs), 1)  # built and saved
@@ -400,7 +382,7 @@ class _CodeEmbedder:
         self.dim = DIM
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        rows = [_unit(np.random.default_rng(sum(map(ord, t))), 1)[0] for t in texts]
+        rows = [unit_vectors(np.random.default_rng(sum(map(ord, t))), 1)[0] for t in texts]
         return np.array(rows, dtype=np.float32).reshape(len(texts), DIM)
 
 

@@ -8,32 +8,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from vector_kit import DIM, FACTS, MODEL, unit_vectors
 
 from sources import _vectors
 from sources._db import Database
 from sources._vectors import Slot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
-
-DIM = 16
-MODEL = "test-model"
-FACTS = 1  # a corpus without the entries join, so rows need no entry
-
-
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
-    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
-    return unit
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    """Open a migrated database file."""
-    database = Database.open(tmp_path / "v.db")
-    yield database
-    database.close()
 
 
 def _put(db: Database, ns_id: int, rowids: list[int], vecs: np.ndarray, model: str = MODEL) -> None:
@@ -51,7 +33,7 @@ def _search(
 def test_exact_search_returns_true_top_k(db: Database) -> None:
     """Exact search returns the k largest cosines, best first."""
     rng = np.random.default_rng(1)
-    vecs = _unit(rng, 40)
+    vecs = unit_vectors(rng, 40)
     _put(db, 1, list(range(100, 140)), vecs)
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     q = vecs[7]
@@ -65,7 +47,7 @@ def test_path_selection_by_size(db: Database) -> None:
     """Up to the limit search is exact; past it, once warmed, an HNSW index answers the same best row."""
     pytest.importorskip("usearch")
     rng = np.random.default_rng(2)
-    vecs = _unit(rng, 60)
+    vecs = unit_vectors(rng, 60)
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=50)
     _put(db, 1, list(range(40)), vecs[:40])
     with db.read() as conn:
@@ -88,7 +70,7 @@ def test_path_selection_by_size(db: Database) -> None:
 def test_vectors_never_cross_namespaces(db: Database) -> None:
     """A namespace's search returns only its own rows, even for an exact copy of another's vector."""
     rng = np.random.default_rng(3)
-    a, b = _unit(rng, 10), _unit(rng, 10)
+    a, b = unit_vectors(rng, 10), unit_vectors(rng, 10)
     _put(db, 1, list(range(10)), a)
     _put(db, 2, list(range(10, 20)), b)
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
@@ -99,7 +81,7 @@ def test_vectors_never_cross_namespaces(db: Database) -> None:
 def test_appends_by_anyone_are_seen(db: Database, tmp_path: Path) -> None:
     """Rows written after the matrix loaded, even by another connection, are found by the next search."""
     rng = np.random.default_rng(4)
-    vecs = _unit(rng, 12)
+    vecs = unit_vectors(rng, 12)
     _put(db, 1, list(range(10)), vecs[:10])
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     assert _search(db, index, 1, vecs[10], 1)[0].rowid != 10
@@ -117,7 +99,7 @@ def test_appends_by_anyone_are_seen(db: Database, tmp_path: Path) -> None:
 def test_deletes_are_never_returned(db: Database, tmp_path: Path) -> None:
     """A deleted vector disappears from a loaded index, whichever connection deleted it."""
     rng = np.random.default_rng(5)
-    vecs = _unit(rng, 10)
+    vecs = unit_vectors(rng, 10)
     _put(db, 1, list(range(10)), vecs)
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     assert _search(db, index, 1, vecs[3], 1)[0].rowid == 3
@@ -136,7 +118,7 @@ def test_deletes_are_never_returned(db: Database, tmp_path: Path) -> None:
 def test_reused_rowids_cannot_hide_a_delete(db: Database, tmp_path: Path) -> None:
     """Deleting the newest vector and writing one in its place (the leak recipe) is seen: ids are never reused."""
     rng = np.random.default_rng(11)
-    vecs = _unit(rng, 6)
+    vecs = unit_vectors(rng, 6)
     _put(db, 1, list(range(5)), vecs[:5])
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     assert _search(db, index, 1, vecs[4], 1)[0].rowid == 4
@@ -158,7 +140,7 @@ def test_reused_rowids_cannot_hide_a_delete(db: Database, tmp_path: Path) -> Non
 def test_an_index_behind_the_kept_tombstones_reloads(db: Database) -> None:
     """When the tombstones it needs were pruned, the index reloads instead of missing deletes."""
     rng = np.random.default_rng(12)
-    vecs = _unit(rng, 8)
+    vecs = unit_vectors(rng, 8)
     _put(db, 1, list(range(8)), vecs)
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     assert _search(db, index, 1, vecs[2], 1)[0].rowid == 2
@@ -173,7 +155,7 @@ def test_an_index_behind_the_kept_tombstones_reloads(db: Database) -> None:
 def test_replaced_vector_is_the_new_one(db: Database) -> None:
     """Overwriting a row's vector (as reindex does) replaces it in the cache."""
     rng = np.random.default_rng(6)
-    vecs = _unit(rng, 6)
+    vecs = unit_vectors(rng, 6)
     _put(db, 1, list(range(5)), vecs[:5])
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     _search(db, index, 1, vecs[0], 1)
@@ -187,7 +169,7 @@ def test_replaced_vector_is_the_new_one(db: Database) -> None:
 def test_other_model_rows_are_stale_and_ignored(db: Database) -> None:
     """Vectors of another model are counted as stale and never searched."""
     rng = np.random.default_rng(7)
-    vecs = _unit(rng, 6)
+    vecs = unit_vectors(rng, 6)
     _put(db, 1, list(range(4)), vecs[:4])
     _put(db, 1, [4, 5], vecs[4:], model="old-model")
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
@@ -205,7 +187,7 @@ def test_blob_round_trip() -> None:
 def test_store_vectors_rejects_mismatched_lengths(db: Database) -> None:
     """Rowids and vectors must pair up; nothing is written otherwise."""
     with pytest.raises(ValueError, match="rowids"), db.write() as conn:
-        _vectors.store_vectors(conn, Slot(1, FACTS), [1, 2], _unit(np.random.default_rng(8), 1), MODEL)
+        _vectors.store_vectors(conn, Slot(1, FACTS), [1, 2], unit_vectors(np.random.default_rng(8), 1), MODEL)
     with db.read() as conn:
         assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
 
@@ -214,7 +196,7 @@ def test_without_usearch_large_namespaces_stay_exact(db: Database, monkeypatch: 
     """Past the limit with usearch absent, search stays exact and correct instead of failing."""
     monkeypatch.setitem(sys.modules, "usearch.index", None)  # makes the import raise ImportError
     rng = np.random.default_rng(9)
-    vecs = _unit(rng, 30)
+    vecs = unit_vectors(rng, 30)
     _put(db, 1, list(range(30)), vecs)
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=10)
     with db.read() as conn:
@@ -225,7 +207,7 @@ def test_without_usearch_large_namespaces_stay_exact(db: Database, monkeypatch: 
 def test_repeated_query_matches_a_fresh_index_after_every_change(db: Database) -> None:
     """Reusing a query's cosines never returns what a fresh index would not, through appends, deletes and replaces."""
     rng = np.random.default_rng(9)
-    vecs = _unit(rng, 30)
+    vecs = unit_vectors(rng, 30)
     _put(db, 1, list(range(20)), vecs[:20])
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
     q = vecs[25]
