@@ -52,6 +52,20 @@ def read_lines(name: str) -> list[tuple[int, str]]:
     return lines
 
 
+def read_text(name: str) -> str:
+    """The whole file (or standard input) as text, one trailing line break removed."""
+    try:
+        data = sys.stdin.buffer.read() if name == STDIN else Path(name).expanduser().read_bytes()
+    except OSError as exc:
+        raise UsageError(f"error: {name}: {exc.strerror or exc}") from exc
+    try:
+        text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"error: {label(name)}: not UTF-8 (byte 0x{data[exc.start]:02x}); save it as UTF-8"
+        raise UsageError(msg) from exc
+    return text.removesuffix("\n").removesuffix("\r")
+
+
 def json_object(line: str) -> tuple[dict[str, Any] | None, list[str]]:
     """A line as a JSON object, or (None and) the problem with it."""
     try:

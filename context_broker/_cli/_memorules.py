@@ -26,6 +26,7 @@ from sources import (
     update_memorule,
 )
 
+from ._jsonl import STDIN, read_text
 from ._session import add_writer_arguments, writer_session
 
 if TYPE_CHECKING:
@@ -66,7 +67,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def add_remember_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of `remember`: a note's text, or a memorule's fields."""
-    parser.add_argument("text", nargs="?", metavar="TEXT", help="the note's text, or the memorule's body")
+    parser.add_argument(
+        "text",
+        nargs="?",
+        metavar="TEXT",
+        help="the note's text, or the memorule's body (\"-\": standard input)",
+    )
     parser.add_argument("--kind", default="note", help="note (default), memorule, or another store kind")
     parser.add_argument(
         "--memory-type", help="episodic, semantic, procedural, self, personality, associative"
@@ -166,7 +172,7 @@ def remember_command(args: argparse.Namespace, app: App) -> int:
     errors += errs
     fields: dict[str, Any] = {
         "kind": args.kind,
-        "text": args.text,
+        "text": read_text(STDIN) if args.text == STDIN else args.text,
         "memorule_kind": args.memorule_kind,
         "subject": args.subject,
         "body": args.body,

@@ -127,7 +127,9 @@ async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
 
 def _print_human(app: App, r: SelectionResult) -> None:
     if r.abstained:
-        app.out(f"abstained: nothing relevant ({r.candidates_evaluated} candidates evaluated)")
+        n = r.candidates_evaluated  # 0 when the task's gate closed before any was scored
+        counted = f" ({n} candidate{'' if n == 1 else 's'} evaluated)" if n else ""
+        app.out(f"abstained: nothing relevant{counted}; `explain` shows why")
     for b in r.blocks:
         app.out(
             f"{b.score:.3f}  [{b.block}/{printable(b.source)}]  {printable(b.entry_id)}  {printable(b.text)}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -336,3 +337,17 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path, db: Path) 
         stderr = proc.stderr.read().decode("utf-8")
         assert proc.wait(timeout=120) == 141
     assert "Traceback" not in stderr
+
+
+def test_remember_reads_its_text_from_standard_input_with_a_dash(tmp_path: Path) -> None:
+    """`remember -` stores what standard input holds (one trailing line break dropped), and its
+    length is checked like an argument's: the dash itself is never stored."""
+    db = tmp_path / "m.db"
+    stored = run(db, "remember", "-", stdin="Priya moved the standup to ten.\n")
+    assert stored.returncode == 0, stored.stderr
+    with sqlite3.connect(db) as conn:
+        texts = [r[0] for r in conn.execute("SELECT text FROM entries")]
+    assert texts == ["Priya moved the standup to ten."]
+    too_long = run(db, "remember", "-", stdin="a" * 40_000)
+    assert too_long.returncode == 2
+    assert "at most 32000" in too_long.stderr
