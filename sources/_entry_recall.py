@@ -54,10 +54,12 @@ def recall_on(
     if ns_id is None or not prof.terms or (mode == "lexical" and not prof.present):
         return []
     scorer = store.scorer_on(conn, ns_id, query, mode=mode, embedder=embedder)
-    if scorer.abstains:
+    floor = options.get("min_score", RECALL_MIN_SCORE)
+    if scorer.abstains or scorer.qpp < floor:
+        # A score is qpp x band with band <= 1: below the floor's gate no memory can clear it,
+        # so no candidate is read or scored (most turns of a trivial or foreign task).
         return []
     scored = _Recall(store, conn, ns_id, scorer).scored(types, limit)
-    floor = options.get("min_score", RECALL_MIN_SCORE)
     kept = [(p, r) for p, r in scored if p.score >= floor and p.score > 0.0]
     kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
     recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])

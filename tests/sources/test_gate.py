@@ -98,3 +98,13 @@ def test_absent_names_never_exceeds_the_tasks_names(task: str) -> None:
     terms = tuple(dict.fromkeys(_analysis.terms(task)))
     prof = QueryProfile(terms=terms, idf=dict.fromkeys(terms, 2.0), present=frozenset(), avgdl=10.0, n_docs=5)
     assert 0 <= _gate.absent_names(task, prof) <= len(_gate.names(task))
+
+
+@given(mode=modes, pool=pools, base=logits, cosine=cosines, qpp=st.floats(min_value=0.0, max_value=1.0))
+def test_a_score_never_exceeds_the_gate(
+    mode: str, pool: tuple[float, ...], base: float, cosine: float, qpp: float
+) -> None:
+    """A score (qpp x band) never exceeds qpp: below the floor's gate nothing can clear the floor."""
+    band = _gate.band_probability(mode, _gate.band_features(mode, base, cosine, _ref(pool)))
+    assert 0.0 <= band <= 1.0
+    assert qpp * band <= qpp

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, ValidationError
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, StoreError, ensure_memory_type_column
+from sources import MemoryStore, NewEntry, StoreError, _entry_recall, _index, ensure_memory_type_column
 
 A = Namespace(tenant_id="acme", project_id="p1")
 B = Namespace(tenant_id="globex", project_id="p1")
@@ -381,3 +381,22 @@ def test_an_unknown_recall_option_is_a_type_error(store: MemoryStore) -> None:
     store.add_entry("The pottery class meets on Tuesdays.", namespace=Namespace(tenant_id="t"))
     with pytest.raises(TypeError, match="limt"):
         store.recall("pottery", namespace=Namespace(tenant_id="t"), limt=3)  # type: ignore[call-arg]
+
+
+def test_a_closed_gate_recalls_nothing_without_scoring_a_candidate(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below the floor's gate recall returns nothing and reads no candidate; lowering the floor reads them."""
+    fill(store, A)
+    store.add_entry("The standup notes mention the dentist", namespace=A, id="m1")
+    calls: list[int] = []
+    scored = _entry_recall._Recall.scored
+    monkeypatch.setattr(_entry_recall._Recall, "scored", lambda self, *a: calls.append(1) or scored(self, *a))
+    query = "standup dentist"
+    with store.db.read() as conn:
+        qpp = store.scorer_on(conn, _index.find_ns(conn, A), query, mode="lexical").qpp
+    assert 0.0 < qpp < 1.0
+    assert store.recall(query, namespace=A, min_score=min(1.0, qpp + 1e-9)) == []
+    assert calls == []
+    assert store.recall(query, namespace=A, min_score=0.0)
+    assert calls == [1]
