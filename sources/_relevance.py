@@ -32,6 +32,7 @@ a cosine is never zero, so this is what keeps "thanks!" from recalling anything.
 from __future__ import annotations
 
 import math
+import operator
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -86,6 +87,8 @@ class QueryProfile:
     mass: float = attrs.field(init=False)
     presence: float = attrs.field(init=False)
     max_idf: float = attrs.field(init=False)
+    rarest: str | None = attrs.field(init=False)
+    """The query's rarest term present in the namespace (None: no term is present)."""
 
     def __attrs_post_init__(self) -> None:
         mass = sum(self.idf.values())
@@ -93,6 +96,9 @@ class QueryProfile:
         object.__setattr__(self, "mass", mass)
         object.__setattr__(self, "presence", present / mass if mass else 0.0)
         object.__setattr__(self, "max_idf", idf(self.n_docs, 0))
+        in_namespace = [t for t in self.terms if t in self.present]
+        rarest = max(in_namespace, key=lambda t: self.idf[t]) if in_namespace else None
+        object.__setattr__(self, "rarest", rarest)
 
     @classmethod
     def build(
@@ -243,7 +249,7 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
             coverage=0.0, bm25_norm=0.0, matched=0, unmatched=0, presence=0.0, rarest_hit=0.0
         )
     # Count only the query's terms in the text (C-level counts; no Counter of every term).
-    tf = {t: n for t in profile.idf if (n := doc_terms.count(t))}
+    tf = {t: n for t in profile.terms if (n := doc_terms.count(t))}
     if not tf:  # the common dense candidate: no overlap
         return LexicalFeatures(
             coverage=0.0,
@@ -254,30 +260,32 @@ def lexical_features(profile: QueryProfile, doc_terms: Sequence[str]) -> Lexical
             rarest_hit=0.0,
         )
     norm = K1 * (1.0 - B + B * len(doc_terms) / max(profile.avgdl, 1e-9))
-    matched = [t for t in profile.terms if t in tf]
-    covered = sum(profile.idf[t] for t in matched)
-    bm25 = sum(profile.idf[t] * tf[t] * (K1 + 1.0) / (tf[t] + norm) for t in matched)
-    present = [t for t in profile.terms if t in profile.present]
-    rarest = max(present, key=lambda t: profile.idf[t]) if present else None
+    # `tf` holds the matched terms in query order (it was built iterating the query's terms).
+    weights = profile.idf
+    covered = sum(weights[t] for t in tf)
+    bm25 = sum(weights[t] * n * (K1 + 1.0) / (n + norm) for t, n in tf.items())
     # Specificity: matched IDF on the namespace's own scale (1 = a term no other memory
     # has), so evidence means the same in a small store and a large one.
     scale = max(profile.max_idf, 1e-9)
-    specific = [profile.idf[t] / scale for t in matched]
+    specific = [weights[t] / scale for t in tf]
     return LexicalFeatures(
         coverage=covered / mass,
         bm25_norm=bm25 / (mass * (K1 + 1.0)),
-        matched=len(matched),
-        unmatched=len(profile.terms) - len(matched),
+        matched=len(tf),
+        unmatched=len(profile.terms) - len(tf),
         presence=profile.presence,
-        rarest_hit=1.0 if rarest is not None and rarest in tf else 0.0,
+        rarest_hit=1.0 if profile.rarest is not None and profile.rarest in tf else 0.0,
         specificity=sum(specific),
-        peak_specificity=max(specific, default=0.0),
+        peak_specificity=max(specific),
     )
 
 
 def logistic(weights: Sequence[float], bias: float, x: Sequence[float]) -> float:
     """sigmoid(w . x + b), numerically safe."""
-    z = bias + sum(w * v for w, v in zip(weights, x, strict=True))
+    if len(weights) != len(x):
+        msg = f"{len(x)} features for {len(weights)} weights"
+        raise ValueError(msg)
+    z = bias + sum(map(operator.mul, weights, x))
     if z >= 0:
         return 1.0 / (1.0 + math.exp(-z))
     e = math.exp(z)

@@ -14,6 +14,7 @@ every statement of that read aborts at once. The connection is detached from the
 from __future__ import annotations
 
 import functools
+import itertools
 import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -471,11 +472,15 @@ class CorpusSource(ReaderSource):
             terms=[terms[int(r[0])] for r in rows],
         )
         scores = score_rows(scorer, conn, batch)
-        pairs = zip(rows, scores, strict=True)
+        # Order the scored rows as `best_first` orders candidates, then build only the best.
+        pairs = sorted(
+            ((r, s) for r, s in zip(rows, scores, strict=True) if s.score > 0.0),
+            key=lambda rs: (-rs[1].score, f"{self.id_prefix}{rs[0][1]}"),
+        )
         candidates = _validate.skip_damaged(
             pairs, lambda rs: self._candidate(*rs), table=self.table, row_id=_first_id
         )
-        return best_first(candidates, request.limit)
+        return list(itertools.islice(candidates, max(request.limit, 0)))
 
     def _candidate(self, row: Sequence[Any], rel: Relevance) -> Candidate:
         return Candidate(
