@@ -47,6 +47,7 @@ def add_doc(conn: sqlite3.Connection, ns_id: int, corpus: int, rowid: int, text:
         "UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + ? WHERE ns_id = ?",
         (length, ns_id),
     )
+    _log(conn, ns_id, _schema.fts_rowid(corpus, rowid), 1)
 
 
 def remove_doc(conn: sqlite3.Connection, ns_id: int, corpus: int, rowid: int) -> None:
@@ -61,6 +62,12 @@ def remove_doc(conn: sqlite3.Connection, ns_id: int, corpus: int, rowid: int) ->
         "UPDATE namespaces SET n_docs = n_docs - 1, total_len = total_len - ? WHERE ns_id = ?",
         (len(str(row[0]).split()), ns_id),
     )
+    _log(conn, ns_id, key, -1)
+
+
+def _log(conn: sqlite3.Connection, ns_id: int, fts_rowid: int, op: int) -> None:
+    """Record a change of the text index (`_schema._v5`): in-memory indexes catch up from it."""
+    conn.execute("INSERT INTO text_log (ns_id, fts_rowid, op) VALUES (?, ?, ?)", (ns_id, fts_rowid, op))
 
 
 def generation(conn: sqlite3.Connection, ns_id: int) -> int:
@@ -103,7 +110,8 @@ def search(
         return []
     table = _schema.fts_table(ns_id)
     rows = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND (rowid & 3) = ? ORDER BY bm25({table}) LIMIT ?",
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND (rowid & 3) = ? "
+        f"ORDER BY bm25({table}), rowid LIMIT ?",
         (_analysis.fts_query(tuple(qterms)), corpus, limit),
     ).fetchall()
     return [_schema.split_fts_rowid(int(r[0]))[1] for r in rows]
@@ -127,8 +135,8 @@ def search_hits(
     table = _schema.fts_table(ns_id)
     rows = conn.execute(
         f"SELECT top.r, top.rank, b.body FROM (SELECT rowid AS r, bm25({table}) AS rank FROM {table} "
-        f"WHERE {table} MATCH ? AND (rowid & 3) = ? ORDER BY rank LIMIT ?) AS top "
-        f"JOIN {table} b ON b.rowid = top.r ORDER BY top.rank",
+        f"WHERE {table} MATCH ? AND (rowid & 3) = ? ORDER BY rank, rowid LIMIT ?) AS top "
+        f"JOIN {table} b ON b.rowid = top.r ORDER BY top.rank, top.r",
         (_analysis.fts_query(tuple(qterms)), corpus, limit),
     ).fetchall()
     return [

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from broker.abc import Embedder
 
     from ._matrix import Hit
+    from ._postings import TextIndex
     from ._scorer import Scorer
     from ._vectors import VectorIndex
 
@@ -65,7 +66,11 @@ Key = tuple[int, int]  # (corpus, source rowid)
 
 
 def compute_reference(
-    conn: sqlite3.Connection, ns_id: int, scorer: Scorer, vindex: VectorIndex | None
+    conn: sqlite3.Connection,
+    ns_id: int,
+    scorer: Scorer,
+    vindex: VectorIndex | None,
+    texts: TextIndex | None = None,
 ) -> Reference:
     """The namespace's best evidence for the scorer's task in its mode, its candidate pool and
     the gate (`scorer` carries the task, its profile, the mode and, in dense modes, the query
@@ -77,7 +82,8 @@ def compute_reference(
     prof, task, mode, embedder = scorer.profile, scorer.query, scorer.mode, scorer.embedder
     dense = scorer.query_vector if mode in DENSE_MODES and vindex is not None else None
     search = None if dense is None or vindex is None else (dense, vindex)
-    found = _retrieved(conn, ns_id, prof, lexical=mode != "dense", dense=search)
+    hits = lexical_hits(conn, ns_id, prof, texts) if mode != "dense" else ()
+    found = _retrieved(conn, ns_id, hits, dense=search)
     for key, (node_terms, cosine) in _graph_nodes(conn, ns_id, task, dense, embedder).items():
         found.terms[key] = node_terms
         if cosine is not None:
@@ -113,14 +119,12 @@ class _Retrieved:
 def _retrieved(
     conn: sqlite3.Connection,
     ns_id: int,
-    prof: QueryProfile,
+    hits: tuple[tuple[LexicalHit, ...], ...],
     *,
-    lexical: bool,
     dense: tuple[npt.NDArray[np.float32], VectorIndex] | None,
 ) -> _Retrieved:
-    """One FTS query a corpus (`lexical`) and one search of each corpus's vectors (`dense`:
-    the query vector and the index)."""
-    hits = lexical_hits(conn, ns_id, prof) if lexical else ()
+    """The turn's lexical matches (`hits`, `lexical_hits`) with one search of each corpus's
+    vectors (`dense`: the query vector and the index)."""
     terms = _lexical_pool(hits)
     if dense is None:
         return _Retrieved(hits=hits, nearest=(), terms=terms, cosines={})
@@ -175,14 +179,24 @@ def _graph_nodes(
 
 
 def lexical_hits(
-    conn: sqlite3.Connection, ns_id: int, prof: QueryProfile
+    conn: sqlite3.Connection, ns_id: int, prof: QueryProfile, texts: TextIndex | None = None
 ) -> tuple[tuple[LexicalHit, ...], ...]:
     """The task's `REFERENCE_DEPTH` best FTS matches of each corpus (indexed by corpus), with
-    their analysed terms: the turn's one lexical retrieval (one query a corpus), which the
-    reference reads its pool from and the sources take their candidates from."""
+    their analysed terms: the turn's one lexical retrieval, which the reference reads its pool
+    from and the sources take their candidates from. From the store's in-memory index when it
+    is current (`sources._postings`), else one FTS query a corpus: the same matches and ranks."""
     if not prof.present:
         return ()
     qterms = sorted(prof.present)
+    found = None if texts is None else texts.top(conn, ns_id, qterms, REFERENCE_DEPTH)
+    if found is not None:
+        return tuple(
+            tuple(
+                LexicalHit(_schema.split_fts_rowid(h.fts_rowid)[1], h.rank, tuple(h.body.split()))
+                for h in found[corpus]
+            )
+            for corpus in _CORPORA
+        )
     return tuple(
         tuple(_index.search_hits(conn, ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
         for corpus in _CORPORA

@@ -292,7 +292,36 @@ def _v4(conn: sqlite3.Connection) -> None:
     _generation_triggers(conn)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4)
+TEXT_LOG_KEPT = 100_000
+"""Text-index changes kept; an in-memory index that fell further behind is built again."""
+
+
+def _v5(conn: sqlite3.Connection) -> None:
+    """A log of the text index's changes, so an in-memory index catches up with every write.
+
+    `sources._index.add_doc` and `remove_doc` (the only writers of the FTS tables) append one
+    row per document indexed (op 1) or removed (op -1), in the write's transaction; ids are
+    never reused. Older rows are pruned like vector tombstones.
+    """
+    _script(
+        conn,
+        """
+        CREATE TABLE text_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ns_id INTEGER NOT NULL,
+            fts_rowid INTEGER NOT NULL,
+            op INTEGER NOT NULL
+        );
+        CREATE INDEX text_log_ns ON text_log (ns_id, id)
+        """,
+    )
+    conn.execute(
+        "CREATE TRIGGER text_log_prune AFTER INSERT ON text_log "
+        f"WHEN NEW.id % 1024 = 0 BEGIN DELETE FROM text_log WHERE id <= NEW.id - {TEXT_LOG_KEPT}; END"
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

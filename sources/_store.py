@@ -42,6 +42,7 @@ from ._entries import (
     content_id,
     delete_entry_rowid,
 )
+from ._postings import TextIndex
 from ._reference import compute_reference
 from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
 from ._scorer import Scorer
@@ -84,6 +85,7 @@ class MemoryStore:
     _profiles: SingleFlight[tuple[int, str, int], QueryProfile] = attrs.field(
         factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
     )
+    _texts: TextIndex = attrs.field(factory=TextIndex, init=False)
 
     @classmethod
     def open(
@@ -139,15 +141,15 @@ class MemoryStore:
     def warm(self, *, namespaces: Iterable[Namespace] | None = None) -> None:
         """Load what a first turn would otherwise load inside its deadline; blocking.
 
-        With an embedder: one embedding run (the model's first is slow) and the vector
-        matrices of every corpus of every namespace (or of `namespaces`). Idempotent: a warm
-        matrix only catches up with the writes since. The selector's sources call it when they
+        The in-memory text index of every namespace (or of `namespaces`; `sources._postings`)
+        and, with an embedder, one embedding run (the model's first is slow) and the vector
+        matrices of every corpus. Idempotent: a warm index or matrix only catches up with the
+        writes since. The selector's sources call it when they
         open (`StoreReader.warm`); a host that writes much between opening and its first turn
         may call it again.
         """
-        if self.embedder is None or self._vindex is None:
-            return
-        self.embedder.embed(["warm"])
+        if self.embedder is not None:
+            self.embedder.embed(["warm"])
         with self.db.read() as conn:
             if namespaces is None:
                 ids = [int(r[0]) for r in conn.execute("SELECT ns_id FROM namespaces ORDER BY ns_id")]
@@ -155,8 +157,10 @@ class MemoryStore:
                 found = (_index.find_ns(conn, ns) for ns in namespaces)
                 ids = [i for i in found if i is not None]
             for ns_id in ids:
-                for corpus in _upkeep.CORPUS_TABLES:
-                    self._vindex.warm(conn, Slot(ns_id, corpus))
+                self._texts.warm(conn, ns_id)
+                if self._vindex is not None:
+                    for corpus in _upkeep.CORPUS_TABLES:
+                        self._vindex.warm(conn, Slot(ns_id, corpus))
 
     def close(self) -> None:
         """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
@@ -474,7 +478,9 @@ class MemoryStore:
         if ns_id is None or not prof.terms:
             return scorer
         key = (ns_id, query, prof.generation, mode)
-        ref = self._references.get(key, lambda: compute_reference(conn, ns_id, scorer, self._vindex))
+        ref = self._references.get(
+            key, lambda: compute_reference(conn, ns_id, scorer, self._vindex, self._texts)
+        )
         return attrs.evolve(scorer, reference=ref)
 
     def stats(self, *, namespace: Namespace | None = None) -> dict[str, Any]:

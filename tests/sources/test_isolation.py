@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _index, _schema, _vectors, load_default_embedder
+from sources import MemoryStore, NewEntry, _analysis, _schema, _vectors, load_default_embedder
 
 ACME = Namespace(tenant_id="acme", project_id="web")
 BOBCO = Namespace(tenant_id="bobco")
@@ -103,7 +103,10 @@ def test_a_version_3_file_migrates_its_vectors_and_keeps_them_findable(tmp_path:
         "VALUES (7, 'b', 1, 'acme', 'web', 'note', ?, '2026-01-01T00:00:00+00:00', 0.5)",
         (old,),
     )
-    _index.add_doc(conn, 1, _schema.CORPUS_ENTRIES, 7, old)
+    # What a version-3 writer did (no text log yet): the FTS row and the namespace's statistics.
+    body = _analysis.index_text(old)
+    conn.execute(f"INSERT INTO {_schema.fts_table(1)} (rowid, body) VALUES (?, ?)", (7 * 4, body))
+    conn.execute("UPDATE namespaces SET n_docs = 1, total_len = ? WHERE ns_id = 1", (len(body.split()),))
     conn.execute(
         "INSERT INTO vectors (rowid, corpus, src_rowid, ns_id, model_id, vec) VALUES (5, 0, 7, 1, ?, ?)",
         (embedder.model_id, _vectors.to_blob(embedder.embed([old])[0])),

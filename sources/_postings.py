@@ -1,0 +1,284 @@
+"""The namespaces' text indexes in memory: BM25 over numpy postings instead of an FTS query.
+
+Each namespace's FTS table (every corpus, `sources._index`) is read once, when the store warms,
+into postings: for each term, the documents holding it and how often. A turn's lexical
+retrieval (`sources._reference.lexical_hits`) then scores the task's terms over those arrays,
+about ten times faster than FTS5 ranking the same matches at 100k documents.
+
+The score is FTS5's `bm25()` (k1 1.2, b 0.75; IDF `log((N - n + 0.5) / (n + 0.5))`, 1e-6 when
+not positive; N, n and the mean length over the namespace's documents; each term's part added
+in the query's term order), so the matches and their ranks are those of the FTS query, ties
+ordered by rowid (tests compare both).
+
+Every write of a namespace's text appends to `text_log` in its transaction (`_schema._v5`); an
+index reads the log's new rows before it answers and applies them (a document's current
+analysed body is read from the FTS table), so it answers for every committed write, of any
+process. An index that fell behind the log's kept rows, or was never built (a store used
+without `warm`), answers None and the caller runs the FTS query: the same matches, slower.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from typing import TYPE_CHECKING, Final
+
+import attrs
+import numpy as np
+
+from broker.log import get_logger
+
+from . import _schema
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Iterable, Sequence
+
+    import numpy.typing as npt
+
+logger = get_logger(__name__)
+
+K1: Final = 1.2
+B: Final = 0.75
+_CORPORA: Final = 4  # fts rowid & 3
+_CHUNK: Final = 50_000  # documents tokenised at a time while indexing
+_IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement
+
+
+@attrs.frozen
+class TextHit:
+    """One match: its FTS rowid (corpus in the low bits), FTS5's rank (lower is better), body."""
+
+    fts_rowid: int
+    rank: float
+    body: str
+
+
+@attrs.define(eq=False)
+class Postings:
+    """One namespace's index: document slots (FTS rowid, length, alive) and, per term, the
+    slots holding it with their term frequencies. Not thread-safe: `TextIndex` locks."""
+
+    log_id: int
+    rowids: npt.NDArray[np.int64] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int64))
+    lengths: npt.NDArray[np.float64] = attrs.field(factory=lambda: np.zeros(0, dtype=np.float64))
+    alive: npt.NDArray[np.bool_] = attrs.field(factory=lambda: np.zeros(0, dtype=bool))
+    slot_of: dict[int, int] = attrs.field(factory=dict)
+    terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]] = attrs.field(factory=dict)
+    n_live: int = 0
+    total_len: int = 0
+
+    @classmethod
+    def build(cls, chunks: Iterable[Sequence[tuple[int, str]]], log_id: int) -> Postings:
+        """Index chunks of (FTS rowid, analysed body) rows; postings are merged once at the end."""
+        index = cls(log_id=log_id)
+        index.add(*chunks)
+        return index
+
+    def add(self, *chunks: Sequence[tuple[int, str]]) -> None:
+        """Index documents (a rowid already indexed is replaced), a chunk at a time so only one
+        chunk's tokens are ever held as Python strings."""
+        vocab: dict[str, int] = {}
+        parts = []
+        for rows in chunks:
+            self.remove(r for r, _ in rows if r in self.slot_of)
+            if rows:
+                parts.append(self._chunk(rows, vocab))
+        if parts:
+            self._merge(vocab, parts)
+
+    def _chunk(
+        self, rows: Sequence[tuple[int, str]], vocab: dict[str, int]
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+        """Give a chunk's documents their slots; return its postings as (term id, slot, term
+        frequency), by term then slot, growing `vocab`."""
+        first = len(self.rowids)
+        split = [body.split() for _, body in rows]
+        lengths = np.fromiter(map(len, split), np.int64, len(split))
+        for slot, (rowid, _) in enumerate(rows, start=first):
+            self.slot_of[rowid] = slot
+        self.rowids = np.concatenate([self.rowids, np.fromiter((r for r, _ in rows), np.int64, len(rows))])
+        self.lengths = np.concatenate([self.lengths, lengths.astype(np.float64)])
+        self.alive = np.concatenate([self.alive, np.ones(len(rows), dtype=bool)])
+        self.n_live += len(rows)
+        self.total_len += int(lengths.sum())
+        tokens = list(itertools.chain.from_iterable(split))
+        for term in set(tokens).difference(vocab):
+            vocab[term] = len(vocab)
+        ids = np.fromiter(map(vocab.__getitem__, tokens), np.int64, len(tokens))
+        n = len(rows)
+        keys, counts = np.unique(
+            ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths), return_counts=True
+        )
+        slots = (keys % n + first).astype(np.int32)
+        return (keys // n).astype(np.int32), slots, counts.astype(np.float32)
+
+    def _merge(
+        self,
+        vocab: dict[str, int],
+        parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]],
+    ) -> None:
+        """Append the chunks' postings to each term's, slots ascending within a term.
+
+        A counting sort: each chunk (by term then slot) is scattered to its terms' places and
+        dropped, so indexing needs about the final arrays' memory, not a sort's several copies.
+        """
+        n_terms = len(vocab)
+        counts = [np.bincount(part[0], minlength=n_terms) for part in parts]
+        bounds = np.concatenate([[0], np.cumsum(np.sum(counts, axis=0))])
+        cursor = bounds[:-1].copy()
+        slots = np.empty(int(bounds[-1]), dtype=np.int32)
+        tf = np.empty(int(bounds[-1]), dtype=np.float32)
+        for count in counts:
+            terms, chunk_slots, chunk_tf = parts.pop(0)
+            first_of_term = np.cumsum(count) - count  # where each term starts in the chunk
+            dest = cursor[terms] + (np.arange(len(terms)) - first_of_term[terms])
+            slots[dest], tf[dest] = chunk_slots, chunk_tf
+            cursor += count
+        for term, t in vocab.items():
+            new_slots, new_tf = slots[bounds[t] : bounds[t + 1]], tf[bounds[t] : bounds[t + 1]]
+            old = self.terms.get(term)
+            if old is not None:
+                new_slots, new_tf = np.concatenate([old[0], new_slots]), np.concatenate([old[1], new_tf])
+            self.terms[term] = (new_slots, new_tf)
+
+    def remove(self, fts_rowids: Iterable[int]) -> None:
+        """Forget documents (unknown rowids are ignored); their slots stay, marked dead."""
+        for rowid in list(fts_rowids):
+            slot = self.slot_of.pop(rowid, None)
+            if slot is None:
+                continue
+            self.alive[slot] = False
+            self.n_live -= 1
+            self.total_len -= int(self.lengths[slot])
+
+    def top(self, qterms: Sequence[str], depth: int) -> tuple[tuple[tuple[int, float], ...], ...]:
+        """Each corpus's best `depth` matches of any of `qterms` (indexed by corpus), best first,
+        as (FTS rowid, rank)."""
+        empty: tuple[tuple[tuple[int, float], ...], ...] = tuple(() for _ in range(_CORPORA))
+        if self.n_live == 0:
+            return empty
+        slots, parts = self._contributions(qterms)
+        if not slots:
+            return empty
+        found, where = np.unique(np.concatenate(slots), return_inverse=True)
+        # bincount adds each slot's parts in input order: the query's term order, as FTS5 does.
+        scores = np.bincount(where, weights=np.concatenate(parts)).astype(np.float64)
+        rowids = self.rowids[found]
+        return tuple(_best(rowids, scores, corpus, depth) for corpus in range(_CORPORA))
+
+    def _contributions(
+        self, qterms: Sequence[str]
+    ) -> tuple[list[npt.NDArray[np.int32]], list[npt.NDArray[np.float64]]]:
+        """Per query term (in order): the live slots holding it and its BM25 part in each."""
+        n, avgdl, lengths = self.n_live, self.total_len / self.n_live, self.lengths
+        slots, parts = [], []
+        for term in qterms:
+            posting = self.terms.get(term)
+            if posting is None:
+                continue
+            live = self.alive[posting[0]]
+            docs, tf = posting[0][live], posting[1][live].astype(np.float64)
+            if len(docs) == 0:
+                continue
+            idf = math.log((n - len(docs) + 0.5) / (len(docs) + 0.5))
+            idf = idf if idf > 0.0 else 1e-6
+            slots.append(docs)
+            parts.append(idf * (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * lengths[docs] / avgdl)))
+        return slots, parts
+
+
+def _best(
+    rowids: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], corpus: int, depth: int
+) -> tuple[tuple[int, float], ...]:
+    """One corpus's best `depth` of the scored matches: (FTS rowid, rank), ties by rowid."""
+    mine = np.flatnonzero((rowids & 3) == corpus)
+    order = mine[np.lexsort((rowids[mine], -scores[mine]))][:depth]
+    return tuple((int(rowids[i]), -float(scores[i])) for i in order)
+
+
+@attrs.define(eq=False)
+class TextIndex:
+    """The in-memory text indexes of a store's namespaces, kept current from `text_log`."""
+
+    _indexes: dict[int, Postings] = attrs.field(factory=dict)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _behind: set[int] = attrs.field(factory=set)
+
+    def warm(self, conn: sqlite3.Connection, ns_id: int) -> None:
+        """Build (or catch up) the index of one namespace: about a second at 100k documents."""
+        with self._lock:
+            index = self._indexes.get(ns_id)
+            if index is not None and self._caught_up(conn, ns_id, index):
+                return
+            newest = _log_bounds(conn)[1]
+            cursor = conn.execute(f"SELECT rowid, body FROM {_schema.fts_table(ns_id)}")
+            chunks = iter(lambda: cursor.fetchmany(_CHUNK), [])
+            self._indexes[ns_id] = Postings.build(chunks, newest)
+            self._behind.discard(ns_id)
+
+    def top(
+        self, conn: sqlite3.Connection, ns_id: int, qterms: Sequence[str], depth: int
+    ) -> tuple[tuple[TextHit, ...], ...] | None:
+        """Each corpus's best `depth` matches, or None without a current index (the caller
+        then runs the FTS query)."""
+        with self._lock:
+            index = self._indexes.get(ns_id)
+            if index is None or not self._caught_up(conn, ns_id, index):
+                return None
+            found = index.top(qterms, depth)
+        bodies = _bodies(conn, ns_id, [r for hits in found for r, _ in hits])
+        return tuple(tuple(TextHit(r, rank, bodies.get(r, "")) for r, rank in hits) for hits in found)
+
+    def invalidate(self) -> None:
+        """Forget every index (a rebuild of the FTS tables); `warm` builds them again."""
+        with self._lock:
+            self._indexes.clear()
+
+    def _caught_up(self, conn: sqlite3.Connection, ns_id: int, index: Postings) -> bool:
+        """Apply the log's new rows of the namespace; False if the index fell behind the log."""
+        oldest, newest = _log_bounds(conn)
+        if newest <= index.log_id:
+            return True
+        if oldest > index.log_id + 1:
+            if ns_id not in self._behind:
+                self._behind.add(ns_id)
+                logger.warning("store.text_index.behind", ns_id=ns_id, hint="warm builds it again")
+            return False
+        changes = conn.execute(
+            "SELECT id, fts_rowid, op FROM text_log WHERE ns_id = ? AND id > ? ORDER BY id",
+            (ns_id, index.log_id),
+        ).fetchall()
+        _apply(conn, ns_id, index, {int(r): int(op) for _, r, op in changes})
+        index.log_id = max([newest, *(int(c[0]) for c in changes)])
+        return True
+
+
+def _log_bounds(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(oldest, newest) id of the kept log; (1, 0) while it is empty."""
+    row = conn.execute("SELECT min(id), max(id) FROM text_log").fetchone()
+    return (1, int(row[1] or 0)) if row[0] is None else (int(row[0]), int(row[1]))
+
+
+def _bodies(conn: sqlite3.Connection, ns_id: int, fts_rowids: list[int]) -> dict[int, str]:
+    """The analysed bodies of some documents of the namespace's FTS table."""
+    table, out = _schema.fts_table(ns_id), dict[int, str]()
+    for start in range(0, len(fts_rowids), _IN_CHUNK):
+        chunk = fts_rowids[start : start + _IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT rowid, body FROM {table} WHERE rowid IN ({marks})"
+        out.update((int(r), str(b)) for r, b in conn.execute(sql, chunk))
+    return out
+
+
+def _apply(conn: sqlite3.Connection, ns_id: int, index: Postings, last_op: dict[int, int]) -> None:
+    """Bring the index to each changed document's current state (its last op; its body now)."""
+    index.remove(r for r, op in last_op.items() if op < 0)
+    wanted = [r for r, op in last_op.items() if op > 0]
+    bodies = _bodies(conn, ns_id, wanted)
+    index.remove(r for r in wanted if r not in bodies)  # removed again since it was logged
+    index.add([(r, bodies[r]) for r in wanted if r in bodies])
+
+
+__all__ = ["Postings", "TextHit", "TextIndex"]

@@ -1,0 +1,148 @@
+"""The in-memory text index: FTS5's matches and ranks, kept current by the text log."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+import pytest
+import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker import Namespace
+from sources import MemoryStore, NewEntry, _analysis, _index, _schema
+from sources._postings import Postings, TextIndex
+from sources._reference import REFERENCE_DEPTH, lexical_hits
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+ACME = Namespace(tenant_id="acme")
+WORDS = ("apple", "berry", "cherry", "delta", "echo", "fig", "grape", "hotel", "india", "juliet")
+CORPORA = (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE)
+
+texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
+queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True).map(
+    lambda words: list(_analysis.query_terms(" ".join(words)))
+)
+
+
+def _fts(
+    conn: sqlite3.Connection, ns_id: int, qterms: list[str], depth: int
+) -> list[list[tuple[int, float]]]:
+    """Each corpus's matches as the FTS query ranks them."""
+    return [
+        [(h.rowid, h.rank) for h in _index.search_hits(conn, ns_id, qterms, corpus=c, limit=depth)]
+        for c in CORPORA
+    ]
+
+
+def _mine(index: TextIndex, conn: sqlite3.Connection, ns_id: int, qterms: list[str], depth: int) -> list:
+    found = index.top(conn, ns_id, qterms, depth)
+    assert found is not None
+    return [[(_schema.split_fts_rowid(h.fts_rowid)[1], h.rank) for h in found[c]] for c in CORPORA]
+
+
+def _same(a: list[list[tuple[int, float]]], b: list[list[tuple[int, float]]]) -> None:
+    assert [[r for r, _ in hits] for hits in a] == [[r for r, _ in hits] for hits in b]
+    for hits_a, hits_b in zip(a, b, strict=True):
+        for (_, x), (_, y) in zip(hits_a, hits_b, strict=True):
+            assert x == pytest.approx(y, rel=1e-9, abs=1e-12)
+
+
+def _store_with(path: Path, notes: list[str]) -> MemoryStore:
+    store = MemoryStore.open(path, mode="lexical")
+    store.add_entries([NewEntry(text=t) for t in notes], namespace=ACME)
+    return store
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(notes=st.lists(texts, min_size=1, max_size=40), query=queries, depth=st.integers(1, 8))
+def test_matches_and_ranks_are_those_of_the_fts_query(
+    tmp_path_factory: pytest.TempPathFactory, notes: list[str], query: list[str], depth: int
+) -> None:
+    """For any notes and query, each corpus's best matches and their BM25 ranks equal FTS5's (ties by rowid)."""
+    with _store_with(tmp_path_factory.mktemp("p") / "m.db", notes) as store, store.db.read() as conn:
+        ns_id = _index.find_ns(conn, ACME)
+        assert ns_id is not None
+        index = TextIndex()
+        index.warm(conn, ns_id)
+        _same(_mine(index, conn, ns_id, query, depth), _fts(conn, ns_id, query, depth))
+
+
+def test_the_index_catches_up_with_another_connections_writes(tmp_path: Path) -> None:
+    """Inserts, deletes and replaces written by another store on the same file are seen at the next search."""
+    path = tmp_path / "m.db"
+    with _store_with(path, ["apple berry", "cherry delta", "apple fig"]) as store:
+        index = TextIndex()
+        with store.db.read() as conn:
+            ns_id = _index.find_ns(conn, ACME)
+            assert ns_id is not None
+            index.warm(conn, ns_id)
+        with MemoryStore.open(path, mode="lexical") as other:
+            other.add_entry("apple apple grape", namespace=ACME, id="new")
+            other.add_entry("cherry only now", namespace=ACME, id="gone")
+            other.delete("gone", namespace=ACME)
+            other.add_entries([NewEntry(text="fig fig fig", id="new")], namespace=ACME, replace=True)
+        with store.db.read() as conn:
+            for query in (["appl"], ["fig"], ["cherri", "grape"]):
+                _same(_mine(index, conn, ns_id, query, 10), _fts(conn, ns_id, query, 10))
+
+
+def test_an_index_behind_the_kept_log_defers_to_fts_until_warm(tmp_path: Path) -> None:
+    """When the log rows it needs were pruned, the index answers None (the FTS query runs) and warm rebuilds it."""
+    with _store_with(tmp_path / "m.db", ["apple berry"]) as store:
+        index = TextIndex()
+        with store.db.read() as conn:
+            ns_id = _index.find_ns(conn, ACME)
+            assert ns_id is not None
+            index.warm(conn, ns_id)
+        store.add_entries([NewEntry(text=f"apple note {i}") for i in range(3)], namespace=ACME)
+        with sqlite3.connect(store.db.path) as raw:
+            raw.execute("DELETE FROM text_log WHERE id < (SELECT max(id) FROM text_log)")
+        with store.db.read() as conn, structlog.testing.capture_logs() as logs:
+            assert index.top(conn, ns_id, ["appl"], 10) is None
+            assert [e["event"] for e in logs] == ["store.text_index.behind"]
+            index.warm(conn, ns_id)
+            _same(_mine(index, conn, ns_id, ["appl"], 10), _fts(conn, ns_id, ["appl"], 10))
+            assert len(_mine(index, conn, ns_id, ["appl"], 10)[0]) == 4
+
+
+def test_the_turns_lexical_retrieval_is_the_same_with_or_without_the_index(tmp_path: Path) -> None:
+    """The reference's per-corpus hits (rowids, ranks, terms) from a warm index equal the FTS queries'."""
+    notes = [f"{a} {b} {c}" for a in WORDS[:4] for b in WORDS[3:7] for c in WORDS[6:]]
+    with _store_with(tmp_path / "m.db", notes) as store:
+        store.warm()
+        with store.db.read() as conn:
+            ns_id = _index.find_ns(conn, ACME)
+            assert ns_id is not None
+            prof = store.profile_on(conn, ns_id, "apple delta juliet")
+            index = TextIndex()
+            index.warm(conn, ns_id)
+            assert lexical_hits(conn, ns_id, prof, index) == lexical_hits(conn, ns_id, prof)
+            matching = [n for n in notes if {"apple", "delta", "juliet"} & set(n.split())]
+            assert len(lexical_hits(conn, ns_id, prof, index)[0]) == min(REFERENCE_DEPTH, len(matching))
+
+
+def test_removing_and_adding_keep_the_statistics_of_the_live_documents() -> None:
+    """After removes and re-adds, N and the total length count only live documents."""
+    index = Postings.build([[(4, "apple berry"), (8, "apple")], [(12, "cherry cherry cherry")]], log_id=0)
+    index.remove([8, 99])
+    index.add([(4, "delta")])
+    assert (index.n_live, index.total_len) == (2, 4)
+    assert [r for r, _ in index.top(["apple", "delta"], 5)[0]] == [4]
+    assert index.top(["apple"], 5) == ((), (), (), ())
+
+
+@given(notes=st.lists(texts, min_size=1, max_size=30), cut=st.integers(0, 30), query=queries)
+def test_indexing_in_chunks_gives_the_same_postings(notes: list[str], cut: int, query: list[str]) -> None:
+    """However the documents are split into chunks, every term's postings and every ranking are the same."""
+    rows = [(4 * (i + 1), " ".join(_analysis.terms(t))) for i, t in enumerate(notes)]
+    whole = Postings.build([rows], log_id=0)
+    chunked = Postings.build([rows[:cut], rows[cut:]], log_id=0)
+    assert whole.terms.keys() == chunked.terms.keys()
+    for term, (slots, tf) in whole.terms.items():
+        assert slots.tolist() == chunked.terms[term][0].tolist()
+        assert tf.tolist() == chunked.terms[term][1].tolist()
+    assert whole.top(query, 5) == chunked.top(query, 5)
