@@ -44,6 +44,8 @@ B: Final = 0.75
 _CORPORA: Final = 4  # fts rowid & 3
 _CHUNK: Final = 50_000  # documents tokenised at a time while indexing
 _IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement
+_CATCH_UP: Final = 1000  # logged changes a turn applies before it answers (more: FTS this turn)
+_COMPACT_MIN: Final = 4096  # removed documents kept before `warm` builds an index again
 
 
 @attrs.frozen
@@ -143,6 +145,12 @@ class Postings:
                 new_slots, new_tf = np.concatenate([old[0], new_slots]), np.concatenate([old[1], new_tf])
             self.terms[term] = (new_slots, new_tf)
 
+    @property
+    def mostly_dead(self) -> bool:
+        """Removed documents (whose postings stay) outnumber the live ones, and are many."""
+        dead = len(self.rowids) - self.n_live
+        return dead > max(self.n_live, _COMPACT_MIN)
+
     def remove(self, fts_rowids: Iterable[int]) -> None:
         """Forget documents (unknown rowids are ignored); their slots stay, marked dead."""
         for rowid in list(fts_rowids):
@@ -207,10 +215,12 @@ class TextIndex:
     _behind: set[int] = attrs.field(factory=set)
 
     def warm(self, conn: sqlite3.Connection, ns_id: int) -> None:
-        """Build (or catch up) the index of one namespace: about a second at 100k documents."""
+        """Build the index of one namespace (about a second at 100k documents), or bring it up
+        to date: every logged change applied, and built again once removed documents outnumber
+        the live ones (their postings stay until then)."""
         with self._lock:
             index = self._indexes.get(ns_id)
-            if index is not None and self._caught_up(conn, ns_id, index):
+            if index is not None and not index.mostly_dead and self._caught_up(conn, ns_id, index, None):
                 return
             newest = _log_bounds(conn)[1]
             cursor = conn.execute(f"SELECT rowid, body FROM {_schema.fts_table(ns_id)}")
@@ -225,7 +235,7 @@ class TextIndex:
         then runs the FTS query)."""
         with self._lock:
             index = self._indexes.get(ns_id)
-            if index is None or not self._caught_up(conn, ns_id, index):
+            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
                 return None
             found = index.top(qterms, depth)
         bodies = _bodies(conn, ns_id, [r for hits in found for r, _ in hits])
@@ -236,8 +246,13 @@ class TextIndex:
         with self._lock:
             self._indexes.clear()
 
-    def _caught_up(self, conn: sqlite3.Connection, ns_id: int, index: Postings) -> bool:
-        """Apply the log's new rows of the namespace; False if the index fell behind the log."""
+    def _caught_up(self, conn: sqlite3.Connection, ns_id: int, index: Postings, batch: int | None) -> bool:
+        """Apply the log's new rows of the namespace, at most `batch` of them (None: all).
+
+        False while changes remain (a turn then runs the FTS query and the next applies the
+        next batch: a bulk write is absorbed a batch a turn, never all inside one deadline) or
+        when the index fell behind the kept log (`warm` builds it again).
+        """
         oldest, newest = _log_bounds(conn)
         if newest <= index.log_id:
             return True
@@ -246,11 +261,15 @@ class TextIndex:
                 self._behind.add(ns_id)
                 logger.warning("store.text_index.behind", ns_id=ns_id, hint="warm builds it again")
             return False
+        limit = "" if batch is None else f" LIMIT {int(batch)}"
         changes = conn.execute(
-            "SELECT id, fts_rowid, op FROM text_log WHERE ns_id = ? AND id > ? ORDER BY id",
+            f"SELECT id, fts_rowid, op FROM text_log WHERE ns_id = ? AND id > ? ORDER BY id{limit}",
             (ns_id, index.log_id),
         ).fetchall()
         _apply(conn, ns_id, index, {int(r): int(op) for _, r, op in changes})
+        if batch is not None and len(changes) == batch:
+            index.log_id = int(changes[-1][0])
+            return False
         index.log_id = max([newest, *(int(c[0]) for c in changes)])
         return True
 

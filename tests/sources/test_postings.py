@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _analysis, _index, _schema
+from sources import MemoryStore, NewEntry, _analysis, _index, _postings, _schema
 from sources._postings import Postings, TextIndex
 from sources._reference import REFERENCE_DEPTH, lexical_hits
 
@@ -146,3 +146,41 @@ def test_indexing_in_chunks_gives_the_same_postings(notes: list[str], cut: int, 
         assert slots.tolist() == chunked.terms[term][0].tolist()
         assert tf.tolist() == chunked.terms[term][1].tolist()
     assert whole.top(query, 5) == chunked.top(query, 5)
+
+
+def test_a_bulk_write_is_absorbed_a_batch_a_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More logged changes than a batch: each search applies one batch and defers to FTS until caught up."""
+    monkeypatch.setattr(_postings, "_CATCH_UP", 2)
+    with _store_with(tmp_path / "m.db", ["apple berry"]) as store:
+        index = TextIndex()
+        with store.db.read() as conn:
+            ns_id = _index.find_ns(conn, ACME)
+            assert ns_id is not None
+            index.warm(conn, ns_id)
+        store.add_entries([NewEntry(text=f"apple note {i}") for i in range(5)], namespace=ACME)
+        with store.db.read() as conn:
+            answers = [index.top(conn, ns_id, ["appl"], 10) for _ in range(4)]
+            assert [a is None for a in answers] == [True, True, False, False]
+            _same(_mine(index, conn, ns_id, ["appl"], 10), _fts(conn, ns_id, ["appl"], 10))
+
+
+def test_warm_builds_again_an_index_of_mostly_removed_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once removed documents outnumber live ones, warm rebuilds the index with only the live ones."""
+    monkeypatch.setattr(_postings, "_COMPACT_MIN", 2)
+    with _store_with(tmp_path / "m.db", ["apple berry"]) as store:
+        store.add_entries([NewEntry(text=f"apple note {i}", id=f"n{i}") for i in range(6)], namespace=ACME)
+        with store.db.read() as conn:
+            ns_id = _index.find_ns(conn, ACME)
+            assert ns_id is not None
+            index = TextIndex()
+            index.warm(conn, ns_id)
+        for i in range(6):
+            store.delete(f"n{i}", namespace=ACME)
+        with store.db.read() as conn:
+            assert index.top(conn, ns_id, ["appl"], 10) is not None
+            index.warm(conn, ns_id)
+            rebuilt = index._indexes[ns_id]
+            assert (len(rebuilt.rowids), rebuilt.n_live) == (1, 1)
+            _same(_mine(index, conn, ns_id, ["appl"], 10), _fts(conn, ns_id, ["appl"], 10))
