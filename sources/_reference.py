@@ -140,13 +140,19 @@ def _retrieved(
 def _pooled(mode: str, prof: QueryProfile, found: _Retrieved, *, dense: bool) -> Reference:
     """The namespace's best lexical evidence and cosines, and its candidates' base logits."""
     members = [k for k in found.terms if not dense or k in found.cosines]
-    feats = {k: lexical_features(prof, found.terms[k]) for k in members}
+    known: dict[tuple[str, ...], LexicalFeatures] = {}
+    for k in members:
+        terms = tuple(found.terms[k])
+        if terms not in known:
+            known[terms] = lexical_features(prof, terms)
+    feats = {k: known[tuple(found.terms[k])] for k in members}
     partial = Reference(
         best_bm25=max((f.bm25_norm for f in feats.values()), default=0.0),
         best_coverage=max((f.coverage for f in feats.values()), default=0.0),
         best_cosine=found.tops[0] if found.tops else None,
         top_cosines=found.tops,
         mean_cosine=found.mean,
+        known=known,
     )
     bases = [_base(mode, prof, feats[k], found.cosines.get(k), partial) for k in members]
     return attrs.evolve(partial, pool=tuple(sorted((_gate.logit(b) for b in bases if b > 0.0), reverse=True)))

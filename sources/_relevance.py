@@ -169,6 +169,22 @@ class Reference:
     `REFERENCE_DEPTH` deep: the turn's one dense retrieval (empty in lexical mode)."""
     depth: int = 0
     """How deep `lexical_hits` and `dense_hits` were retrieved per corpus."""
+    known: dict[tuple[str, ...], LexicalFeatures] | None = attrs.field(default=None, eq=False, repr=False)
+    """The lexical features of texts already scored for the query the reference was computed
+    for (by their terms): the pool's members, then whatever the sources score; the turn's
+    sources share it. A cache of a pure function of the query's profile, which is keyed like
+    the reference (namespace, query, write generation). None: nothing is kept (no reference)."""
+
+    def features(self, profile: QueryProfile, terms: Sequence[str]) -> LexicalFeatures:
+        """`lexical_features(profile, terms)` for `profile`, the profile this reference was
+        computed with; computed once per text."""
+        if self.known is None:
+            return lexical_features(profile, terms)
+        key = tuple(terms)
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = lexical_features(profile, terms)
+        return found
 
     def hits(self, corpus: int, depth: int) -> tuple[LexicalHit, ...] | None:
         """The best `depth` FTS matches of one corpus, or None if the reference has not

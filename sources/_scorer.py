@@ -25,7 +25,6 @@ from ._relevance import (
     check_mode,
     dense_probability,
     hybrid_probability,
-    lexical_features,
     lexical_probability,
 )
 
@@ -101,14 +100,14 @@ class Scorer:
         if not self.profile.terms:
             return 0.0
         if self.mode == "lexical":
-            return lexical_probability(lexical_features(self.profile, text_terms))
+            return lexical_probability(self.reference.features(self.profile, text_terms))
         if cosine is None:
             msg = "dense and hybrid scores need the text's cosine"
             raise ValueError(msg)
         if self.mode == "dense":
             return dense_probability(self.profile, cosine, self.reference)
         return hybrid_probability(
-            self.profile, lexical_features(self.profile, text_terms), cosine, self.reference
+            self.profile, self.reference.features(self.profile, text_terms), cosine, self.reference
         )
 
     def relevance(self, text_terms: Sequence[str], cosine: float | None = None) -> Relevance:
