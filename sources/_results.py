@@ -14,19 +14,29 @@ scores depends on the wall clock (there is no recency term), nor on other namesp
 memorules, which also read the tenant-wide rules of the tenant's other projects: that source
 keys on every generation of the tenant (`tenant_version`).
 
+A turn first asks without a worker thread: an answer kept at the database's current change
+stamp (`ChangeStamp`: SQLite's data version, which any commit of any connection changes) is
+still exact, since nothing at all was written since it was read (the stamp is read before the
+generation and the source's statements, so an answer is never older than its stamp). Any
+commit, to any namespace, makes that check miss; the turn then reads the generation in a
+worker thread as above.
+
 Cached candidates are shared between the turns that get them: their `metadata` is a
 read-only Mapping, as everywhere.
 """
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
 
 from ._singleflight import SingleFlight
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable, Hashable
+    from pathlib import Path
 
     from broker import Candidate, Namespace
 
@@ -56,15 +66,81 @@ def tenant_version(conn: sqlite3.Connection, namespace: Namespace) -> Version:
 
 
 class ResultCache:
-    """At most `size` recent answers (LRU), each computed once however many turns ask at once."""
+    """At most `size` recent answers (LRU), each computed once however many turns ask at once.
+
+    Each answer is also kept under the database's change stamp it was read at (`ChangeStamp`),
+    so a turn can take it without a worker thread while nothing at all was committed since.
+    """
 
     def __init__(self, size: int = DEFAULT_RESULT_CACHE) -> None:
         self._answers: SingleFlight[Hashable, tuple[Candidate, ...]] = SingleFlight(size=size)
+        self._size = size
+        self._stamped: OrderedDict[Hashable, tuple[int, tuple[Candidate, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable, compute: Callable[[], tuple[Candidate, ...]]) -> tuple[Candidate, ...]:
         """The kept answer of `key`, or `compute()`'s (kept unless it raises)."""
         return self._answers.get(key, compute)
 
+    def stamp(self, key: Hashable, stamp: int, answer: tuple[Candidate, ...]) -> None:
+        """Keep `answer` as the one read at change stamp `stamp` (read before anything else)."""
+        with self._lock:
+            self._stamped[key] = (stamp, answer)
+            self._stamped.move_to_end(key)
+            while len(self._stamped) > self._size:
+                self._stamped.popitem(last=False)
+
+    def stamped(self, key: Hashable, stamp: int) -> tuple[Candidate, ...] | None:
+        """The answer kept at exactly this change stamp, if any."""
+        with self._lock:
+            kept = self._stamped.get(key)
+        return kept[1] if kept is not None and kept[0] == stamp else None
+
     def clear(self) -> None:
         """Forget every answer."""
         self._answers.clear()
+        with self._lock:
+            self._stamped.clear()
+
+
+class ChangeStamp:
+    """A number that changes whenever anything is committed to the database, by any
+    connection of any process (SQLite's `PRAGMA data_version` on a connection of its own,
+    which never writes: every commit is another connection's).
+
+    Reading it is one statement that never waits: the connection has no busy timeout, and a
+    read that cannot run at once (the connection in use, the file locked, closed) is None,
+    which a caller takes as "unknown" and reads the generations instead.
+    """
+
+    def __init__(self) -> None:
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def open(self, path: Path) -> None:
+        """Open the stamp's connection (blocking: call it where blocking is allowed)."""
+        with self._lock:
+            if self._conn is None:
+                uri = f"{path.resolve().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, timeout=0, check_same_thread=False)
+
+    def read(self, *, wait: bool = False) -> int | None:
+        """The current stamp, or None if it cannot be read without waiting (`wait`: a worker
+        thread may wait its turn for the connection, never for the file)."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            if self._conn is None:
+                return None
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error:
+            return None
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        """Close the connection; later reads are None."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

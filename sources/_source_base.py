@@ -27,14 +27,14 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 
 from . import _analysis, _index, _results, _validate, _vectors
 from ._relevance import DENSE_MODES, LexicalHit, lexical_features, lexical_probability
-from ._results import ResultCache
+from ._results import ChangeStamp, ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
 from ._threads import run_sync_interruptible
 from ._vectors import Slot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
     import numpy.typing as npt
 
@@ -94,6 +94,7 @@ class StoreReader:
     store: MemoryStore
     limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
     results: ResultCache | None = attrs.field(factory=ResultCache)
+    _stamp: ChangeStamp = attrs.field(factory=ChangeStamp, init=False)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
@@ -109,7 +110,22 @@ class StoreReader:
         with self._warm_lock:
             if not self._warmed:
                 self.store.warm()
+                if self.results is not None:
+                    self._stamp.open(self.store.db.path)
                 self._warmed = True
+
+    def kept(self, key: Hashable) -> tuple[Candidate, ...] | None:
+        """A source's answer kept at the database's current change stamp (nothing committed
+        since it was read), without a worker thread: one statement that never waits."""
+        if self.results is None or self.store.db.closed:
+            return None
+        stamp = self._stamp.read()
+        return None if stamp is None else self.results.stamped(key, stamp)
+
+    def stamp(self) -> int | None:
+        """The database's change stamp now (`sources._results.ChangeStamp`), None if unknown;
+        from a worker thread, which may wait for the stamp's connection."""
+        return self._stamp.read(wait=True)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -188,16 +204,23 @@ class ReaderSource:
         A repeated request on an unchanged namespace is answered from the reader's cache.
         """
         self._check_open()
-        return await self._reader.run(functools.partial(self._answer, request=request))
+        # The mode a request leaves open is the store's: resolved, so both spellings share a key.
+        resolved = attrs.evolve(request, mode=request.mode or self._reader.store.mode)
+        kept = self._reader.kept((self, resolved))
+        if kept is not None:
+            return list(kept)
+        return await self._reader.run(functools.partial(self._answer, request=resolved))
 
     def _answer(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
         cache = self._reader.results
         if cache is None:
             return self._fetch_on(conn, request=request)
-        # The mode a request leaves open is the store's: resolved, so both spellings share a key.
-        resolved = attrs.evolve(request, mode=request.mode or self._reader.store.mode)
-        key = (self, self._version(conn, request), resolved)
-        return list(cache.get(key, lambda: tuple(self._fetch_on(conn, request=request))))
+        stamp = self._reader.stamp()  # before the generation: an answer is never older than it
+        key = (self, self._version(conn, request), request)
+        answer = cache.get(key, lambda: tuple(self._fetch_on(conn, request=request)))
+        if stamp is not None:
+            cache.stamp((self, request), stamp, answer)
+        return list(answer)
 
     def _version(self, conn: sqlite3.Connection, request: SourceRequest) -> _results.Version:
         """What the answer was read from, as write generations (`sources._results`)."""

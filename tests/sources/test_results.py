@@ -26,7 +26,7 @@ from sources import (
     default_sources,
     remember,
 )
-from sources._results import ResultCache
+from sources._results import ChangeStamp, ResultCache
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -239,3 +239,58 @@ async def test_cached_answers_equal_fresh_ones(tmp_path: Path, mode: str) -> Non
                     await f.fetch(request),
                 )
                 assert first == again == uncached, c.name
+
+
+@pytest.fixture
+def threads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every worker-thread read the store's sources start."""
+    started: list[int] = []
+    run = StoreReader.run
+
+    async def counted(self: StoreReader, fn: Any) -> Any:
+        started.append(1)
+        return await run(self, fn)
+
+    monkeypatch.setattr(StoreReader, "run", counted)
+    return started
+
+
+async def test_a_repeat_with_nothing_committed_since_needs_no_worker_thread(
+    store: MemoryStore, calls: list[str], threads: list[int]
+) -> None:
+    """While nothing is committed, a repeated request is answered in the event loop, the same candidates."""
+    source = await opened(store)
+    first = await source.fetch(REQUEST)
+    started = len(threads)
+    assert await source.fetch(REQUEST) == first
+    assert await source.fetch(SourceRequest(task=TASK, namespace=ALICE, mode="lexical")) == first
+    assert len(threads) == started
+    assert calls == [TASK]
+
+
+async def test_any_commit_sends_the_next_repeat_to_the_generations(
+    store: MemoryStore, calls: list[str], threads: list[int], tmp_path: Path
+) -> None:
+    """A commit anywhere (another tenant, another handle) makes the repeat read the generation in a thread."""
+    source = await opened(store)
+    await source.fetch(REQUEST)
+    store.add_entry("Postgres vacuum for bob's database.", namespace=BOB, id="b-pg")
+    started = len(threads)
+    await source.fetch(REQUEST)
+    assert (len(threads), calls) == (started + 1, [TASK])  # the generation kept the answer
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as other:
+        other.delete("pg", namespace=ALICE)
+    assert "pg" not in ids(await source.fetch(REQUEST))
+    assert (len(threads), len(calls)) == (started + 2, 2)
+
+
+async def test_a_stamp_that_cannot_be_read_at_once_is_unknown(
+    store: MemoryStore, threads: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the change stamp is unreadable without waiting, the repeat takes the worker-thread path."""
+    source = await opened(store)
+    await source.fetch(REQUEST)
+    monkeypatch.setattr(ChangeStamp, "read", lambda *_, **__: None)
+    started = len(threads)
+    await source.fetch(REQUEST)
+    assert len(threads) == started + 1
