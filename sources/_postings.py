@@ -41,7 +41,7 @@ logger = get_logger(__name__)
 
 K1: Final = 1.2
 B: Final = 0.75
-_CORPORA: Final = 4  # fts rowid & 3
+_CORPORA: Final = 3  # entries, facts, knowledge (fts rowid & 3)
 _CHUNK: Final = 50_000  # documents tokenised at a time while indexing
 _IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement
 _CATCH_UP: Final = 1000  # logged changes a turn applies before it answers (more: FTS this turn)
@@ -202,6 +202,9 @@ def _best(
 ) -> tuple[tuple[int, float], ...]:
     """One corpus's best `depth` of the scored matches: (FTS rowid, rank), ties by rowid."""
     mine = np.flatnonzero((rowids & 3) == corpus)
+    if len(mine) > depth > 0:  # keep the best `depth` and every match tied with the last of them
+        worst_kept = -np.partition(-scores[mine], depth - 1)[depth - 1]
+        mine = mine[scores[mine] >= worst_kept]
     order = mine[np.lexsort((rowids[mine], -scores[mine]))][:depth]
     return tuple((int(rowids[i]), -float(scores[i])) for i in order)
 
