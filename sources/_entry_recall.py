@@ -80,7 +80,7 @@ class _Recall:
         """The namespace's candidates for the query, scored in the scorer's mode."""
         k = recall_depth(limit)
         if self.scorer.mode == "lexical":
-            rows = _lexical_top(self.conn, self.ns_id, self.scorer, types, k)
+            rows = self._lexical_top(types, k)
             return [(self.scorer.relevance(_row_terms(r)), r) for r in rows]
         # hybrid unions two lists: half as deep each keeps the pool the same size
         return self._dense_scored(types, k if self.scorer.mode == "dense" else max(2 * limit, 50))
@@ -94,7 +94,7 @@ class _Recall:
         cosine = {h.rowid: h.cosine for h in self._nearest(types, k)}
         rows = {int(r[0]): r for r in rows_by_rowid(conn, ns_id, list(cosine))}
         if scorer.mode == "hybrid" and scorer.profile.present:
-            for r in _lexical_top(conn, ns_id, scorer, types, k):
+            for r in self._lexical_top(types, k):
                 rows.setdefault(int(r[0]), r)
             cosine.update(self._stored_cosines([r for r in rows if r not in cosine]))
         out = [(scorer.relevance(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
@@ -104,6 +104,22 @@ class _Recall:
             fresh = scorer.relevances(terms, [rows[r][6] for r in missing])
             out += [(p, rows[r]) for r, p in zip(missing, fresh, strict=True)]
         return out
+
+    def _lexical_top(self, types: Sequence[str] | None, k: int) -> list[Any]:
+        """The entries' best `k` matches with their columns and analysed bodies: untyped, from
+        the turn's shared retrieval (the scorer's reference) when it went that deep; typed, read
+        down the store's in-memory ranking (or one typed FTS query without a current index)."""
+        conn, ns_id, scorer = self.conn, self.ns_id, self.scorer
+        if types is None:
+            hits = shared_or_searched(conn, ns_id, scorer, corpus=_schema.CORPUS_ENTRIES, depth=k)
+            return rows_by_rowid(conn, ns_id, [hit.rowid for hit in hits])
+        qterms = sorted(scorer.profile.present)
+        ranked = self.store.texts.ranked(conn, ns_id, qterms, _schema.CORPUS_ENTRIES)
+        if ranked is None:
+            return lexical_rows(conn, ns_id, scorer.profile, types, k)
+        picked = _typed_best(conn, ns_id, [r >> 2 for r, _ in ranked], types, k)
+        by_rowid = {int(r[0]): r for r in rows_by_rowid(conn, ns_id, picked)}
+        return [by_rowid[r] for r in picked if r in by_rowid]
 
     def _nearest(self, types: Sequence[str] | None, k: int) -> Sequence[Hit]:
         """The entries' `k` nearest vectors: the turn's shared retrieval when untyped, else a search."""
@@ -149,15 +165,25 @@ def check_recall_args(query: object, types: Sequence[str] | None, limit: object)
     _validate.raise_if(errors)
 
 
-def _lexical_top(
-    conn: sqlite3.Connection, ns_id: int, scorer: Scorer, types: Sequence[str] | None, k: int
-) -> list[Any]:
-    """The entries' best `k` FTS matches with their columns and analysed bodies: from the
-    turn's shared retrieval (the scorer's reference) when untyped and it went that deep."""
-    if types is not None:
-        return lexical_rows(conn, ns_id, scorer.profile, types, k)
-    hits = shared_or_searched(conn, ns_id, scorer, corpus=_schema.CORPUS_ENTRIES, depth=k)
-    return rows_by_rowid(conn, ns_id, [hit.rowid for hit in hits])
+def _typed_best(
+    conn: sqlite3.Connection, ns_id: int, ranked: list[int], types: Sequence[str], k: int
+) -> list[int]:
+    """The first `k` entry rowids of a best-first list whose type is one of `types` or none
+    (what a typed FTS query keeps), reading types a batch at a time down the list."""
+    picked: list[int] = []
+    step = max(4 * k, 256)
+    marks = ",".join("?" * len(types))
+    for start in range(0, len(ranked), step):
+        batch = ranked[start : start + step]
+        sql = (
+            f"SELECT rowid FROM entries WHERE +ns_id = ? AND rowid IN ({','.join('?' * len(batch))}) "
+            f"AND (memory_type IN ({marks}) OR memory_type IS NULL)"
+        )
+        allowed = {int(r[0]) for r in conn.execute(sql, [ns_id, *batch, *types])}
+        picked += [r for r in batch if r in allowed][: k - len(picked)]
+        if len(picked) >= k:
+            break
+    return picked
 
 
 def lexical_rows(
@@ -179,9 +205,9 @@ def lexical_rows(
     return conn.execute(
         f"SELECT {cols}, b.body FROM (SELECT {table}.rowid AS fts_rowid, bm25({table}) AS rank "
         f"FROM {table}{typed} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
-        "ORDER BY rank LIMIT ?) AS top "
+        f"ORDER BY rank, {table}.rowid LIMIT ?) AS top "
         "JOIN entries e ON e.rowid = (top.fts_rowid >> 2) "
-        f"JOIN {table} b ON b.rowid = top.fts_rowid ORDER BY top.rank",
+        f"JOIN {table} b ON b.rowid = top.fts_rowid ORDER BY top.rank, top.fts_rowid",
         [*params, k],
     ).fetchall()
 

@@ -244,6 +244,18 @@ class TextIndex:
         bodies = _bodies(conn, ns_id, [r for hits in found for r, _ in hits])
         return tuple(tuple(TextHit(r, rank, bodies.get(r, "")) for r, rank in hits) for hits in found)
 
+    def ranked(
+        self, conn: sqlite3.Connection, ns_id: int, qterms: Sequence[str], corpus: int
+    ) -> tuple[tuple[int, float], ...] | None:
+        """Every match of one corpus, best first (FTS rowid, rank), or None without a current
+        index. For filters the index does not know (a memory's type): the caller reads down
+        the list."""
+        with self._lock:
+            index = self._indexes.get(ns_id)
+            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+                return None
+            return index.top(qterms, index.n_live)[corpus]
+
     def invalidate(self) -> None:
         """Forget every index (a rebuild of the FTS tables); `warm` builds them again."""
         with self._lock:

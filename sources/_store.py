@@ -134,6 +134,11 @@ class MemoryStore:
             _offtopic.warm(self.embedder)  # the gate reads it in every turn: never cold inside one
 
     @property
+    def texts(self) -> TextIndex:
+        """The store's in-memory text indexes (`sources._postings`), built by `warm`."""
+        return self._texts
+
+    @property
     def vindex(self) -> _vectors.VectorIndex | None:
         """The store's in-memory vector index (None without an embedder)."""
         return self._vindex

@@ -184,3 +184,25 @@ def test_warm_builds_again_an_index_of_mostly_removed_documents(
             rebuilt = index._indexes[ns_id]
             assert (len(rebuilt.rowids), rebuilt.n_live) == (1, 1)
             _same(_mine(index, conn, ns_id, ["appl"], 10), _fts(conn, ns_id, ["appl"], 10))
+
+
+@pytest.mark.parametrize("types", [("self",), ("self", "personality"), ("episodic",)])
+def test_a_typed_recall_reads_down_the_ranking_as_the_typed_fts_query_would(
+    tmp_path: Path, types: tuple[str, ...]
+) -> None:
+    """Typed candidates from the warm index (types read down its ranking) are the typed FTS query's."""
+    kinds = [None, "self", "personality", "episodic", "semantic"]
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
+        store.add_entries(
+            [
+                NewEntry(text=f"{WORDS[i % 7]} {WORDS[(i * 3) % 10]} apple", memory_type=kinds[i % 5])
+                for i in range(300)
+            ],
+            namespace=ACME,
+        )
+        cold = store.recall("apple cherry delta", namespace=ACME, types=types, min_score=0.0, limit=40)
+        store.warm()
+        warm = store.recall("apple cherry delta", namespace=ACME, types=types, min_score=0.0, limit=40)
+        assert [(r.memory.id, r.score) for r in warm] == [(r.memory.id, r.score) for r in cold]
+        assert all(r.memory.memory_type in (*types, None) for r in warm)
+        assert len(warm) >= 20  # notes dedupe by text: fewer than 300 were stored
