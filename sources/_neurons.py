@@ -25,7 +25,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._entries import delete_entry_rowid
-from ._source_base import Batch, ReaderSource, best_first, marks, recall_depth, score_rows, select_in
+from ._source_base import Batch, BestRows, ReaderSource, marks, recall_depth, score_rows, select_in
 from ._vectors import Slot
 
 if TYPE_CHECKING:
@@ -262,13 +262,11 @@ class NeuronSource(ReaderSource):
         )
         scores = score_rows(scorer, conn, batch)
         matched = set(prof.terms)
-        candidates = _validate.skip_damaged(
+        best = BestRows(entry_id=lambda row: str(row[1]), table="entries", limit=request.limit)
+        return best.candidates(
             zip(rows, scores, strict=True),
             lambda rs: _candidate(self.name, *rs, sorted(matched.intersection(triggers[int(rs[0][0])]))),
-            table="entries",
-            row_id=lambda rs: rs[0][1],
         )
-        return best_first(candidates, request.limit)
 
 
 def _doc_terms(text: str, trigger_terms: list[str]) -> list[str]:

@@ -313,6 +313,32 @@ def _first_id(item: tuple[Sequence[Any], Any]) -> object:
     return item[0][1]
 
 
+@attrs.frozen(kw_only=True)
+class BestRows:
+    """`best_first` over scored rows, building candidates only for the best `limit` rows.
+
+    The rows are ordered as `best_first` orders candidates (score, then the entry id the row
+    becomes); a damaged row among the best is skipped (and logged) and the next one taken.
+    """
+
+    entry_id: Callable[[Sequence[Any]], str]
+    table: str
+    limit: int
+
+    def candidates(
+        self,
+        scored: Iterable[tuple[Sequence[Any], Relevance]],
+        build: Callable[[tuple[Sequence[Any], Relevance]], Candidate],
+    ) -> list[Candidate]:
+        """The best rows' candidates, best first, at most `limit`."""
+        kept = sorted(
+            ((row, rel) for row, rel in scored if rel.score > 0.0),
+            key=lambda pair: (-pair[1].score, self.entry_id(pair[0])),
+        )
+        built = _validate.skip_damaged(kept, build, table=self.table, row_id=_first_id)
+        return list(itertools.islice(built, max(self.limit, 0)))
+
+
 def best_first(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
     """Candidates with some evidence (score > 0), best first (ties by id), at most `limit`."""
     kept = [c for c in candidates if c.score > 0.0]
@@ -495,15 +521,10 @@ class CorpusSource(ReaderSource):
             terms=[terms[int(r[0])] for r in rows],
         )
         scores = score_rows(scorer, conn, batch)
-        # Order the scored rows as `best_first` orders candidates, then build only the best.
-        pairs = sorted(
-            ((r, s) for r, s in zip(rows, scores, strict=True) if s.score > 0.0),
-            key=lambda rs: (-rs[1].score, f"{self.id_prefix}{rs[0][1]}"),
+        best = BestRows(
+            entry_id=lambda row: f"{self.id_prefix}{row[1]}", table=self.table, limit=request.limit
         )
-        candidates = _validate.skip_damaged(
-            pairs, lambda rs: self._candidate(*rs), table=self.table, row_id=_first_id
-        )
-        return list(itertools.islice(candidates, max(request.limit, 0)))
+        return best.candidates(zip(rows, scores, strict=True), lambda rs: self._candidate(*rs))
 
     def _candidate(self, row: Sequence[Any], rel: Relevance) -> Candidate:
         return Candidate(
