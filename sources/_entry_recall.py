@@ -13,7 +13,7 @@ from broker import RECALL_MIN_SCORE, count_errors
 from . import _analysis, _index, _schema, _validate, _vectors
 from ._entries import ENTRY_COLS, MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
 from ._relevance import DENSE_MODES, check_mode
-from ._source_base import recall_depth, shared_or_searched
+from ._source_base import chunks, recall_depth, shared_or_searched
 from ._vectors import Slot
 
 if TYPE_CHECKING:
@@ -113,13 +113,27 @@ class _Recall:
         if types is None:
             hits = shared_or_searched(conn, ns_id, scorer, corpus=_schema.CORPUS_ENTRIES, depth=k)
             return rows_by_rowid(conn, ns_id, [hit.rowid for hit in hits])
-        qterms = sorted(scorer.profile.present)
-        ranked = self.store.texts.ranked(conn, ns_id, qterms, _schema.CORPUS_ENTRIES)
-        if ranked is None:
+        picked = self._typed_best(types, k)
+        if picked is None:
             return lexical_rows(conn, ns_id, scorer.profile, types, k)
-        picked = _typed_best(conn, ns_id, [r >> 2 for r, _ in ranked], types, k)
         by_rowid = {int(r[0]): r for r in rows_by_rowid(conn, ns_id, picked)}
         return [by_rowid[r] for r in picked if r in by_rowid]
+
+    def _typed_best(self, types: Sequence[str], k: int) -> list[int] | None:
+        """The entries' first `k` matches whose type is one of `types` or none (what a typed FTS
+        query keeps), read down the store's in-memory ranking, four times deeper each time it
+        runs out; None without a current index."""
+        qterms, depth, seen = sorted(self.scorer.profile.present), max(4 * k, 256), 0
+        picked: list[int] = []
+        while True:
+            ranked = self.store.texts.ranked(self.conn, self.ns_id, qterms, _schema.CORPUS_ENTRIES, depth)
+            if ranked is None:
+                return None
+            fresh = [r >> 2 for r, _ in ranked[seen:]]
+            picked += _of_types(self.conn, self.ns_id, fresh, types)[: k - len(picked)]
+            if len(picked) >= k or len(ranked) < depth:
+                return picked
+            seen, depth = len(ranked), 4 * depth
 
     def _nearest(self, types: Sequence[str] | None, k: int) -> Sequence[Hit]:
         """The entries' `k` nearest vectors: the turn's shared retrieval when untyped, else a search."""
@@ -165,25 +179,16 @@ def check_recall_args(query: object, types: Sequence[str] | None, limit: object)
     _validate.raise_if(errors)
 
 
-def _typed_best(
-    conn: sqlite3.Connection, ns_id: int, ranked: list[int], types: Sequence[str], k: int
-) -> list[int]:
-    """The first `k` entry rowids of a best-first list whose type is one of `types` or none
-    (what a typed FTS query keeps), reading types a batch at a time down the list."""
-    picked: list[int] = []
-    step = max(4 * k, 256)
-    marks = ",".join("?" * len(types))
-    for start in range(0, len(ranked), step):
-        batch = ranked[start : start + step]
+def _of_types(conn: sqlite3.Connection, ns_id: int, rowids: list[int], types: Sequence[str]) -> list[int]:
+    """The entry rowids (in their order) whose type is one of `types` or none."""
+    allowed: set[int] = set()
+    for chunk in chunks(rowids):
         sql = (
-            f"SELECT rowid FROM entries WHERE +ns_id = ? AND rowid IN ({','.join('?' * len(batch))}) "
-            f"AND (memory_type IN ({marks}) OR memory_type IS NULL)"
+            f"SELECT rowid FROM entries WHERE +ns_id = ? AND rowid IN ({','.join('?' * len(chunk))}) "
+            f"AND (memory_type IN ({','.join('?' * len(types))}) OR memory_type IS NULL)"
         )
-        allowed = {int(r[0]) for r in conn.execute(sql, [ns_id, *batch, *types])}
-        picked += [r for r in batch if r in allowed][: k - len(picked)]
-        if len(picked) >= k:
-            break
-    return picked
+        allowed.update(int(r[0]) for r in conn.execute(sql, [ns_id, *chunk, *types]))
+    return [r for r in rowids if r in allowed]
 
 
 def lexical_rows(

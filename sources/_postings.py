@@ -161,10 +161,12 @@ class Postings:
             self.n_live -= 1
             self.total_len -= int(self.lengths[slot])
 
-    def top(self, qterms: Sequence[str], depth: int) -> tuple[tuple[tuple[int, float], ...], ...]:
-        """Each corpus's best `depth` matches of any of `qterms` (indexed by corpus), best first,
-        as (FTS rowid, rank)."""
-        empty: tuple[tuple[tuple[int, float], ...], ...] = tuple(() for _ in range(_CORPORA))
+    def top(
+        self, qterms: Sequence[str], depth: int, corpora: Sequence[int] = tuple(range(_CORPORA))
+    ) -> tuple[tuple[tuple[int, float], ...], ...]:
+        """Each of `corpora`'s best `depth` matches of any of `qterms` (in the order of
+        `corpora`), best first, as (FTS rowid, rank)."""
+        empty: tuple[tuple[tuple[int, float], ...], ...] = tuple(() for _ in corpora)
         if self.n_live == 0:
             return empty
         slots, parts = self._contributions(qterms)
@@ -174,7 +176,7 @@ class Postings:
         # bincount adds each slot's parts in input order: the query's term order, as FTS5 does.
         scores = np.bincount(where, weights=np.concatenate(parts)).astype(np.float64)
         rowids = self.rowids[found]
-        return tuple(_best(rowids, scores, corpus, depth) for corpus in range(_CORPORA))
+        return tuple(_best(rowids, scores, corpus, depth) for corpus in corpora)
 
     def _contributions(
         self, qterms: Sequence[str]
@@ -245,16 +247,16 @@ class TextIndex:
         return tuple(tuple(TextHit(r, rank, bodies.get(r, "")) for r, rank in hits) for hits in found)
 
     def ranked(
-        self, conn: sqlite3.Connection, ns_id: int, qterms: Sequence[str], corpus: int
+        self, conn: sqlite3.Connection, ns_id: int, qterms: Sequence[str], corpus: int, depth: int
     ) -> tuple[tuple[int, float], ...] | None:
-        """Every match of one corpus, best first (FTS rowid, rank), or None without a current
-        index. For filters the index does not know (a memory's type): the caller reads down
-        the list."""
+        """One corpus's best `depth` matches (FTS rowid, rank), or None without a current index.
+        For filters the index does not know (a memory's type): the caller reads down the list,
+        asking deeper when it runs out."""
         with self._lock:
             index = self._indexes.get(ns_id)
             if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
                 return None
-            return index.top(qterms, index.n_live)[corpus]
+            return index.top(qterms, depth, (corpus,))[0]
 
     def invalidate(self) -> None:
         """Forget every index (a rebuild of the FTS tables); `warm` builds them again."""

@@ -206,3 +206,17 @@ def test_a_typed_recall_reads_down_the_ranking_as_the_typed_fts_query_would(
         assert [(r.memory.id, r.score) for r in warm] == [(r.memory.id, r.score) for r in cold]
         assert all(r.memory.memory_type in (*types, None) for r in warm)
         assert len(warm) >= 20  # notes dedupe by text: fewer than 300 were stored
+
+
+def test_a_typed_recall_reads_deeper_when_the_best_matches_are_of_other_types(tmp_path: Path) -> None:
+    """When hundreds of better matches have other types, the warm path reads further down and finds the typed ones."""
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
+        better = [NewEntry(text=f"apple apple note {i}", memory_type="semantic") for i in range(400)]
+        typed = [NewEntry(text=f"apple remark {i} of mine", memory_type="self") for i in range(10)]
+        store.add_entries([*better, *typed], namespace=ACME)
+        cold = store.recall("apple", namespace=ACME, types=("self",), min_score=0.0, limit=5)
+        store.warm()
+        warm = store.recall("apple", namespace=ACME, types=("self",), min_score=0.0, limit=5)
+        assert [r.memory.id for r in warm] == [r.memory.id for r in cold]
+        assert len(warm) == 5
+        assert {r.memory.memory_type for r in warm} == {"self"}
