@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, NewFact, Writers, _schema, _vectors
+from sources import MemoryStore, NewEntry, NewFact, Writers, _schema
 from sources._analysis import STOP_WORDS, terms
 from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
 from sources._source_base import DocTable, insert_docs
@@ -244,7 +244,7 @@ def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id
             part = ids[start : start + BATCH]
             vecs = recycled_vectors(pool, len(part), seed + corpus * 1_000_003 + start)
             with store.db.write() as conn:
-                _vectors.store_vectors(conn, Slot(ns_id, corpus), part, vecs, model_id)
+                conn.store_vectors(Slot(ns_id, corpus), part, vecs, model_id)
 
 
 def timed(fn: Callable[[], object]) -> float:

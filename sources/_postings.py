@@ -56,6 +56,11 @@ class TextHit:
     rank: float
     body: str
 
+    @property
+    def rowid(self) -> int:
+        """The match's rowid in its corpus."""
+        return self.fts_rowid // _CORPORA
+
 
 @attrs.define(eq=False)
 class Postings:

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
     from broker import Candidate, Namespace
 
+    from ._engine import Reader
+
 DEFAULT_RESULT_CACHE: Final = 1024
 """Answers kept per store reader (all its sources together; about 128 queries of 8 sources)."""
 
@@ -47,22 +49,14 @@ Version = tuple[tuple[int, int], ...]
 """(ns_id, generation) of every namespace an answer was read from."""
 
 
-def namespace_version(conn: sqlite3.Connection, namespace: Namespace) -> Version:
+def namespace_version(reader: Reader, namespace: Namespace) -> Version:
     """The namespace's (ns_id, generation); empty while nothing was ever written to it."""
-    rows = conn.execute(
-        "SELECT ns_id, generation FROM namespaces WHERE tenant_id = ? AND project_id = ?",
-        (namespace.tenant_id, namespace.project_id),
-    ).fetchall()
-    return tuple((int(r[0]), int(r[1])) for r in rows)
+    return tuple((v.ns_id, v.generation) for v in reader.versions(namespace))
 
 
-def tenant_version(conn: sqlite3.Connection, namespace: Namespace) -> Version:
+def tenant_version(reader: Reader, namespace: Namespace) -> Version:
     """(ns_id, generation) of every namespace of the tenant (a new project changes it too)."""
-    rows = conn.execute(
-        "SELECT ns_id, generation FROM namespaces WHERE tenant_id = ? ORDER BY ns_id",
-        (namespace.tenant_id,),
-    ).fetchall()
-    return tuple((int(r[0]), int(r[1])) for r in rows)
+    return tuple((v.ns_id, v.generation) for v in reader.tenant_versions(namespace.tenant_id))
 
 
 class ResultCache:

@@ -1,0 +1,7 @@
+"""The SQLite storage engine: one file, the zero-configuration default (`sources._engine`)."""
+
+from ._engine import SqliteEngine as SqliteEngine
+from ._reader import SqliteReader as SqliteReader
+from ._reader import SqliteWriter as SqliteWriter
+
+__all__ = ["SqliteEngine", "SqliteReader", "SqliteWriter"]
