@@ -184,7 +184,7 @@ def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
     return Recalled(memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band)
 
 
-def _row_terms(row: Sequence[Any]) -> list[str]:
+def _row_terms(row: Sequence[Any]) -> Sequence[str]:
     """Return a candidate row's terms: its indexed terms when read with them, else analysed now."""
-    terms = row[10] if len(row) > 10 else None
-    return list(terms) if terms is not None else _analysis.terms(row[6])
+    terms: Sequence[str] | None = row[10] if len(row) > 10 else None
+    return terms if terms is not None else _analysis.terms(row[6])

@@ -9,7 +9,7 @@ import attrs
 from sources import _schema
 from sources._engine_corpora import EntryRecord, NeuronRecord
 
-from ._sql import delete_vectors, fts_match, marks, select_in, unindex
+from ._sql import delete_vectors, fts_match, fts_terms, marks, select_in, unindex
 
 if TYPE_CHECKING:
     import sqlite3
@@ -23,10 +23,10 @@ _E_COLS = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
 _NEURON_COLS = "rowid, id, memory_type, text, created_at, importance, metadata"
 
 
-def _entry(row: Sequence[Any]) -> EntryRecord:
-    """An `EntryRecord` of ENTRY_COLS and, when selected, the indexed body."""
-    body = row[10] if len(row) > 10 else None
-    return EntryRecord._make((*row[:10], None if body is None else tuple(str(body).split())))
+def _entries(rows: Sequence[Sequence[Any]]) -> list[EntryRecord]:
+    """`EntryRecord`s of rows of ENTRY_COLS and the indexed body (a hot path: one list pass)."""
+    make = EntryRecord._make
+    return [make((*r[:10], None if r[10] is None else tuple(r[10].split()))) for r in rows]
 
 
 @attrs.define(eq=False, slots=True)
@@ -46,7 +46,7 @@ class SqliteEntries:
             f"SELECT {ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
             (namespace.tenant_id, namespace.project_id, id),
         ).fetchone()
-        return None if row is None else _entry(row)
+        return None if row is None else EntryRecord(*row)
 
     def page(self, namespace: Namespace, *, limit: int, offset: int) -> list[EntryRecord]:
         rows = self.conn.execute(
@@ -54,7 +54,7 @@ class SqliteEntries:
             "ORDER BY created_at, id LIMIT ? OFFSET ?",
             (namespace.tenant_id, namespace.project_id, limit, offset),
         ).fetchall()
-        return [_entry(r) for r in rows]
+        return [EntryRecord(*r) for r in rows]
 
     def texts(self, ns_id: int, ids: Sequence[str]) -> dict[str, str]:
         sql = "SELECT id, text FROM entries WHERE ns_id = ? AND id IN ({marks})"
@@ -73,11 +73,12 @@ class SqliteEntries:
             list(rowids),
             (ns_id,),
         )
-        return [_entry(r) for r in rows]
+        return _entries(rows)
 
     def lexical(
         self, ns_id: int, terms: Sequence[str], *, types: Sequence[str] | None, limit: int
     ) -> list[EntryRecord]:
+        terms = fts_terms(terms)
         if not terms:
             return []
         table = _schema.fts_table(ns_id)
@@ -99,7 +100,7 @@ class SqliteEntries:
             f"JOIN {table} b ON b.rowid = top.fts_rowid ORDER BY top.rank, top.fts_rowid",
             [*params, limit],
         ).fetchall()
-        return [_entry(r) for r in rows]
+        return _entries(rows)
 
     def typed(self, ns_id: int, rowids: Sequence[int], types: Sequence[str]) -> set[int]:
         sql = (

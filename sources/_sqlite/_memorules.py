@@ -9,7 +9,7 @@ import attrs
 from sources import _schema
 from sources._engine_corpora import AuditRecord, CurrentRecord, StateRecord
 
-from ._sql import fts_match
+from ._sql import fts_match, fts_terms
 
 if TYPE_CHECKING:
     import sqlite3
@@ -93,6 +93,7 @@ class SqliteMemorules:
     def lexical(
         self, ns_id: int, terms: Sequence[str], *, limit: int, tenant_wide: bool
     ) -> list[CurrentRecord]:
+        terms = fts_terms(terms)
         if not terms:
             return []
         table = _schema.fts_table(ns_id)

@@ -19,7 +19,7 @@ from sources._matrix import from_blobs, to_blob
 from sources._relevance import LexicalHit
 
 from . import _corpora, _graph, _memorules
-from ._sql import CORPUS_TABLES, delete_vectors, fts_match, log_text, select_in, unindex
+from ._sql import CORPUS_TABLES, delete_vectors, fts_match, fts_terms, log_text, select_in, unindex
 
 if TYPE_CHECKING:
     import sqlite3
@@ -94,6 +94,7 @@ class SqliteReader:
     ) -> list[LexicalHit]:
         # The rank is taken in the FTS table and only the top `limit` bodies are read: reading
         # every match's body before the sort costs about twice as much at 100k.
+        terms = fts_terms(terms)
         if not terms:
             return []
         table = _schema.fts_table(ns_id)

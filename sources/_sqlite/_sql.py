@@ -3,6 +3,7 @@ and the deletes that reach the index and the vectors."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Final
 
 from sources import _schema
@@ -17,6 +18,7 @@ CORPUS_TABLES: Final = {
     _schema.CORPUS_KNOWLEDGE: "knowledge",
 }
 """Each indexed corpus and its table."""
+_WORD: Final = re.compile(r"[^\W_]+")
 _IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement
 
 
@@ -37,8 +39,17 @@ def select_in(
     return rows
 
 
+def fts_terms(terms: Sequence[str]) -> list[str]:
+    """The terms an index of analysed terms can hold: one word of letters and digits each.
+
+    Any other "term" (punctuation, spaces, quotes) matches no document of any engine, so it
+    is dropped here rather than handed to FTS5, whose tokenizer would split it into a phrase.
+    """
+    return [t for t in terms if _WORD.fullmatch(t)]
+
+
 def fts_match(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH expression OR-ing the terms; each is quoted, so no term is syntax."""
+    """An FTS5 MATCH expression OR-ing the terms (of `fts_terms`); each quoted, never syntax."""
     return " OR ".join(f'"{t}"' for t in terms)
 
 
