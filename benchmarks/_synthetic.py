@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, NewFact, Writers, _schema
+from sources import MemoryStore, NewEntry, NewFact, Writers, _engine
 from sources._analysis import STOP_WORDS, terms
 from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
 from sources._source_base import DocTable, insert_docs
@@ -190,7 +190,7 @@ def _knowledge(store: MemoryStore, gen: Generator, n: int) -> None:
             }
             for i in range(start, min(n, start + BATCH))
         ]
-        insert_docs(store, NS, DocTable(KNOWLEDGE_TABLE, _schema.CORPUS_KNOWLEDGE), rows, replace=False)
+        insert_docs(store, NS, DocTable(KNOWLEDGE_TABLE, _engine.CORPUS_KNOWLEDGE), rows, replace=False)
 
 
 def _neurons(writers: Writers, gen: Generator, n: int) -> None:
@@ -224,9 +224,9 @@ def recycled_vectors(pool: npt.NDArray[np.float32], n: int, seed: int) -> npt.ND
 
 def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id: str, seed: int) -> None:
     tables = {
-        _schema.CORPUS_ENTRIES: "entries",
-        _schema.CORPUS_FACTS: "facts",
-        _schema.CORPUS_KNOWLEDGE: KNOWLEDGE_TABLE,
+        _engine.CORPUS_ENTRIES: "entries",
+        _engine.CORPUS_FACTS: "facts",
+        _engine.CORPUS_KNOWLEDGE: KNOWLEDGE_TABLE,
     }
     with store.db.read() as conn:
         ns_id = int(

@@ -47,6 +47,7 @@ from broker import RECALL_MIN_SCORE, Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, _analysis, _gate, _index, _offtopic
 from sources import _calibration_constants as constants
+from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 from sources._relevance import (
     MODES,
     QueryProfile,
@@ -55,7 +56,6 @@ from sources._relevance import (
     hybrid_features,
     lexical_features,
 )
-from sources._schema import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 from . import _locomo, _logit
 from .load_dev_sources import load_sources

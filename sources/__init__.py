@@ -47,10 +47,10 @@ from ._past_tasks import PastTaskSource as PastTaskSource
 from ._relevance import MODES as RECALL_MODES
 from ._remember import remember as remember
 from ._remember import remember_errors as remember_errors
-from ._schema import ensure_memory_type_column as ensure_memory_type_column
 from ._scorer import Scorer as Scorer
 from ._source_base import StoreReader as StoreReader
 from ._sqlite import SqliteEngine as SqliteEngine
+from ._sqlite import ensure_memory_type_column as ensure_memory_type_column
 from ._store import MemoryStore as MemoryStore
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource

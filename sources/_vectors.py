@@ -19,7 +19,7 @@ can hide: vector ids are AUTOINCREMENT (never given to another row) and every de
 leaves a tombstone (schema v4, written by a trigger, so every process's deletes are seen).
 Before each search the matrix catches up: vectors with an id above the largest it holds were
 added, tombstones above the last it applied were removed (two index seeks when nothing
-changed). A matrix that fell behind the tombstones kept (`_schema.TOMBSTONES_KEPT`) reloads.
+changed). A matrix that fell behind the tombstones kept (`sources._sqlite._schema.TOMBSTONES_KEPT`) reloads.
 Rows are only ever matched back to their memories within the same namespace.
 """
 

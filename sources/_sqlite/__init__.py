@@ -3,5 +3,6 @@
 from ._engine import SqliteEngine as SqliteEngine
 from ._reader import SqliteReader as SqliteReader
 from ._reader import SqliteWriter as SqliteWriter
+from ._schema import ensure_memory_type_column as ensure_memory_type_column
 
-__all__ = ["SqliteEngine", "SqliteReader", "SqliteWriter"]
+__all__ = ["SqliteEngine", "SqliteReader", "SqliteWriter", "ensure_memory_type_column"]

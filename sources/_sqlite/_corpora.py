@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from sources import _schema
+from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 from sources._engine_corpora import EntryRecord, NeuronRecord
 
+from . import _schema
 from ._sql import delete_vectors, fts_match, fts_terms, marks, select_in, unindex
 
 if TYPE_CHECKING:
@@ -135,14 +136,14 @@ class SqliteEntries:
         )
 
     def delete(self, ns_id: int, rowid: int) -> None:
-        unindex(self.conn, ns_id, (_schema.CORPUS_ENTRIES, rowid))
-        delete_vectors(self.conn, _schema.CORPUS_ENTRIES, [rowid])
+        unindex(self.conn, ns_id, (CORPUS_ENTRIES, rowid))
+        delete_vectors(self.conn, CORPUS_ENTRIES, [rowid])
         self.conn.execute("DELETE FROM neuron_triggers WHERE ns_id = ? AND entry_rowid = ?", (ns_id, rowid))
         self.conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
         self.conn.execute("DELETE FROM entries WHERE ns_id = ? AND rowid = ?", (ns_id, rowid))
 
 
-_DOC_CORPUS = {"facts": _schema.CORPUS_FACTS, "knowledge": _schema.CORPUS_KNOWLEDGE}
+_DOC_CORPUS = {"facts": CORPUS_FACTS, "knowledge": CORPUS_KNOWLEDGE}
 
 
 def _doc_table(table: str) -> str:

@@ -1,7 +1,7 @@
 """`SqliteEngine`: the storage engine over one SQLite file (`sources._engine`'s protocols).
 
-The file, its connections and its errors are `sources._db.Database`'s; its migrations are
-`sources._schema`'s. A read is a pooled reader connection (a deferred transaction, so one
+The file, its connections and its errors are `sources._sqlite._db.Database`'s; its migrations are
+`sources._sqlite._schema`'s. A read is a pooled reader connection (a deferred transaction, so one
 snapshot); a write is the single writer's `BEGIN IMMEDIATE`.
 
 Interrupting a read. `Connection.interrupt()` only stops statements that are running when it
@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from sources._db import Database
     from sources._engine import Stop
+
+    from ._db import Database
 
 _PROGRESS_STEPS = 500  # VM instructions between two checks of the stop
 
@@ -40,8 +41,8 @@ class SqliteEngine:
 
     @classmethod
     def open(cls, path: Path | str, *, create: bool = True, durability: str = "normal") -> SqliteEngine:
-        """Open (and migrate) the file: `sources._db.Database.open`."""
-        from sources._db import Database  # noqa: PLC0415 - the module is SQLite's; one import site
+        """Open (and migrate) the file: `sources._sqlite._db.Database.open`."""
+        from ._db import Database  # noqa: PLC0415 - the module is SQLite's; one import site
 
         return cls(Database.open(path, create=create, durability=durability))
 
@@ -57,7 +58,7 @@ class SqliteEngine:
 
     @property
     def durability(self) -> str:
-        """`normal` or `full` (`sources._db.DURABILITY`)."""
+        """`normal` or `full` (`sources._sqlite._db.DURABILITY`)."""
         return self.database.durability
 
     @property

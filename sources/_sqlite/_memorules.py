@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from sources import _schema
 from sources._engine_corpora import AuditRecord, CurrentRecord, StateRecord
 
+from . import _schema
 from ._sql import fts_match, fts_terms
 
 if TYPE_CHECKING:

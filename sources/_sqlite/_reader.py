@@ -1,7 +1,7 @@
 """A read (`SqliteReader`) and a write (`SqliteWriter`) on one SQLite connection: namespaces,
 the per-namespace FTS5 index and its statistics, vectors, upkeep counts.
 
-A namespace's index is one FTS5 table (`sources._schema.fts_table`) holding every corpus,
+A namespace's index is one FTS5 table (`sources._sqlite._schema.fts_table`) holding every corpus,
 each document under `fts_rowid(corpus, rowid)`, its body the analysed terms joined by
 spaces; `n_docs` and `total_len` live in `namespaces`, per-term document counts in the
 table's fts5vocab. FTS5's own `bm25()` is `sources._engine.bm25_rank` on those statistics.
@@ -13,12 +13,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from sources import _schema
-from sources._engine import KindCount, NamespaceVersion, TermStats, Tombstone, VectorCounts, VectorRow
+from sources._engine import (
+    CORPUS_ENTRIES,
+    KindCount,
+    NamespaceVersion,
+    TermStats,
+    Tombstone,
+    VectorCounts,
+    VectorRow,
+)
 from sources._matrix import from_blobs, to_blob
 from sources._relevance import LexicalHit
 
-from . import _corpora, _graph, _memorules
+from . import _corpora, _graph, _memorules, _schema
 from ._sql import CORPUS_TABLES, delete_vectors, fts_match, fts_terms, log_text, select_in, unindex
 
 if TYPE_CHECKING:
@@ -124,7 +131,7 @@ class SqliteReader:
 
     def vector_rows(self, slot: Slot, after: int) -> list[VectorRow]:
         # Entries carry their memory type for the typed filter, joined within the namespace.
-        if slot.corpus == _schema.CORPUS_ENTRIES:
+        if slot.corpus == CORPUS_ENTRIES:
             sql = (
                 "SELECT v.id, v.src_rowid, v.model_id, v.vec, e.memory_type FROM vectors v "
                 "LEFT JOIN entries e ON e.rowid = v.src_rowid AND e.ns_id = v.ns_id "

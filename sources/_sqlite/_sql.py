@@ -6,16 +6,18 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from sources import _schema
+from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
+
+from . import _schema
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Sequence
 
 CORPUS_TABLES: Final = {
-    _schema.CORPUS_ENTRIES: "entries",
-    _schema.CORPUS_FACTS: "facts",
-    _schema.CORPUS_KNOWLEDGE: "knowledge",
+    CORPUS_ENTRIES: "entries",
+    CORPUS_FACTS: "facts",
+    CORPUS_KNOWLEDGE: "knowledge",
 }
 """Each indexed corpus and its table."""
 _WORD: Final = re.compile(r"[^\W_]+")

@@ -9,11 +9,12 @@ import pytest
 
 from broker import Namespace
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, NewFact, _analysis, _index, _schema
+from sources import MemoryStore, NewEntry, NewFact, _analysis, _engine, _index
 from sources._abstraction import FactWriter
 from sources._reference import REFERENCE_DEPTH, _lexical_pool, compute_reference
 from sources._relevance import Reference, lexical_features
 from sources._scorer import Scorer
+from sources._sqlite import _schema
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -121,20 +122,20 @@ def test_the_shared_retrieval_holds_each_corpus_best_matches(store: MemoryStore)
         ns_id = conn.namespace_id(NS)
         assert ns_id is not None
         qterms = sorted(_index.profile(conn, ns_id, TASK).present)
-        for corpus in (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE):
+        for corpus in (_engine.CORPUS_ENTRIES, _engine.CORPUS_FACTS, _engine.CORPUS_KNOWLEDGE):
             alone = [
                 h.rowid for h in conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH)
             ]
             shared = ref.hits(corpus, REFERENCE_DEPTH)
             assert shared is not None
             assert [h.rowid for h in shared] == alone
-    assert ref.hits(_schema.CORPUS_FACTS, 1) is not None
-    assert ref.hits(_schema.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
+    assert ref.hits(_engine.CORPUS_FACTS, 1) is not None
+    assert ref.hits(_engine.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
 
 
 def test_shared_matches_carry_the_indexed_terms_of_their_text(store: MemoryStore) -> None:
     """A shared match is scored on its indexed body: the same terms as analysing its text."""
-    hits = reference(store, NS).hits(_schema.CORPUS_ENTRIES, REFERENCE_DEPTH)
+    hits = reference(store, NS).hits(_engine.CORPUS_ENTRIES, REFERENCE_DEPTH)
     assert hits
     with store.db.read() as conn:
         texts = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())

@@ -10,7 +10,7 @@ import pytest
 
 from broker import ConfigError, Namespace
 from sources import MemoryStore, StoreError
-from sources._db import Database
+from sources._sqlite._db import Database
 
 NS = Namespace(tenant_id="t")
 
