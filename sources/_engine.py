@@ -479,28 +479,3 @@ class Writer(Reader, Protocol):
     def tasks(self) -> TaskWrites:
         """Tasks' reads and writes."""
         ...
-
-
-__all__ = [
-    "BM25_B",
-    "BM25_K1",
-    "BM25_MIN_IDF",
-    "CORPORA",
-    "CORPUS_ENTRIES",
-    "CORPUS_FACTS",
-    "CORPUS_KNOWLEDGE",
-    "Engine",
-    "KindCount",
-    "LexicalHit",
-    "NamespaceVersion",
-    "ReadStop",
-    "Reader",
-    "Slot",
-    "Stop",
-    "TermStats",
-    "Tombstone",
-    "VectorCounts",
-    "VectorRow",
-    "Writer",
-    "bm25_rank",
-]
