@@ -18,6 +18,7 @@ from sources._engine import (
     KindCount,
     NamespaceVersion,
     TermStats,
+    TextChange,
     Tombstone,
     VectorCounts,
     VectorRow,
@@ -30,7 +31,7 @@ from ._sql import CORPUS_TABLES, delete_vectors, fts_match, fts_terms, log_text,
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     import numpy as np
     import numpy.typing as npt
@@ -126,6 +127,22 @@ class SqliteReader:
             list(by_fts),
         )
         return {by_fts[int(r[0])]: str(r[1]).split() for r in rows}
+
+    def indexed_documents(self, ns_id: int, *, chunk: int) -> Iterator[list[tuple[tuple[int, int], str]]]:
+        cursor = self.conn.execute(f"SELECT rowid, body FROM {_schema.fts_table(ns_id)}")
+        while rows := cursor.fetchmany(chunk):
+            yield [(_schema.split_fts_rowid(int(r)), str(body)) for r, body in rows]
+
+    def text_log_bounds(self) -> tuple[int, int]:
+        row = self.conn.execute("SELECT min(id), max(id) FROM text_log").fetchone()
+        return (1, int(row[1] or 0)) if row[0] is None else (int(row[0]), int(row[1]))
+
+    def text_changes(self, ns_id: int, after: int, *, limit: int | None = None) -> list[TextChange]:
+        rows = self.conn.execute(
+            "SELECT id, fts_rowid, op FROM text_log WHERE ns_id = ? AND id > ? ORDER BY id LIMIT ?",
+            (ns_id, after, -1 if limit is None else limit),
+        )
+        return [TextChange(int(i), *_schema.split_fts_rowid(int(r)), int(op)) for i, r, op in rows]
 
     # -- vectors
 

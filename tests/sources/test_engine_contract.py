@@ -178,3 +178,25 @@ def test_a_tripped_stop_fails_the_read_and_the_next_read_works(engine: Engine) -
         r.term_stats(ns_id, ["payment"])
     with engine.read(ReadStop()) as r:
         assert r.term_stats(ns_id, ["payment"]).n_docs == len(TEXTS)
+
+
+def test_every_index_change_is_logged_in_commit_order(engine: Engine) -> None:
+    """In-memory indexes catch up from the log: each index and removal once, ids rising."""
+    ns_id, rowids = _indexed(engine)
+    with engine.write() as w:
+        w.unindex_document(ns_id, (0, rowids[0]))
+        w.unindex_document(ns_id, (0, 12345))  # not indexed: nothing to log
+    with engine.read() as r:
+        changes = r.text_changes(ns_id, 0)
+        oldest, newest = r.text_log_bounds()
+        docs = [doc for chunk in r.indexed_documents(ns_id, chunk=2) for doc in chunk]
+    assert [(c.corpus, c.rowid, c.op) for c in changes] == [
+        *((0, rowid, 1) for rowid in rowids),
+        (0, rowids[0], -1),
+    ]
+    assert [c.change_id for c in changes] == sorted({c.change_id for c in changes})
+    assert (oldest, newest) == (changes[0].change_id, changes[-1].change_id)
+    assert sorted(docs) == sorted(
+        ((0, rowid), " ".join(_analysis.terms(text)))
+        for rowid, text in zip(rowids[1:], TEXTS[1:], strict=True)
+    )
