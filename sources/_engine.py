@@ -279,6 +279,13 @@ class Engine(Protocol):
     def close(self) -> None:
         """Close every connection; idempotent; later use raises BrokerClosedError."""
 
+    def change_stamp(self, *, wait: bool = False) -> int | None:
+        """A number that changes whenever anything is committed to the store, by any connection
+        of any process (added 19:25 UTC). Without `wait` it never blocks (it runs in the event
+        loop): None when it cannot be read at once; with `wait` (a worker thread) it may wait for
+        its own connection, never for a lock of the data. None: unknown (an engine that cannot
+        tell always answers None, and callers read the namespaces' generations instead)."""
+
     def size_bytes(self) -> int:
         """The store's bytes on disk (SQLite: the file and its WAL; PostgreSQL: the schema)."""
 

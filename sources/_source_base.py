@@ -23,7 +23,7 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 from . import _analysis, _index, _results, _validate
 from ._engine import ReadStop, Slot
 from ._relevance import DENSE_MODES, LexicalHit, lexical_features, lexical_probability
-from ._results import ChangeStamp, ResultCache
+from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
 from ._threads import run_sync_interruptible
@@ -66,7 +66,6 @@ class StoreReader:
     store: MemoryStore
     limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
     results: ResultCache | None = attrs.field(factory=ResultCache)
-    _stamp: ChangeStamp = attrs.field(factory=ChangeStamp, init=False)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
@@ -83,21 +82,21 @@ class StoreReader:
             if not self._warmed:
                 self.store.warm()
                 if self.results is not None:
-                    self._stamp.open(self.store.db.path)
+                    self.store.engine.change_stamp(wait=True)  # opens what the stamp needs, here
                 self._warmed = True
 
     def kept(self, key: Hashable) -> tuple[Candidate, ...] | None:
         """A source's answer kept at the database's current change stamp (nothing committed
         since it was read), without a worker thread: one statement that never waits."""
-        if self.results is None or self.store.db.closed:
+        if self.results is None or self.store.engine.closed:
             return None
-        stamp = self._stamp.read()
+        stamp = self.store.engine.change_stamp()
         return None if stamp is None else self.results.stamped(key, stamp)
 
     def stamp(self) -> int | None:
-        """The database's change stamp now (`sources._results.ChangeStamp`), None if unknown;
-        from a worker thread, which may wait for the stamp's connection."""
-        return self._stamp.read(wait=True)
+        """The store's change stamp now (`Engine.change_stamp`), None if unknown; from a worker
+        thread, which may wait for the stamp's connection."""
+        return self.store.engine.change_stamp(wait=True)
 
     @property
     def embedder(self) -> Embedder | None:

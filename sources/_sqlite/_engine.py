@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._reader import SqliteReader, SqliteWriter
+from ._stamp import ChangeStamp
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,6 +39,7 @@ class SqliteEngine:
     """The `sources._engine.Engine` of one SQLite file; thread-safe."""
 
     database: Database
+    _stamp: ChangeStamp = attrs.field(factory=ChangeStamp, init=False)
 
     @classmethod
     def open(cls, path: Path | str, *, create: bool = True, durability: str = "normal") -> SqliteEngine:
@@ -96,7 +98,15 @@ class SqliteEngine:
 
     def close(self) -> None:
         """Close every connection."""
+        self._stamp.close()
         self.database.close()
+
+    def change_stamp(self, *, wait: bool = False) -> int | None:
+        """`PRAGMA data_version` on the stamp's own connection (`Engine.change_stamp`); the
+        connection is opened by the first call that may wait (a worker thread)."""
+        if wait and not self.database.closed:
+            self._stamp.open(self.database.path)
+        return self._stamp.read(wait=wait)
 
     def size_bytes(self) -> int:
         """The file and its WAL, in bytes."""
