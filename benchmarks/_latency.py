@@ -28,10 +28,10 @@ from sources import (
     MemoryStore,
     NewEntry,
     SqliteTaskRepository,
+    _engine,
     _entry_recall,
     _index,
     _matrix,
-    _schema,
     _vectors,
     default_sources,
 )
@@ -172,7 +172,7 @@ def floors(store: MemoryStore, tasks: Sequence[str], *, dense: bool) -> list[flo
     out: list[float] = []
     vindex = store.vindex
     with store.db.read() as conn:
-        ns_id = _index.find_ns(conn, NS)
+        ns_id = conn.namespace_id(NS)
         assert ns_id is not None  # noqa: S101 - the corpus was written
         for task in tasks:
             prof = _index.profile(conn, ns_id, task)
@@ -181,12 +181,12 @@ def floors(store: MemoryStore, tasks: Sequence[str], *, dense: bool) -> list[flo
                 terms = sorted(prof.present)
                 _entry_recall.lexical_rows(conn, ns_id, prof, None, K)
                 _entry_recall.lexical_rows(conn, ns_id, prof, PERSONA, K)
-                _index.search(conn, ns_id, terms, corpus=_schema.CORPUS_FACTS, limit=K)
-                _index.search(conn, ns_id, terms, corpus=_schema.CORPUS_KNOWLEDGE, limit=K)
+                conn.lexical_candidates(ns_id, terms, corpus=_engine.CORPUS_FACTS, limit=K)
+                conn.lexical_candidates(ns_id, terms, corpus=_engine.CORPUS_KNOWLEDGE, limit=K)
             if dense and store.embedder is not None and vindex is not None and prof.terms:
                 q = store.embedder.embed([task])[0]
-                vindex.search(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), q, K)
-                vindex.search(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), q, K, types=PERSONA)
+                vindex.search(conn, Slot(ns_id, _engine.CORPUS_ENTRIES), q, K)
+                vindex.search(conn, Slot(ns_id, _engine.CORPUS_ENTRIES), q, K, types=PERSONA)
             out.append(1000 * (time.perf_counter() - started))
     return out
 

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, NewFact, Writers, _schema, _vectors
+from sources import MemoryStore, NewEntry, NewFact, Writers, _engine
 from sources._analysis import STOP_WORDS, terms
 from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
 from sources._source_base import DocTable, insert_docs
@@ -190,7 +190,7 @@ def _knowledge(store: MemoryStore, gen: Generator, n: int) -> None:
             }
             for i in range(start, min(n, start + BATCH))
         ]
-        insert_docs(store, NS, DocTable(KNOWLEDGE_TABLE, _schema.CORPUS_KNOWLEDGE), rows, replace=False)
+        insert_docs(store, NS, DocTable(KNOWLEDGE_TABLE, _engine.CORPUS_KNOWLEDGE), rows, replace=False)
 
 
 def _neurons(writers: Writers, gen: Generator, n: int) -> None:
@@ -224,9 +224,9 @@ def recycled_vectors(pool: npt.NDArray[np.float32], n: int, seed: int) -> npt.ND
 
 def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id: str, seed: int) -> None:
     tables = {
-        _schema.CORPUS_ENTRIES: "entries",
-        _schema.CORPUS_FACTS: "facts",
-        _schema.CORPUS_KNOWLEDGE: KNOWLEDGE_TABLE,
+        _engine.CORPUS_ENTRIES: "entries",
+        _engine.CORPUS_FACTS: "facts",
+        _engine.CORPUS_KNOWLEDGE: KNOWLEDGE_TABLE,
     }
     with store.db.read() as conn:
         ns_id = int(
@@ -244,7 +244,7 @@ def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id
             part = ids[start : start + BATCH]
             vecs = recycled_vectors(pool, len(part), seed + corpus * 1_000_003 + start)
             with store.db.write() as conn:
-                _vectors.store_vectors(conn, Slot(ns_id, corpus), part, vecs, model_id)
+                conn.store_vectors(Slot(ns_id, corpus), part, vecs, model_id)
 
 
 def timed(fn: Callable[[], object]) -> float:

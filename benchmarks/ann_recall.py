@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from sources import _ann, _vectors
-from sources._db import Database
+from sources._sqlite import SqliteEngine
 from sources._vectors import Slot
 
 DIM = 384
@@ -38,7 +38,7 @@ def synthetic(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(
-    db: Database, queries: np.ndarray, k: int, exact_limit: int
+    db: SqliteEngine, queries: np.ndarray, k: int, exact_limit: int
 ) -> tuple[list[list[int]], float, np.ndarray]:
     index = _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=exact_limit)
     with db.read() as conn:
@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         vecs = synthetic(kind, args.n + args.queries, rng)
         data, queries = vecs[: args.n], vecs[args.n :]
         with tempfile.TemporaryDirectory() as tmp:
-            db = Database.open(Path(tmp) / "ann.db")
+            db = SqliteEngine.open(Path(tmp) / "ann.db")
             with db.write() as conn:
-                _vectors.store_vectors(conn, Slot(1, CORPUS), list(range(args.n)), data, MODEL)
+                conn.store_vectors(Slot(1, CORPUS), list(range(args.n)), data, MODEL)
             exact, load_s, exact_lat = measure(db, queries, args.k, exact_limit=args.n + 1)
             ann, build_s, ann_lat = measure(db, queries, args.k, exact_limit=0)
             db.close()

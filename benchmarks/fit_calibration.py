@@ -47,6 +47,7 @@ from broker import RECALL_MIN_SCORE, Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, _analysis, _gate, _index, _offtopic
 from sources import _calibration_constants as constants
+from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 from sources._relevance import (
     MODES,
     QueryProfile,
@@ -55,7 +56,6 @@ from sources._relevance import (
     hybrid_features,
     lexical_features,
 )
-from sources._schema import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 from . import _locomo, _logit
 from .load_dev_sources import load_sources
@@ -171,7 +171,7 @@ def _tenant(  # noqa: PLR0917 - one tenant and where it comes from
     if store.embedder is None:
         raise SystemExit("the store has no embedder")
     with store.db.read() as conn:
-        ns_id = _index.find_ns(conn, ns)
+        ns_id = conn.namespace_id(ns)
         if ns_id is None:
             raise SystemExit(f"{ns}: not loaded")
         rows = {k: conn.execute(_CORPUS_SQL[k], (ns_id,)).fetchall() for k in corpora}
@@ -254,9 +254,10 @@ def candidates(store: MemoryStore, mode: str, task: str, qvec: np.ndarray, tenan
         lex: list[int] = []
         if prof.present and mode != "dense":
             with store.db.read() as conn:
-                rowids = _index.search(
-                    conn, tenant.ns_id, sorted(prof.present), corpus=corpus.corpus, limit=CANDIDATES
+                hits = conn.lexical_candidates(
+                    tenant.ns_id, sorted(prof.present), corpus=corpus.corpus, limit=CANDIDATES
                 )
+                rowids = [h.rowid for h in hits]
             lex = [corpus.index[r] for r in rowids]
         if mode == "lexical":
             out += [

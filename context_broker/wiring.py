@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import platformdirs
 
+import sources
 from broker import MemorySelector, open_selector
 from broker.abc import Source
 from sources import MemoryStore, PersonaSource, StoreSource, default_sources
@@ -28,23 +29,27 @@ past tasks), in the record format `ingest` reads; package data of `context_broke
 
 
 def default_db_path() -> Path:
-    """`$CONTEXT_BROKER_DB`, else `memory.db` under the user's data directory."""
+    """`$CONTEXT_BROKER_DB` (a path or `sqlite:///` URL), else `memory.db` under the user's
+    data directory. ConfigError for a PostgreSQL URL (not wired yet)."""
     env = os.environ.get(ENV_DB)
     if env:
-        return Path(env).expanduser()
+        return sources.store_path(env)
     return Path(platformdirs.user_data_dir("context-broker", appauthor=False)) / "memory.db"
 
 
 def open_store(
-    path: Path, *, mode: str | None = None, create: bool = True, durability: str = "normal"
+    path: Path | str, *, mode: str | None = None, create: bool = True, durability: str = "normal"
 ) -> MemoryStore:
-    """Open the store in the given recall mode (the store's default when None); blocking."""
+    """Open the store a path or URL names (`sources.open_store`) in the given recall mode (the
+    store's default when None); blocking. ConfigError for a PostgreSQL URL (not wired yet)."""
     if mode is None:
-        return MemoryStore.open(path, create=create, durability=durability)
-    return MemoryStore.open(path, mode=mode, create=create, durability=durability)
+        return sources.open_store(path, create=create, durability=durability)
+    return sources.open_store(path, mode=mode, create=create, durability=durability)
 
 
-async def open_store_in_thread(path: Path, *, mode: str | None = None, create: bool = True) -> MemoryStore:
+async def open_store_in_thread(
+    path: Path | str, *, mode: str | None = None, create: bool = True
+) -> MemoryStore:
     """`open_store` off the event loop (it may load the embedding model)."""
     return await anyio.to_thread.run_sync(functools.partial(open_store, path, mode=mode, create=create))
 

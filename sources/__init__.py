@@ -14,6 +14,7 @@ from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
 from ._embedder import MiniLMEmbedder as MiniLMEmbedder
 from ._embedder import load_default_embedder as load_default_embedder
+from ._engine import Engine as Engine
 from ._entries import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
 from ._entries import Memory as Memory
 from ._entries import NewEntry as NewEntry
@@ -40,13 +41,16 @@ from ._memorules import session_errors as session_errors
 from ._memorules import update_memorule as update_memorule
 from ._neurons import NeuronSource as NeuronSource
 from ._neurons import NeuronWriter as NeuronWriter
+from ._open import open_store as open_store
+from ._open import store_path as store_path
 from ._past_tasks import PastTaskSource as PastTaskSource
 from ._relevance import MODES as RECALL_MODES
 from ._remember import remember as remember
 from ._remember import remember_errors as remember_errors
-from ._schema import ensure_memory_type_column as ensure_memory_type_column
 from ._scorer import Scorer as Scorer
 from ._source_base import StoreReader as StoreReader
+from ._sqlite import SqliteEngine as SqliteEngine
+from ._sqlite import ensure_memory_type_column as ensure_memory_type_column
 from ._store import MemoryStore as MemoryStore
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
@@ -69,6 +73,7 @@ __all__ = [
     "AbstractionSource",
     "AuditEvent",
     "ConsolidatedSource",
+    "Engine",
     "FactWriter",
     "GraphSource",
     "GraphWriter",
@@ -87,6 +92,7 @@ __all__ = [
     "RecallMatch",
     "Recalled",
     "Scorer",
+    "SqliteEngine",
     "SqliteTaskRepository",
     "StoreError",
     "StoreReader",
@@ -103,9 +109,11 @@ __all__ = [
     "load_default_embedder",
     "memorule_errors",
     "memorule_history",
+    "open_store",
     "remember",
     "remember_errors",
     "semantic_recall",
     "session_errors",
+    "store_path",
     "update_memorule",
 ]

@@ -13,7 +13,8 @@ import attrs
 
 from broker import FieldError, Namespace
 
-from . import _schema, _validate
+from . import _validate
+from ._engine import CORPUS_FACTS
 from ._source_base import CorpusSource, DocTable, delete_doc_by_id, insert_docs
 
 if TYPE_CHECKING:
@@ -117,12 +118,12 @@ class FactWriter:
         an existing id without `replace`.
         """
         rows = _validated(list(facts))
-        insert_docs(self._store, namespace, DocTable(_TABLE, _schema.CORPUS_FACTS), rows, replace=replace)
+        insert_docs(self._store, namespace, DocTable(_TABLE, CORPUS_FACTS), rows, replace=replace)
         return [str(r["id"]) for r in rows]
 
     def delete_fact(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a fact from the index and statistics; return whether it existed."""
-        return delete_doc_by_id(self._store, namespace, id, table=_TABLE, corpus=_schema.CORPUS_FACTS)
+        return delete_doc_by_id(self._store, namespace, id, table=_TABLE)
 
 
 def _validated(facts: list[NewFact]) -> list[dict[str, Any]]:
@@ -149,7 +150,7 @@ class AbstractionSource(CorpusSource):
 
     name: ClassVar[str] = "abstraction"
     table: ClassVar[str] = _TABLE
-    corpus: ClassVar[int] = _schema.CORPUS_FACTS
+    corpus: ClassVar[int] = CORPUS_FACTS
     memory_type: ClassVar[str | None] = FACT_TYPE
     id_prefix: ClassVar[str] = "fact:"
     extra_cols: ClassVar[tuple[str, ...]] = ("subject", "predicate", "object")

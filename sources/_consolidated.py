@@ -15,7 +15,8 @@ import attrs
 
 from broker import FieldError, Namespace
 
-from . import _schema, _validate
+from . import _validate
+from ._engine import CORPUS_KNOWLEDGE
 from ._source_base import CorpusSource, DocTable, delete_doc_by_id, insert_docs
 
 if TYPE_CHECKING:
@@ -63,14 +64,12 @@ class KnowledgeWriter:
             "created_at": created,
             "metadata": encoded,
         }
-        insert_docs(
-            self._store, namespace, DocTable(_TABLE, _schema.CORPUS_KNOWLEDGE), [row], replace=replace
-        )
+        insert_docs(self._store, namespace, DocTable(_TABLE, CORPUS_KNOWLEDGE), [row], replace=replace)
         return str(row["id"])
 
     def delete_knowledge(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a knowledge item from the index and statistics; return whether it existed."""
-        return delete_doc_by_id(self._store, namespace, id, table=_TABLE, corpus=_schema.CORPUS_KNOWLEDGE)
+        return delete_doc_by_id(self._store, namespace, id, table=_TABLE)
 
 
 def _provenance_errors(provenance: object) -> list[FieldError]:
@@ -96,7 +95,7 @@ class ConsolidatedSource(CorpusSource):
 
     name: ClassVar[str] = "consolidated"
     table: ClassVar[str] = _TABLE
-    corpus: ClassVar[int] = _schema.CORPUS_KNOWLEDGE
+    corpus: ClassVar[int] = CORPUS_KNOWLEDGE
     block: ClassVar[str] = "consolidated"
     memory_type: ClassVar[str | None] = None
     id_prefix: ClassVar[str] = "knowledge:"

@@ -8,20 +8,15 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 import attrs
 
 from broker import MEMORY_TYPES, FieldError, Namespace
 
-from . import _index, _schema, _validate, _vectors
-
-if TYPE_CHECKING:
-    import sqlite3
+from . import _validate
 
 MAX_RECALL_LIMIT = 1000
-ENTRY_COLS = "rowid, id, tenant_id, project_id, kind, memory_type, text, created_at, importance, metadata"
-"""The entries' columns every read of memories selects, in `Memory.from_row`'s order."""
 MEMORULE_OWNED = (
     "is a memorule: change it with sources.update_memorule / delete_memorule, which keep its "
     "states and audit events"
@@ -49,7 +44,7 @@ class Memory:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Memory:
-        """Build from a row selected with the store's entry columns."""
+        """Build from an entry row (`sources._engine_corpora.EntryRecord`, or its order)."""
         return cls(
             id=row[1],
             namespace=Namespace(tenant_id=row[2], project_id=row[3]),
@@ -136,15 +131,6 @@ def checked_entry(
         ),
         [],
     )
-
-
-def delete_entry_rowid(conn: sqlite3.Connection, ns_id: int, rowid: int) -> None:
-    """Delete one entry of the namespace from every index and side table (caller's write)."""
-    _index.remove_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid)
-    _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [rowid])
-    conn.execute("DELETE FROM neuron_triggers WHERE ns_id = ? AND entry_rowid = ?", (ns_id, rowid))
-    conn.execute("DELETE FROM memorule_states WHERE entry_rowid = ?", (rowid,))
-    conn.execute("DELETE FROM entries WHERE ns_id = ? AND rowid = ?", (ns_id, rowid))
 
 
 def types_errors(types: Iterable[str] | None) -> list[FieldError]:

@@ -10,19 +10,19 @@ import attrs
 
 from broker import RECALL_MIN_SCORE, count_errors
 
-from . import _analysis, _index, _schema, _validate, _vectors
-from ._entries import ENTRY_COLS, MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
+from . import _analysis, _validate
+from ._engine import CORPUS_ENTRIES, Slot
+from ._entries import MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
 from ._relevance import DENSE_MODES, check_mode
-from ._source_base import chunks, recall_depth, shared_or_searched
-from ._vectors import Slot
+from ._source_base import recall_depth, shared_or_searched
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Sequence
 
     from broker import Namespace
     from broker.abc import Embedder
 
+    from ._engine import Reader
     from ._matrix import Hit
     from ._relevance import QueryProfile
     from ._scorer import Relevance, Scorer
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def recall_on(
     store: MemoryStore,
-    conn: sqlite3.Connection,
+    conn: Reader,
     query: str,
     *,
     namespace: Namespace,
@@ -49,7 +49,7 @@ def recall_on(
     check_recall_args(query, types, limit)
     if mode in DENSE_MODES:
         store.require_embedder(f"recall mode {mode!r}")
-    ns_id = _index.find_ns(conn, namespace)
+    ns_id = conn.namespace_id(namespace)
     prof = store.profile_on(conn, ns_id, query)
     if ns_id is None or not prof.terms or (mode == "lexical" and not prof.present):
         return []
@@ -72,7 +72,7 @@ class _Recall:
     scorer of the query (with the namespace's reference: the turn's shared retrieval)."""
 
     store: MemoryStore
-    conn: sqlite3.Connection
+    conn: Reader
     ns_id: int
     scorer: Scorer
 
@@ -111,7 +111,7 @@ class _Recall:
         down the store's in-memory ranking (or one typed FTS query without a current index)."""
         conn, ns_id, scorer = self.conn, self.ns_id, self.scorer
         if types is None:
-            hits = shared_or_searched(conn, ns_id, scorer, corpus=_schema.CORPUS_ENTRIES, depth=k)
+            hits = shared_or_searched(conn, ns_id, scorer, corpus=CORPUS_ENTRIES, depth=k)
             return rows_by_rowid(conn, ns_id, [hit.rowid for hit in hits])
         picked = self._typed_best(types, k)
         if picked is None:
@@ -126,7 +126,7 @@ class _Recall:
         qterms, depth, seen = sorted(self.scorer.profile.present), max(4 * k, 256), 0
         picked: list[int] = []
         while True:
-            ranked = self.store.texts.ranked(self.conn, self.ns_id, qterms, _schema.CORPUS_ENTRIES, depth)
+            ranked = self.store.texts.ranked(self.conn, self.ns_id, qterms, CORPUS_ENTRIES, depth)
             if ranked is None:
                 return None
             fresh = [r >> 2 for r, _ in ranked[seen:]]
@@ -140,36 +140,23 @@ class _Recall:
         vindex, query = self.store.vindex, self.scorer.query_vector
         if query is None or vindex is None:
             return []
-        shared = None if types is not None else self.scorer.reference.nearest(_schema.CORPUS_ENTRIES, k)
+        shared = None if types is not None else self.scorer.reference.nearest(CORPUS_ENTRIES, k)
         if shared is not None:
             return shared
-        return vindex.search(self.conn, Slot(self.ns_id, _schema.CORPUS_ENTRIES), query, k, types=types)
+        return vindex.search(self.conn, Slot(self.ns_id, CORPUS_ENTRIES), query, k, types=types)
 
     def _stored_cosines(self, rowids: list[int]) -> dict[int, float]:
         embedder, query = self.store.embedder, self.scorer.query_vector
         if embedder is None or query is None or not rowids:
             return {}
-        slot = Slot(self.ns_id, _schema.CORPUS_ENTRIES)
-        stored = _vectors.stored_vectors(self.conn, slot, rowids, embedder.model_id, embedder.dim)
+        slot = Slot(self.ns_id, CORPUS_ENTRIES)
+        stored = self.conn.stored_vectors(slot, rowids, embedder.model_id, embedder.dim)
         return {r: float(v @ query) for r, v in stored.items()}
 
 
-def rows_by_rowid(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Any]:
-    """The namespace's entry rows (and analysed FTS bodies, so terms are not re-analysed) by rowid.
-
-    Every read by rowid names the namespace: a rowid alone may have been reused by
-    another tenant's memory since it was found.
-    """
-    if not rowids:
-        return []
-    table = _schema.fts_table(ns_id)
-    cols = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
-    marks = ",".join("?" * len(rowids))
-    return conn.execute(
-        f"SELECT {cols}, f.body FROM entries e LEFT JOIN {table} f ON f.rowid = e.rowid * 4 "
-        f"WHERE +e.ns_id = ? AND e.rowid IN ({marks})",
-        [ns_id, *rowids],
-    ).fetchall()
+def rows_by_rowid(conn: Reader, ns_id: int, rowids: list[int]) -> list[Any]:
+    """The namespace's entry rows with their indexed terms, by rowid (`EntryReads.rows`)."""
+    return list(conn.entries.rows(ns_id, rowids))
 
 
 def check_recall_args(query: object, types: Sequence[str] | None, limit: object) -> None:
@@ -179,42 +166,17 @@ def check_recall_args(query: object, types: Sequence[str] | None, limit: object)
     _validate.raise_if(errors)
 
 
-def _of_types(conn: sqlite3.Connection, ns_id: int, rowids: list[int], types: Sequence[str]) -> list[int]:
+def _of_types(conn: Reader, ns_id: int, rowids: list[int], types: Sequence[str]) -> list[int]:
     """The entry rowids (in their order) whose type is one of `types` or none."""
-    allowed: set[int] = set()
-    for chunk in chunks(rowids):
-        sql = (
-            f"SELECT rowid FROM entries WHERE +ns_id = ? AND rowid IN ({','.join('?' * len(chunk))}) "
-            f"AND (memory_type IN ({','.join('?' * len(types))}) OR memory_type IS NULL)"
-        )
-        allowed.update(int(r[0]) for r in conn.execute(sql, [ns_id, *chunk, *types]))
+    allowed = conn.entries.typed(ns_id, rowids, types)
     return [r for r in rowids if r in allowed]
 
 
 def lexical_rows(
-    conn: sqlite3.Connection, ns_id: int, prof: QueryProfile, types: Sequence[str] | None, k: int
+    conn: Reader, ns_id: int, prof: QueryProfile, types: Sequence[str] | None, k: int
 ) -> list[Any]:
-    table = _schema.fts_table(ns_id)
-    match = _analysis.fts_query(tuple(sorted(prof.present)))
-    cols = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
-    # Rank in the FTS table, then read the top k's columns and analysed bodies: reading
-    # them for every match before the sort made this query about 2x slower at 100k.
-    # A typed query filters on the entry, so its join comes before the limit.
-    typed, params = "", [match]
-    if types is not None:
-        typed = (
-            f" JOIN entries t ON t.rowid = ({table}.rowid >> 2)"
-            f" AND (t.memory_type IN ({','.join('?' * len(types))}) OR t.memory_type IS NULL)"
-        )
-        params = [*types, match]
-    return conn.execute(
-        f"SELECT {cols}, b.body FROM (SELECT {table}.rowid AS fts_rowid, bm25({table}) AS rank "
-        f"FROM {table}{typed} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
-        f"ORDER BY rank, {table}.rowid LIMIT ?) AS top "
-        "JOIN entries e ON e.rowid = (top.fts_rowid >> 2) "
-        f"JOIN {table} b ON b.rowid = top.fts_rowid ORDER BY top.rank, top.fts_rowid",
-        [*params, k],
-    ).fetchall()
+    """The entries' best `k` lexical candidates of a typed query, with their indexed terms."""
+    return list(conn.entries.lexical(ns_id, sorted(prof.present), types=types, limit=k))
 
 
 def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
@@ -222,7 +184,7 @@ def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
     return Recalled(memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band)
 
 
-def _row_terms(row: Sequence[Any]) -> list[str]:
-    """Return a candidate row's terms: its FTS body when selected with it, else analysed now."""
-    body = row[10] if len(row) > 10 else None
-    return str(body).split() if body is not None else _analysis.terms(row[6])
+def _row_terms(row: Sequence[Any]) -> Sequence[str]:
+    """Return a candidate row's terms: its indexed terms when read with them, else analysed now."""
+    terms: Sequence[str] | None = row[10] if len(row) > 10 else None
+    return terms if terms is not None else _analysis.terms(row[6])

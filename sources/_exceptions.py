@@ -3,7 +3,7 @@
     broker.SourceError
     └── StoreError     the SQLite file is unusable (not a database, corrupt, locked)
 
-SQLite errors are translated into it once, at the store boundary (`sources._db`).
+SQLite errors are translated into it once, at the store boundary (`sources._sqlite._db`).
 """
 
 from __future__ import annotations

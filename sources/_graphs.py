@@ -20,15 +20,15 @@ import attrs
 
 from broker import Candidate, FieldError, Namespace, ValidationError
 
-from . import _analysis, _index, _validate
+from . import _analysis, _validate
+from ._engine_corpora import Edge, NodeRecord
 from ._relevance import DENSE_MODES
-from ._source_base import Batch, ReaderSource, best_first, chunks, lexical_score, marks, score_rows, select_in
+from ._source_base import Batch, ReaderSource, best_first, lexical_score, score_rows
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from broker.abc import SourceRequest
 
+    from ._engine import Reader, Writer
     from ._scorer import Relevance, Scorer
     from ._store import MemoryStore
 
@@ -107,8 +107,8 @@ class GraphWriter:
         created, errs = _validate.normalise_created_at(created_at)
         _validate.raise_if(errors + errs)
         node_id = id or str(uuid.uuid4())
-        with self._store.db.write() as conn:
-            ns_id = _index.ensure_ns(conn, namespace)
+        with self._store.engine.write() as conn:
+            ns_id = conn.ensure_namespace(namespace)
             rowid = _node_rowid(conn, ns_id, node_id)
             if rowid is not None and not replace:
                 raise ValidationError.single(
@@ -116,10 +116,7 @@ class GraphWriter:
                 )
             values = (name, json.dumps(list(aliases), ensure_ascii=False), description)
             rowid = _written_node(conn, ns_id, rowid, (node_id, *values, created))
-            conn.executemany(
-                "INSERT INTO graph_keys (ns_id, key, node_rowid) VALUES (?, ?, ?)",
-                [(ns_id, key, rowid) for key in keys],
-            )
+            conn.graph.add_keys(ns_id, rowid, sorted(keys))
         return node_id
 
     def add_edge(
@@ -141,8 +138,8 @@ class GraphWriter:
             errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
         created, errs = _validate.normalise_created_at(created_at)
         _validate.raise_if(errors + errs)
-        with self._store.db.write() as conn:
-            ns_id = _index.ensure_ns(conn, namespace)
+        with self._store.engine.write() as conn:
+            ns_id = conn.ensure_namespace(namespace)
             src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
             missing = [
                 FieldError(field=field, code="not_found", message=f"no node {value!r} in {namespace}")
@@ -150,40 +147,29 @@ class GraphWriter:
                 if rowid is None
             ]
             _validate.raise_if(missing)
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO graph_edges (ns_id, src_rowid, dst_rowid, relation, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (ns_id, src, dst, relation, created),
-            )
-        return cur.rowcount > 0
+            if src is None or dst is None:  # reported as missing just above
+                return False
+            return conn.graph.add_edge(ns_id, Edge(src, relation, dst), str(created))
 
     def delete_edge(self, src_id: str, relation: str, dst_id: str, *, namespace: Namespace) -> bool:
         """Remove one edge; return whether it existed."""
-        with self._store.db.write() as conn:
-            ns_id = _index.find_ns(conn, namespace)
+        with self._store.engine.write() as conn:
+            ns_id = conn.namespace_id(namespace)
             if ns_id is None:
                 return False
             src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
-            cur = conn.execute(
-                "DELETE FROM graph_edges "
-                "WHERE ns_id = ? AND src_rowid = ? AND dst_rowid = ? AND relation = ?",
-                (ns_id, src, dst, relation),
-            )
-        return cur.rowcount > 0
+            if src is None or dst is None:
+                return False
+            return conn.graph.remove_edge(ns_id, Edge(src, relation, dst))
 
     def delete_node(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a node with its keys and every edge touching it; return whether it existed."""
-        with self._store.db.write() as conn:
-            ns_id = _index.find_ns(conn, namespace)
+        with self._store.engine.write() as conn:
+            ns_id = conn.namespace_id(namespace)
             rowid = None if ns_id is None else _node_rowid(conn, ns_id, id)
-            if rowid is None:
+            if ns_id is None or rowid is None:
                 return False
-            conn.execute("DELETE FROM graph_keys WHERE ns_id = ? AND node_rowid = ?", (ns_id, rowid))
-            conn.execute(
-                "DELETE FROM graph_edges WHERE ns_id = ? AND (src_rowid = ? OR dst_rowid = ?)",
-                (ns_id, rowid, rowid),
-            )
-            conn.execute("DELETE FROM graph_nodes WHERE ns_id = ? AND rowid = ?", (ns_id, rowid))
+            conn.graph.delete_node(ns_id, rowid)
         return True
 
 
@@ -220,34 +206,22 @@ def _node_errors(
 
 
 def _written_node(
-    conn: sqlite3.Connection, ns_id: int, rowid: int | None, node: tuple[str, str, str, str, str | None]
+    conn: Writer, ns_id: int, rowid: int | None, node: tuple[str, str, str, str, str | None]
 ) -> int:
     """Insert a node (id, name, aliases, description, created_at), or update the node at `rowid`
     in place (its keys dropped, to be written again); return its rowid. Inside the caller's write."""
     node_id, name, aliases, description, created = node
     if rowid is None:
-        cur = conn.execute(
-            "INSERT INTO graph_nodes (id, ns_id, name, aliases, description, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (node_id, ns_id, name, aliases, description, created),
-        )
-        return int(cur.lastrowid or 0)
-    conn.execute(
-        "UPDATE graph_nodes SET name = ?, aliases = ?, description = ? WHERE rowid = ? AND ns_id = ?",
-        (name, aliases, description, rowid, ns_id),
-    )
-    conn.execute("DELETE FROM graph_keys WHERE ns_id = ? AND node_rowid = ?", (ns_id, rowid))
+        return conn.graph.insert_node(ns_id, NodeRecord(0, node_id, name, aliases, description, str(created)))
+    conn.graph.update_node(ns_id, rowid, name=name, aliases=aliases, description=description)
     return rowid
 
 
-def _node_rowid(conn: sqlite3.Connection, ns_id: int, id_: str) -> int | None:
-    row = conn.execute("SELECT rowid FROM graph_nodes WHERE ns_id = ? AND id = ?", (ns_id, id_)).fetchone()
-    return None if row is None else int(row[0])
+def _node_rowid(conn: Reader, ns_id: int, id_: str) -> int | None:
+    return conn.graph.find(ns_id, id_)
 
 
 # -- reading ----------------------------------------------------------------------------------
-
-Edge = tuple[int, str, int]  # (src rowid, relation, dst rowid)
 
 
 @attrs.define(eq=False)
@@ -259,23 +233,17 @@ class GraphSource(ReaderSource):
 
     name: ClassVar[str] = "graphs"
 
-    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         if request.types is not None and GRAPH_TYPE not in request.types:
             return []
-        ns_id = _index.find_ns(conn, request.namespace)
+        ns_id = conn.namespace_id(request.namespace)
         if ns_id is None:
             return []
         seeds = _mentioned(conn, ns_id, request.task)
         if not seeds:
             return []
         hops, via = _bfs(conn, ns_id, seeds)
-        rows = select_in(
-            conn,
-            "SELECT rowid, id, name, aliases, description, created_at FROM graph_nodes "
-            "WHERE ns_id = ? AND rowid IN ({marks})",
-            sorted(hops),
-            (ns_id,),
-        )
+        rows = conn.graph.nodes(ns_id, sorted(hops))
         nodes = {
             n.rowid: n
             for n in _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
@@ -283,7 +251,7 @@ class GraphSource(ReaderSource):
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         return self._scored(conn, scorer, _Walk(nodes=nodes, hops=hops, via=via), request.limit)
 
-    def _scored(self, conn: sqlite3.Connection, scorer: Scorer, walk: _Walk, limit: int) -> list[Candidate]:
+    def _scored(self, conn: Reader, scorer: Scorer, walk: _Walk, limit: int) -> list[Candidate]:
         """Render each node by its best-matching path, then score the best of them.
 
         The best of them lexically are scored in the request's mode: `limit` of them, or in
@@ -325,42 +293,28 @@ REFERENCE_NODES = 5
 """Nodes a task names that the namespace's reference counts among its evidence."""
 
 
-def mentioned_texts(conn: sqlite3.Connection, ns_id: int, task: str) -> list[str]:
+def mentioned_texts(conn: Reader, ns_id: int, task: str) -> list[str]:
     """The texts (name: description) of the first nodes the task names, as evidence the
     namespace holds for it (`sources._reference`)."""
     rowids = _mentioned(conn, ns_id, task)[:REFERENCE_NODES]
     if not rowids:
         return []
-    rows = select_in(
-        conn,
-        "SELECT rowid, id, name, aliases, description, created_at FROM graph_nodes "
-        "WHERE ns_id = ? AND rowid IN ({marks})",
-        rowids,
-        (ns_id,),
-    )
+    rows = conn.graph.nodes(ns_id, rowids)
     built = _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
     nodes = {n.rowid: n for n in built}
     return [render(n, nodes, None) for n in nodes.values()]
 
 
-def _mentioned(conn: sqlite3.Connection, ns_id: int, task: str) -> list[int]:
+def _mentioned(conn: Reader, ns_id: int, task: str) -> list[int]:
     """Rowids of the nodes whose name or alias occurs in the task (as analysed n-grams)."""
     seq = _analysis.terms(task)[:_MAX_TASK_TERMS]
     grams = sorted(
         {" ".join(seq[i : i + n]) for n in range(1, MAX_KEY_TERMS + 1) for i in range(len(seq) - n + 1)}
     )
-    rows = select_in(
-        conn,
-        "SELECT DISTINCT node_rowid FROM graph_keys WHERE ns_id = ? AND key IN ({marks})",
-        grams,
-        (ns_id,),
-    )
-    return sorted({int(r[0]) for r in rows})[:NODE_BUDGET]
+    return conn.graph.keyed(ns_id, grams)[:NODE_BUDGET]
 
 
-def _bfs(
-    conn: sqlite3.Connection, ns_id: int, seeds: list[int]
-) -> tuple[dict[int, int], dict[int, list[Edge]]]:
+def _bfs(conn: Reader, ns_id: int, seeds: list[int]) -> tuple[dict[int, int], dict[int, list[Edge]]]:
     """Walk edges breadth-first in both directions, at most MAX_DEPTH hops.
 
     Returns the hop of each reached node, and the edges it may be rendered by: those from the
@@ -398,19 +352,8 @@ def _bfs(
     return hops, via
 
 
-def _edges(conn: sqlite3.Connection, ns_id: int, rowids: list[int]) -> list[Edge]:
-    out: list[Edge] = []
-    for part in chunks(rowids):
-        m = marks(len(part))
-        out += [
-            (int(r[0]), str(r[1]), int(r[2]))
-            for r in conn.execute(
-                "SELECT src_rowid, relation, dst_rowid FROM graph_edges "
-                f"WHERE ns_id = ? AND (src_rowid IN ({m}) OR dst_rowid IN ({m})) ORDER BY rowid LIMIT ?",
-                [ns_id, *part, *part, _EDGE_SCAN],
-            )
-        ]
-    return out
+def _edges(conn: Reader, ns_id: int, rowids: list[int]) -> list[Edge]:
+    return conn.graph.edges(ns_id, rowids, limit=_EDGE_SCAN)
 
 
 @attrs.frozen(kw_only=True)

@@ -4,7 +4,7 @@ the exact limit (`sources._ann`). `sources._vectors` keeps matrices current with
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -20,6 +20,11 @@ Vectors = npt.NDArray[np.float32]
 
 _GENERATIONS = itertools.count()
 _TYPED_OVERFETCH = 8  # the graph is asked for k * this when a typed filter drops rows after search
+
+
+def to_blob(vector: npt.NDArray[Any]) -> bytes:
+    """Return a vector as little-endian float32 bytes (how vectors are stored and read)."""
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
 
 def from_blobs(blobs: Sequence[bytes], dim: int) -> Vectors:
@@ -86,7 +91,7 @@ class Matrix:
         """Rows of another model."""
         return len(self.stale_ids)
 
-    def append(self, rows: list[Row], model_id: str) -> None:
+    def append(self, rows: Sequence[Row], model_id: str) -> None:
         """Add stored rows of the current model (others only counted as stale)."""
         if rows:
             self.top = max(self.top, rows[-1][0])

@@ -23,19 +23,19 @@ import attrs
 
 from broker import Candidate, FieldError, Namespace, ValidationError
 
-from . import _analysis, _index, _schema, _validate, _vectors
-from ._entries import delete_entry_rowid
-from ._source_base import Batch, BestRows, ReaderSource, marks, recall_depth, score_rows, select_in
-from ._vectors import Slot
+from . import _analysis, _index, _validate
+from ._engine import CORPUS_ENTRIES, Slot
+from ._entries import EntryRow
+from ._source_base import Batch, BestRows, ReaderSource, recall_depth, score_rows
 
 if TYPE_CHECKING:
-    import sqlite3
-
     import numpy as np
     import numpy.typing as npt
 
     from broker.abc import SourceRequest
 
+    from ._engine import Reader, Writer
+    from ._engine_corpora import NeuronRecord
     from ._scorer import Relevance
     from ._store import MemoryStore
 
@@ -45,7 +45,6 @@ MAX_TRIGGERS = 64
 """Trigger phrases one neuron may have."""
 MAX_TRIGGER_CHARS = 500
 """Longest trigger phrase accepted, in characters."""
-_COLS = "rowid, id, memory_type, text, created_at, importance, metadata"
 
 
 @attrs.frozen(kw_only=True)
@@ -94,13 +93,13 @@ class NeuronWriter:
         vector = None
         if self._store.embedder is not None:  # embed before taking the write lock
             vector = self._store.embedder.embed([row.text])
-        with self._store.db.write() as conn:
+        with self._store.engine.write() as conn:
             self._write(conn, namespace, row, vector, replace=replace)
         return row.id
 
     def _write(
         self,
-        conn: sqlite3.Connection,
+        conn: Writer,
         namespace: Namespace,
         row: _NeuronRow,
         vector: npt.NDArray[np.float32] | None,
@@ -108,29 +107,24 @@ class NeuronWriter:
         replace: bool,
     ) -> None:
         """Insert (or with `replace`, replace) the neuron and its vector in the caller's write."""
-        ns_id = _index.ensure_ns(conn, namespace)
-        old = _entry_rowid(conn, ns_id, row.id)
+        ns_id = conn.ensure_namespace(namespace)
+        old = conn.entries.find(ns_id, row.id)
         if old is not None:
             if not replace:
                 raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {namespace}")
-            delete_entry_rowid(conn, ns_id, old)
+            conn.entries.delete(ns_id, old[0])
         rowid = _insert(conn, ns_id, namespace, row)
         if vector is not None and self._store.embedder is not None:
-            model = self._store.embedder.model_id
-            _vectors.store_vectors(conn, Slot(ns_id, _schema.CORPUS_ENTRIES), [rowid], vector, model)
+            conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), [rowid], vector, self._store.embedder.model_id)
 
     def delete_neuron(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a neuron (its triggers, index terms and vector); return whether it existed."""
-        with self._store.db.write() as conn:
-            ns_id = _index.find_ns(conn, namespace)
-            if ns_id is None:
+        with self._store.engine.write() as conn:
+            ns_id = conn.namespace_id(namespace)
+            found = None if ns_id is None else conn.neurons.find(ns_id, id)
+            if ns_id is None or found is None:
                 return False
-            found = conn.execute(
-                "SELECT rowid FROM entries WHERE ns_id = ? AND id = ? AND kind = 'neuron'", (ns_id, id)
-            ).fetchone()
-            if found is None:
-                return False
-            delete_entry_rowid(conn, ns_id, int(found[0]))
+            conn.entries.delete(ns_id, found)
         return True
 
 
@@ -192,34 +186,20 @@ def _checked_triggers(triggers: object) -> tuple[tuple[str, ...], tuple[str, ...
     return tuple(triggers), tuple(dict.fromkeys(terms)), errors
 
 
-def _entry_rowid(conn: sqlite3.Connection, ns_id: int, id_: str) -> int | None:
-    row = conn.execute("SELECT rowid FROM entries WHERE ns_id = ? AND id = ?", (ns_id, id_)).fetchone()
-    return None if row is None else int(row[0])
-
-
-def _insert(conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: _NeuronRow) -> int:
+def _insert(conn: Writer, ns_id: int, ns: Namespace, row: _NeuronRow) -> int:
     """Insert the entry as MemoryStore does, index text + triggers, and record the triggers."""
-    cur = conn.execute(
-        "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
-        "created_at, importance, metadata) VALUES (?, ?, ?, ?, 'neuron', ?, ?, ?, ?, ?)",
-        (
-            row.id,
-            ns_id,
-            ns.tenant_id,
-            ns.project_id,
-            NEURON_TYPE,
-            row.text,
-            row.created_at,
-            row.importance,
-            row.metadata,
-        ),
+    entry = EntryRow(
+        id=row.id,
+        kind="neuron",
+        memory_type=NEURON_TYPE,
+        text=row.text,
+        created_at=row.created_at,
+        importance=row.importance,
+        metadata=row.metadata,
     )
-    rowid = int(cur.lastrowid or 0)
-    _index.add_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid, "\n".join((row.text, *row.triggers)))
-    conn.executemany(
-        "INSERT INTO neuron_triggers (ns_id, term, entry_rowid) VALUES (?, ?, ?)",
-        [(ns_id, term, rowid) for term in row.trigger_terms],
-    )
+    rowid = conn.entries.insert(ns_id, ns, entry)
+    _index.add_doc(conn, ns_id, CORPUS_ENTRIES, rowid, "\n".join((row.text, *row.triggers)))
+    conn.neurons.add_triggers(ns_id, rowid, row.trigger_terms)
     return rowid
 
 
@@ -233,8 +213,8 @@ class NeuronSource(ReaderSource):
 
     name: ClassVar[str] = "neurons"
 
-    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
-        ns_id = _index.find_ns(conn, request.namespace)
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
+        ns_id = conn.namespace_id(request.namespace)
         if ns_id is None:
             return []
         prof = self._reader.store.profile_on(conn, ns_id, request.task)
@@ -245,17 +225,12 @@ class NeuronSource(ReaderSource):
         if not rows:
             return []
         triggers: dict[int, list[str]] = defaultdict(list)
-        for rowid, term in select_in(
-            conn,
-            "SELECT entry_rowid, term FROM neuron_triggers WHERE +ns_id = ? AND entry_rowid IN ({marks})",
-            top,
-            (ns_id,),
-        ):
-            triggers[int(rowid)].append(str(term))
+        for rowid, term in conn.neurons.triggers(ns_id, top):
+            triggers[rowid].append(term)
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         rowids = [int(r[0]) for r in rows]
         batch = Batch(
-            slot=Slot(ns_id, _schema.CORPUS_ENTRIES),
+            slot=Slot(ns_id, CORPUS_ENTRIES),
             rowids=rowids,
             texts=[r[3] for r in rows],
             terms=[_doc_terms(r[3], triggers[rid]) for r, rid in zip(rows, rowids, strict=True)],
@@ -276,38 +251,17 @@ def _doc_terms(text: str, trigger_terms: list[str]) -> list[str]:
     return own + sorted({t for t in trigger_terms if t not in have})
 
 
-def _scan(conn: sqlite3.Connection, ns_id: int, idf: Mapping[str, float], depth: int) -> list[int]:
+def _scan(conn: Reader, ns_id: int, idf: Mapping[str, float], depth: int) -> list[int]:
     """Rowids of the neurons whose triggers share the most IDF mass with the task."""
     mass: dict[int, float] = defaultdict(float)
-    for rowid, term in set(
-        select_in(
-            conn,
-            "SELECT entry_rowid, term FROM neuron_triggers WHERE ns_id = ? AND term IN ({marks})",
-            list(idf),
-            (ns_id,),
-        )
-    ):
-        mass[int(rowid)] += idf[str(term)]
+    for rowid, term in conn.neurons.matching(ns_id, list(idf)):
+        mass[rowid] += idf[term]
     ranked = sorted(mass, key=lambda r: (-mass[r], r))
     return ranked[:depth]
 
 
-def _neurons(
-    conn: sqlite3.Connection, ns_id: int, rowids: list[int], types: Sequence[str] | None
-) -> list[Any]:
-    typed = ""
-    params: list[Any] = [ns_id]
-    if types is not None:
-        typed = f" AND (memory_type IN ({marks(len(types))}) OR memory_type IS NULL)"
-        params += list(types)
-    rows = select_in(
-        conn,
-        f"SELECT {_COLS} FROM entries WHERE ns_id = ? AND kind = 'neuron'{typed} AND rowid IN ({{marks}})",
-        rowids,
-        params,
-    )
-    rows.sort(key=lambda r: int(r[0]))
-    return rows
+def _neurons(conn: Reader, ns_id: int, rowids: list[int], types: Sequence[str] | None) -> list[NeuronRecord]:
+    return conn.neurons.rows(ns_id, rowids, types)
 
 
 def _candidate(source: str, row: Sequence[Any], rel: Relevance, matched: list[str]) -> Candidate:

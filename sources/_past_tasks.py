@@ -18,19 +18,18 @@ import attrs
 
 from broker import Candidate
 
-from . import _analysis, _index
+from . import _analysis
 from ._relevance import DENSE_MODES
 from ._singleflight import SingleFlight
 from ._source_base import ReaderSource, best_first
 
 if TYPE_CHECKING:
-    import sqlite3
-
     import numpy as np
     import numpy.typing as npt
 
     from broker.abc import Embedder, SourceRequest
 
+    from ._engine import Reader
     from ._scorer import Scorer
 
 PAST_TASK_DEPTH: Final = 20
@@ -48,8 +47,8 @@ class PastTaskSource(ReaderSource):
         factory=lambda: SingleFlight(size=_EMBEDDED), init=False
     )
 
-    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
-        ns_id = _index.find_ns(conn, request.namespace)
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
+        ns_id = conn.namespace_id(request.namespace)
         if ns_id is None:
             return []
         rows = _recent(conn, ns_id)
@@ -89,21 +88,14 @@ def _embed_one(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
     return vector
 
 
-def _recent(conn: sqlite3.Connection, ns_id: int) -> list[tuple[str, str, str]]:
-    rows = conn.execute(
-        "SELECT task_id, description, updated_at FROM tasks WHERE ns_id = ? AND status = 'completed' "
-        "ORDER BY updated_at DESC, task_id LIMIT ?",
-        (ns_id, PAST_TASK_DEPTH),
-    ).fetchall()
-    return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+def _recent(conn: Reader, ns_id: int) -> list[tuple[str, str, str]]:
+    return [
+        (r.task_id, r.description, r.updated_at) for r in conn.tasks.completed(ns_id, limit=PAST_TASK_DEPTH)
+    ]
 
 
-def _text(conn: sqlite3.Connection, ns_id: int, task_id: str, description: str) -> str:
+def _text(conn: Reader, ns_id: int, task_id: str, description: str) -> str:
     """The description and the user turns of a past task, as one bounded text."""
-    turns = conn.execute(
-        "SELECT text FROM conversation_turns "
-        "WHERE ns_id = ? AND task_id = ? AND role = 'user' ORDER BY rowid",
-        (ns_id, task_id),
-    ).fetchall()
-    parts = [description, *(str(r[0]) for r in turns if str(r[0]).strip() != description.strip())]
+    turns = conn.tasks.turns(ns_id, task_id, role="user")
+    parts = [description, *(t.text for t in turns if t.text.strip() != description.strip())]
     return "\n".join(parts)[:_TEXT_CHARS]

@@ -1,7 +1,7 @@
 """The namespaces' text indexes in memory: BM25 over numpy postings instead of an FTS query.
 
-Each namespace's FTS table (every corpus, `sources._index`) is read once, when the store warms,
-into postings: for each term, the documents holding it and how often. A turn's lexical
+Each namespace's indexed documents (every corpus, `Reader.indexed_documents`) are read once,
+when the store warms, into postings: for each term, the documents holding it and how often. A turn's lexical
 retrieval (`sources._reference.lexical_hits`) then scores the task's terms over those arrays,
 about ten times faster than FTS5 ranking the same matches at 100k documents.
 
@@ -10,11 +10,12 @@ not positive; N, n and the mean length over the namespace's documents; each term
 in the query's term order), so the matches and their ranks are those of the FTS query, ties
 ordered by rowid (tests compare both).
 
-Every write of a namespace's text appends to `text_log` in its transaction (`_schema._v5`); an
-index reads the log's new rows before it answers and applies them (a document's current
-analysed body is read from the FTS table), so it answers for every committed write, of any
-process. An index that fell behind the log's kept rows, or was never built (a store used
-without `warm`), answers None and the caller runs the FTS query: the same matches, slower.
+Every write of a namespace's text appends to the engine's change log in its transaction
+(`Reader.text_changes`; SQLite: `text_log`, `sources._sqlite._schema._v5`); an index reads the
+log's new rows before it answers and applies them (a document's current terms are read from the
+engine, `Reader.indexed_terms`), so it answers for every committed write, of any process. An
+index that fell behind the log's kept rows, or was never built (a store used without `warm`),
+answers None and the caller runs the FTS query: the same matches, slower.
 """
 
 from __future__ import annotations
@@ -29,19 +30,19 @@ import numpy as np
 
 from broker.log import get_logger
 
-from . import _schema
-
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Iterable, Sequence
 
     import numpy.typing as npt
+
+    from ._engine import Reader
 
 logger = get_logger(__name__)
 
 K1: Final = 1.2
 B: Final = 0.75
 _CORPORA: Final = 3  # entries, facts, knowledge (fts rowid & 3)
+_STRIDE: Final = 4  # a document's key: rowid * 4 + corpus, the corpus in the low two bits
 _CHUNK: Final = 50_000  # documents tokenised at a time while indexing
 _IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement
 _CATCH_UP: Final = 1000  # logged changes a turn applies before it answers (more: FTS this turn)
@@ -55,6 +56,11 @@ class TextHit:
     fts_rowid: int
     rank: float
     body: str
+
+    @property
+    def rowid(self) -> int:
+        """The match's rowid in its corpus."""
+        return self.fts_rowid // _STRIDE
 
 
 @attrs.define(eq=False)
@@ -219,7 +225,7 @@ class TextIndex:
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _behind: set[int] = attrs.field(factory=set)
 
-    def warm(self, conn: sqlite3.Connection, ns_id: int) -> None:
+    def warm(self, conn: Reader, ns_id: int) -> None:
         """Build the index of one namespace (about a second at 100k documents), or bring it up
         to date: every logged change applied, and built again once removed documents outnumber
         the live ones (their postings stay until then)."""
@@ -227,14 +233,16 @@ class TextIndex:
             index = self._indexes.get(ns_id)
             if index is not None and not index.mostly_dead and self._caught_up(conn, ns_id, index, None):
                 return
-            newest = _log_bounds(conn)[1]
-            cursor = conn.execute(f"SELECT rowid, body FROM {_schema.fts_table(ns_id)}")
-            chunks = iter(lambda: cursor.fetchmany(_CHUNK), [])
+            newest = conn.text_log_bounds()[1]
+            chunks = (
+                [(_code(*key), body) for key, body in docs]
+                for docs in conn.indexed_documents(ns_id, chunk=_CHUNK)
+            )
             self._indexes[ns_id] = Postings.build(chunks, newest)
             self._behind.discard(ns_id)
 
     def top(
-        self, conn: sqlite3.Connection, ns_id: int, qterms: Sequence[str], depth: int
+        self, conn: Reader, ns_id: int, qterms: Sequence[str], depth: int
     ) -> tuple[tuple[TextHit, ...], ...] | None:
         """Each corpus's best `depth` matches, or None without a current index (the caller
         then runs the FTS query)."""
@@ -247,7 +255,7 @@ class TextIndex:
         return tuple(tuple(TextHit(r, rank, bodies.get(r, "")) for r, rank in hits) for hits in found)
 
     def ranked(
-        self, conn: sqlite3.Connection, ns_id: int, qterms: Sequence[str], corpus: int, depth: int
+        self, conn: Reader, ns_id: int, qterms: Sequence[str], corpus: int, depth: int
     ) -> tuple[tuple[int, float], ...] | None:
         """One corpus's best `depth` matches (FTS rowid, rank), or None without a current index.
         For filters the index does not know (a memory's type): the caller reads down the list,
@@ -263,14 +271,14 @@ class TextIndex:
         with self._lock:
             self._indexes.clear()
 
-    def _caught_up(self, conn: sqlite3.Connection, ns_id: int, index: Postings, batch: int | None) -> bool:
+    def _caught_up(self, conn: Reader, ns_id: int, index: Postings, batch: int | None) -> bool:
         """Apply the log's new rows of the namespace, at most `batch` of them (None: all).
 
         False while changes remain (a turn then runs the FTS query and the next applies the
         next batch: a bulk write is absorbed a batch a turn, never all inside one deadline) or
         when the index fell behind the kept log (`warm` builds it again).
         """
-        oldest, newest = _log_bounds(conn)
+        oldest, newest = conn.text_log_bounds()
         if newest <= index.log_id:
             return True
         if oldest > index.log_id + 1:
@@ -278,37 +286,27 @@ class TextIndex:
                 self._behind.add(ns_id)
                 logger.warning("store.text_index.behind", ns_id=ns_id, hint="warm builds it again")
             return False
-        limit = "" if batch is None else f" LIMIT {int(batch)}"
-        changes = conn.execute(
-            f"SELECT id, fts_rowid, op FROM text_log WHERE ns_id = ? AND id > ? ORDER BY id{limit}",
-            (ns_id, index.log_id),
-        ).fetchall()
-        _apply(conn, ns_id, index, {int(r): int(op) for _, r, op in changes})
+        changes = conn.text_changes(ns_id, index.log_id, limit=batch)
+        _apply(conn, ns_id, index, {_code(c.corpus, c.rowid): c.op for c in changes})
         if batch is not None and len(changes) == batch:
-            index.log_id = int(changes[-1][0])
+            index.log_id = changes[-1].change_id
             return False
-        index.log_id = max([newest, *(int(c[0]) for c in changes)])
+        index.log_id = max([newest, *(c.change_id for c in changes)])
         return True
 
 
-def _log_bounds(conn: sqlite3.Connection) -> tuple[int, int]:
-    """(oldest, newest) id of the kept log; (1, 0) while it is empty."""
-    row = conn.execute("SELECT min(id), max(id) FROM text_log").fetchone()
-    return (1, int(row[1] or 0)) if row[0] is None else (int(row[0]), int(row[1]))
+def _code(corpus: int, rowid: int) -> int:
+    """A document's slot key in the postings: its rowid and corpus in one integer."""
+    return rowid * _STRIDE + corpus
 
 
-def _bodies(conn: sqlite3.Connection, ns_id: int, fts_rowids: list[int]) -> dict[int, str]:
-    """The analysed bodies of some documents of the namespace's FTS table."""
-    table, out = _schema.fts_table(ns_id), dict[int, str]()
-    for start in range(0, len(fts_rowids), _IN_CHUNK):
-        chunk = fts_rowids[start : start + _IN_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT rowid, body FROM {table} WHERE rowid IN ({marks})"
-        out.update((int(r), str(b)) for r, b in conn.execute(sql, chunk))
-    return out
+def _bodies(conn: Reader, ns_id: int, codes: list[int]) -> dict[int, str]:
+    """The indexed terms (joined by spaces) of some documents of the namespace, by slot key."""
+    found = conn.indexed_terms(ns_id, [(c % _STRIDE, c // _STRIDE) for c in codes])
+    return {_code(*key): " ".join(terms) for key, terms in found.items()}
 
 
-def _apply(conn: sqlite3.Connection, ns_id: int, index: Postings, last_op: dict[int, int]) -> None:
+def _apply(conn: Reader, ns_id: int, index: Postings, last_op: dict[int, int]) -> None:
     """Bring the index to each changed document's current state (its last op; its body now)."""
     index.remove(r for r, op in last_op.items() if op < 0)
     wanted = [r for r, op in last_op.items() if op > 0]

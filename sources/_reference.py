@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import _analysis, _gate, _index, _schema, _vectors
+from . import _analysis, _gate
+from ._engine import CORPORA, Slot
 from ._graphs import mentioned_texts
 from ._offtopic import closeness, lexical_closeness
 from ._relevance import (
@@ -41,16 +42,14 @@ from ._relevance import (
     lexical_features,
     lexical_probability,
 )
-from ._vectors import Slot
 
 if TYPE_CHECKING:
-    import sqlite3
-
     import numpy as np
     import numpy.typing as npt
 
     from broker.abc import Embedder
 
+    from ._engine import Reader
     from ._matrix import Hit
     from ._postings import TextIndex
     from ._scorer import Scorer
@@ -58,7 +57,7 @@ if TYPE_CHECKING:
 
 REFERENCE_DEPTH: Final = 50
 """Candidates per retrieval (FTS matches; nearest vectors of each corpus) the reference reads."""
-_CORPORA: Final = (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE)
+_CORPORA: Final = CORPORA
 
 _GRAPH: Final = -1  # the pool's key space of graph nodes (not a stored corpus)
 
@@ -66,7 +65,7 @@ Key = tuple[int, int]  # (corpus, source rowid)
 
 
 def compute_reference(
-    conn: sqlite3.Connection,
+    conn: Reader,
     ns_id: int,
     scorer: Scorer,
     vindex: VectorIndex | None,
@@ -117,7 +116,7 @@ class _Retrieved:
 
 
 def _retrieved(
-    conn: sqlite3.Connection,
+    conn: Reader,
     ns_id: int,
     hits: tuple[tuple[LexicalHit, ...], ...],
     *,
@@ -169,7 +168,7 @@ def _base(
 
 
 def _graph_nodes(
-    conn: sqlite3.Connection,
+    conn: Reader,
     ns_id: int,
     task: str,
     query_vector: npt.NDArray[np.float32] | None,
@@ -185,7 +184,7 @@ def _graph_nodes(
 
 
 def lexical_hits(
-    conn: sqlite3.Connection, ns_id: int, prof: QueryProfile, texts: TextIndex | None = None
+    conn: Reader, ns_id: int, prof: QueryProfile, texts: TextIndex | None = None
 ) -> tuple[tuple[LexicalHit, ...], ...]:
     """The task's `REFERENCE_DEPTH` best FTS matches of each corpus (indexed by corpus), with
     their analysed terms: the turn's one lexical retrieval, which the reference reads its pool
@@ -197,14 +196,11 @@ def lexical_hits(
     found = None if texts is None else texts.top(conn, ns_id, qterms, REFERENCE_DEPTH)
     if found is not None:
         return tuple(
-            tuple(
-                LexicalHit(_schema.split_fts_rowid(h.fts_rowid)[1], h.rank, tuple(h.body.split()))
-                for h in found[corpus]
-            )
+            tuple(LexicalHit(h.rowid, h.rank, tuple(h.body.split())) for h in found[corpus])
             for corpus in _CORPORA
         )
     return tuple(
-        tuple(_index.search_hits(conn, ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
+        tuple(conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
         for corpus in _CORPORA
     )
 
@@ -222,7 +218,7 @@ def _lexical_pool(hits: tuple[tuple[LexicalHit, ...], ...]) -> dict[Key, list[st
 
 
 def _dense_pool(
-    conn: sqlite3.Connection, ns_id: int, query_vector: npt.NDArray[np.float32], vindex: VectorIndex
+    conn: Reader, ns_id: int, query_vector: npt.NDArray[np.float32], vindex: VectorIndex
 ) -> tuple[tuple[tuple[Hit, ...], ...], tuple[float, ...], float]:
     """Nearest vectors of each corpus (indexed by corpus), the namespace's best cosines, and
     its mean cosine."""
@@ -235,19 +231,13 @@ def _dense_pool(
     return hits, tuple(cosines[: _gate.TOP_COSINES]), (weighted / total if total else 0.0)
 
 
-def _bodies(conn: sqlite3.Connection, ns_id: int, keys: list[Key]) -> dict[Key, list[str]]:
+def _bodies(conn: Reader, ns_id: int, keys: list[Key]) -> dict[Key, list[str]]:
     """Analysed FTS bodies of some documents of the namespace."""
-    if not keys:
-        return {}
-    table = _schema.fts_table(ns_id)
-    by_fts = {_schema.fts_rowid(c, r): (c, r) for c, r in keys}
-    marks = ",".join("?" * len(by_fts))
-    rows = conn.execute(f"SELECT rowid, body FROM {table} WHERE rowid IN ({marks})", list(by_fts)).fetchall()
-    return {by_fts[int(r[0])]: str(r[1]).split() for r in rows}
+    return conn.indexed_terms(ns_id, keys)
 
 
 def _stored_cosines(
-    conn: sqlite3.Connection,
+    conn: Reader,
     ns_id: int,
     keys: list[Key],
     query_vector: npt.NDArray[np.float32],
@@ -258,7 +248,7 @@ def _stored_cosines(
     for corpus in _CORPORA:
         rowids = [r for c, r in keys if c == corpus]
         if rowids:
-            stored = _vectors.stored_vectors(conn, Slot(ns_id, corpus), rowids, vindex.model_id, vindex.dim)
+            stored = conn.stored_vectors(Slot(ns_id, corpus), rowids, vindex.model_id, vindex.dim)
             out.update({(corpus, r): float(v @ query_vector) for r, v in stored.items()})
     return out
 

@@ -15,7 +15,7 @@ memorules, which also read the tenant-wide rules of the tenant's other projects:
 keys on every generation of the tenant (`tenant_version`).
 
 A turn first asks without a worker thread: an answer kept at the database's current change
-stamp (`ChangeStamp`: SQLite's data version, which any commit of any connection changes) is
+stamp (`Engine.change_stamp`; SQLite's data version, which any commit of any connection changes) is
 still exact, since nothing at all was written since it was read (the stamp is read before the
 generation and the source's statements, so an answer is never older than its stamp). Any
 commit, to any namespace, makes that check miss; the turn then reads the generation in a
@@ -27,7 +27,6 @@ read-only Mapping, as everywhere.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
@@ -36,9 +35,10 @@ from ._singleflight import SingleFlight
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
-    from pathlib import Path
 
     from broker import Candidate, Namespace
+
+    from ._engine import Reader
 
 DEFAULT_RESULT_CACHE: Final = 1024
 """Answers kept per store reader (all its sources together; about 128 queries of 8 sources)."""
@@ -47,28 +47,20 @@ Version = tuple[tuple[int, int], ...]
 """(ns_id, generation) of every namespace an answer was read from."""
 
 
-def namespace_version(conn: sqlite3.Connection, namespace: Namespace) -> Version:
+def namespace_version(reader: Reader, namespace: Namespace) -> Version:
     """The namespace's (ns_id, generation); empty while nothing was ever written to it."""
-    rows = conn.execute(
-        "SELECT ns_id, generation FROM namespaces WHERE tenant_id = ? AND project_id = ?",
-        (namespace.tenant_id, namespace.project_id),
-    ).fetchall()
-    return tuple((int(r[0]), int(r[1])) for r in rows)
+    return tuple((v.ns_id, v.generation) for v in reader.versions(namespace))
 
 
-def tenant_version(conn: sqlite3.Connection, namespace: Namespace) -> Version:
+def tenant_version(reader: Reader, namespace: Namespace) -> Version:
     """(ns_id, generation) of every namespace of the tenant (a new project changes it too)."""
-    rows = conn.execute(
-        "SELECT ns_id, generation FROM namespaces WHERE tenant_id = ? ORDER BY ns_id",
-        (namespace.tenant_id,),
-    ).fetchall()
-    return tuple((int(r[0]), int(r[1])) for r in rows)
+    return tuple((v.ns_id, v.generation) for v in reader.tenant_versions(namespace.tenant_id))
 
 
 class ResultCache:
     """At most `size` recent answers (LRU), each computed once however many turns ask at once.
 
-    Each answer is also kept under the database's change stamp it was read at (`ChangeStamp`),
+    Each answer is also kept under the store's change stamp it was read at (`Engine.change_stamp`),
     so a turn can take it without a worker thread while nothing at all was committed since.
     """
 
@@ -101,46 +93,3 @@ class ResultCache:
         self._answers.clear()
         with self._lock:
             self._stamped.clear()
-
-
-class ChangeStamp:
-    """A number that changes whenever anything is committed to the database, by any
-    connection of any process (SQLite's `PRAGMA data_version` on a connection of its own,
-    which never writes: every commit is another connection's).
-
-    Reading it is one statement that never waits: the connection has no busy timeout, and a
-    read that cannot run at once (the connection in use, the file locked, closed) is None,
-    which a caller takes as "unknown" and reads the generations instead.
-    """
-
-    def __init__(self) -> None:
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    def open(self, path: Path) -> None:
-        """Open the stamp's connection (blocking: call it where blocking is allowed)."""
-        with self._lock:
-            if self._conn is None:
-                uri = f"{path.resolve().as_uri()}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True, timeout=0, check_same_thread=False)
-
-    def read(self, *, wait: bool = False) -> int | None:
-        """The current stamp, or None if it cannot be read without waiting (`wait`: a worker
-        thread may wait its turn for the connection, never for the file)."""
-        if not self._lock.acquire(blocking=wait):
-            return None
-        try:
-            if self._conn is None:
-                return None
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
-        except sqlite3.Error:
-            return None
-        finally:
-            self._lock.release()
-
-    def close(self) -> None:
-        """Close the connection; later reads are None."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None

@@ -1,21 +1,16 @@
 """Plumbing shared by the memory sources: interruptible reads, the one score, the lifecycle.
 
-Reads run on a pooled reader connection in a worker thread that a deadline can interrupt;
-every text is scored by the one calibrated `Scorer`; sources share one open/fetch/aclose.
-
-Interrupting a read. `Connection.interrupt()` only stops statements that are running when it
-is called; a cancellation that lands between two statements of one read (or before the
-first) would be lost and the rest of the read would run to completion. So the interrupt also
-raises a flag that a SQLite progress handler checks every few hundred VM steps: once tripped,
-every statement of that read aborts at once. The connection is detached from the interrupt
-(under a lock) before it goes back to the pool, so a late interrupt never hits another read.
+Reads run on a snapshot of the store's engine (`sources._engine.Engine.read`) in a worker
+thread that a deadline can stop: the read's `ReadStop` is tripped at cancellation, and the
+engine stops the running statement and every later one of that read (SQLite: see
+`sources._sqlite._engine`). Every text is scored by the one calibrated `Scorer`; sources
+share one open/fetch/aclose.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -25,13 +20,13 @@ import numpy as np
 
 from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 
-from . import _analysis, _index, _results, _validate, _vectors
+from . import _analysis, _index, _results, _validate
+from ._engine import ReadStop, Slot
 from ._relevance import DENSE_MODES, LexicalHit, lexical_features, lexical_probability
-from ._results import ChangeStamp, ResultCache
+from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
 from ._threads import run_sync_interruptible
-from ._vectors import Slot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -40,41 +35,18 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder, SourceRequest
 
+    from ._engine import Reader
     from ._store import MemoryStore
 
 T = TypeVar("T")
 
 DEFAULT_READ_TOKENS = 8
 """Worker threads the sources of one store may run at once (one limiter shared by all)."""
-_PROGRESS_STEPS = 500  # VM instructions between two checks of the interrupt flag
-_IN_CHUNK = 500  # bound on `IN (...)` parameters per statement
 
 
 def new_limiter(tokens: int = DEFAULT_READ_TOKENS) -> anyio.CapacityLimiter:
     """Return a limiter for the reads of one store's sources (usable before a loop runs)."""
     return anyio.CapacityLimiter(tokens)
-
-
-class _Stop:
-    """The interrupt of one read: a flag and, while the read holds one, its connection."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.tripped = False
-        self._conn: sqlite3.Connection | None = None
-
-    def trip(self) -> None:
-        with self._lock:
-            self.tripped = True
-            if self._conn is not None:
-                self._conn.interrupt()
-
-    def attach(self, conn: sqlite3.Connection | None) -> None:
-        with self._lock:
-            self._conn = conn
-
-    def progress(self) -> int:
-        return 1 if self.tripped else 0
 
 
 @attrs.define(eq=False)
@@ -94,7 +66,6 @@ class StoreReader:
     store: MemoryStore
     limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
     results: ResultCache | None = attrs.field(factory=ResultCache)
-    _stamp: ChangeStamp = attrs.field(factory=ChangeStamp, init=False)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
@@ -111,21 +82,21 @@ class StoreReader:
             if not self._warmed:
                 self.store.warm()
                 if self.results is not None:
-                    self._stamp.open(self.store.db.path)
+                    self.store.engine.change_stamp(wait=True)  # opens what the stamp needs, here
                 self._warmed = True
 
     def kept(self, key: Hashable) -> tuple[Candidate, ...] | None:
         """A source's answer kept at the database's current change stamp (nothing committed
         since it was read), without a worker thread: one statement that never waits."""
-        if self.results is None or self.store.db.closed:
+        if self.results is None or self.store.engine.closed:
             return None
-        stamp = self._stamp.read()
+        stamp = self.store.engine.change_stamp()
         return None if stamp is None else self.results.stamped(key, stamp)
 
     def stamp(self) -> int | None:
-        """The database's change stamp now (`sources._results.ChangeStamp`), None if unknown;
-        from a worker thread, which may wait for the stamp's connection."""
-        return self._stamp.read(wait=True)
+        """The store's change stamp now (`Engine.change_stamp`), None if unknown; from a worker
+        thread, which may wait for the stamp's connection."""
+        return self.store.engine.change_stamp(wait=True)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -136,30 +107,21 @@ class StoreReader:
             self._queries = QueryCache(self.store.embedder)
         return self._queries
 
-    def scorer(self, conn: sqlite3.Connection, ns_id: int | None, task: str, mode: str | None) -> Scorer:
+    def scorer(self, conn: Reader, ns_id: int | None, task: str, mode: str | None) -> Scorer:
         """Return the calibrated scorer of a task in the request's mode (default: the store's),
         with the namespace's shared reference."""
         return self.store.scorer_on(conn, ns_id, task, mode=mode or self.store.mode, embedder=self.embedder)
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`fn(conn)` on a pooled reader connection, in a worker thread."""
-        stop = _Stop()
+    async def run(self, fn: Callable[[Reader], T]) -> T:
+        """`fn(reader)` on a snapshot of the store, in a worker thread, stopped at cancellation."""
+        stop = ReadStop()
         return await run_sync_interruptible(
             functools.partial(self._work, fn, stop), interrupt=stop.trip, limiter=self.limiter
         )
 
-    def _work(self, fn: Callable[[sqlite3.Connection], T], stop: _Stop) -> T:
-        with self.store.db.read() as conn:
-            conn.set_progress_handler(stop.progress, _PROGRESS_STEPS)
-            stop.attach(conn)
-            try:
-                if stop.tripped:
-                    raise sqlite3.OperationalError("interrupted")
-                with interruptible(lambda: stop.tripped):
-                    return fn(conn)
-            finally:
-                stop.attach(None)
-                conn.set_progress_handler(None, 0)
+    def _work(self, fn: Callable[[Reader], T], stop: ReadStop) -> T:
+        with self.store.engine.read(stop) as conn, interruptible(lambda: stop.tripped):
+            return fn(conn)
 
 
 @attrs.define(eq=False)
@@ -211,7 +173,7 @@ class ReaderSource:
             return list(kept)
         return await self._reader.run(functools.partial(self._answer, request=resolved))
 
-    def _answer(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+    def _answer(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         cache = self._reader.results
         if cache is None:
             return self._fetch_on(conn, request=request)
@@ -222,11 +184,11 @@ class ReaderSource:
             cache.stamp((self, request), stamp, answer)
         return list(answer)
 
-    def _version(self, conn: sqlite3.Connection, request: SourceRequest) -> _results.Version:
+    def _version(self, conn: Reader, request: SourceRequest) -> _results.Version:
         """What the answer was read from, as write generations (`sources._results`)."""
         return _results.namespace_version(conn, request.namespace)
 
-    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         raise NotImplementedError
 
     def _check_open(self) -> None:
@@ -234,8 +196,11 @@ class ReaderSource:
             raise BrokerClosedError(f"source {self.name!r} is closed")
 
 
-def _ping(conn: sqlite3.Connection) -> None:
-    conn.execute("SELECT 1").fetchone()
+def _ping(conn: Reader) -> None:
+    conn.namespace_id(_PING)
+
+
+_PING = Namespace(tenant_id="ping")
 
 
 # -- scoring and candidates -----------------------------------------------------------------
@@ -281,7 +246,7 @@ class Batch:
     terms: Sequence[Sequence[str]] | None = None
 
 
-def score_rows(scorer: Scorer, conn: sqlite3.Connection, batch: Batch) -> list[Relevance]:
+def score_rows(scorer: Scorer, conn: Reader, batch: Batch) -> list[Relevance]:
     """Relevance of a batch of texts on the one calibrated scale, in the scorer's mode.
 
     In dense modes each row's stored vector is used; texts without one (or a batch without
@@ -293,7 +258,7 @@ def score_rows(scorer: Scorer, conn: sqlite3.Connection, batch: Batch) -> list[R
     emb = scorer.embedder
     dense = scorer.mode in DENSE_MODES and not scorer.abstains and texts
     if dense and emb is not None and batch.slot is not None:
-        stored = _vectors.stored_vectors(conn, batch.slot, list(batch.rowids), emb.model_id, emb.dim)
+        stored = conn.stored_vectors(batch.slot, list(batch.rowids), emb.model_id, emb.dim)
         vectors = [stored.get(r) for r in batch.rowids]
     return scorer.relevances(terms, texts, vectors)
 
@@ -346,32 +311,8 @@ def best_first(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
     return kept[: max(limit, 0)]
 
 
-def chunks(values: Sequence[T], size: int = _IN_CHUNK) -> Iterable[Sequence[T]]:
-    """Consecutive slices of at most `size` values (bounds `IN (...)` parameter lists)."""
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
-
-
-def marks(n: int) -> str:
-    """`?, ?, ...` for an `IN (...)` list of n parameters."""
-    return ",".join("?" * n)
-
-
-def select_in(
-    conn: sqlite3.Connection, sql: str, values: Sequence[Any], params: Sequence[Any] = ()
-) -> list[Any]:
-    """Run `sql` (one `{marks}` placeholder for an `IN` list) over `values` in chunks.
-
-    `params` are bound before the list.
-    """
-    rows: list[Any] = []
-    for part in chunks(values):
-        rows += conn.execute(sql.format(marks=marks(len(part))), [*params, *part]).fetchall()
-    return rows
-
-
 def shared_or_searched(
-    conn: sqlite3.Connection, ns_id: int, scorer: Scorer, *, corpus: int, depth: int
+    conn: Reader, ns_id: int, scorer: Scorer, *, corpus: int, depth: int
 ) -> Sequence[LexicalHit]:
     """The task's best `depth` FTS matches of one corpus: the turn's shared retrieval (the
     scorer's reference, computed once for every source) when it went that deep, else a
@@ -379,8 +320,7 @@ def shared_or_searched(
     shared = scorer.reference.hits(corpus, depth)
     if shared is not None:
         return shared
-    qterms = sorted(scorer.profile.present)
-    return _index.search_hits(conn, ns_id, qterms, corpus=corpus, limit=depth)
+    return conn.lexical_candidates(ns_id, sorted(scorer.profile.present), corpus=corpus, limit=depth)
 
 
 def recall_depth(limit: int) -> int:
@@ -422,25 +362,19 @@ def insert_docs(
     """
     table, corpus = docs.table, docs.corpus
     vectors = _embedded(store, [str(r["text"]) for r in rows])
-    with store.db.write() as conn:
-        ns_id = _index.ensure_ns(conn, namespace)
+    with store.engine.write() as conn:
+        ns_id = conn.ensure_namespace(namespace)
         rowids: list[int] = []
         for row in rows:
-            old = conn.execute(
-                f"SELECT rowid FROM {table} WHERE ns_id = ? AND id = ?", (ns_id, row["id"])
-            ).fetchone()
+            old = conn.docs.find(table, ns_id, str(row["id"]))
             if old is not None:
                 if not replace:
                     raise_exists(str(row["id"]), namespace)
-                delete_doc(conn, ns_id, table=table, corpus=corpus, rowid=int(old[0]))
-            cols = ["ns_id", *row]
-            cur = conn.execute(
-                f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({marks(len(cols))})", [ns_id, *row.values()]
-            )
-            rowids.append(int(cur.lastrowid or 0))
+                conn.docs.delete(table, ns_id, old)
+            rowids.append(conn.docs.insert(table, ns_id, row))
             _index.add_doc(conn, ns_id, corpus, rowids[-1], str(row["text"]))
         if vectors is not None and store.embedder is not None:
-            _vectors.store_vectors(conn, Slot(ns_id, corpus), rowids, vectors, store.embedder.model_id)
+            conn.store_vectors(Slot(ns_id, corpus), rowids, vectors, store.embedder.model_id)
 
 
 def _embedded(store: MemoryStore, texts: list[str]) -> npt.NDArray[np.float32] | None:
@@ -453,23 +387,14 @@ def _embedded(store: MemoryStore, texts: list[str]) -> npt.NDArray[np.float32] |
     )
 
 
-def delete_doc(conn: sqlite3.Connection, ns_id: int, *, table: str, corpus: int, rowid: int) -> None:
-    """Delete one document row with its index terms, statistics and vector (caller's write)."""
-    _index.remove_doc(conn, ns_id, corpus, rowid)
-    _vectors.delete_vectors(conn, corpus, [rowid])
-    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
-
-
-def delete_doc_by_id(store: MemoryStore, namespace: Namespace, id_: str, *, table: str, corpus: int) -> bool:
+def delete_doc_by_id(store: MemoryStore, namespace: Namespace, id_: str, *, table: str) -> bool:
     """Delete the document `id_` of a table in one write; return whether it existed."""
-    with store.db.write() as conn:
-        ns_id = _index.find_ns(conn, namespace)
-        if ns_id is None:
+    with store.engine.write() as conn:
+        ns_id = conn.namespace_id(namespace)
+        rowid = None if ns_id is None else conn.docs.find(table, ns_id, id_)
+        if ns_id is None or rowid is None:
             return False
-        row = conn.execute(f"SELECT rowid FROM {table} WHERE ns_id = ? AND id = ?", (ns_id, id_)).fetchone()
-        if row is None:
-            return False
-        delete_doc(conn, ns_id, table=table, corpus=corpus, rowid=int(row[0]))
+        conn.docs.delete(table, ns_id, rowid)
     return True
 
 
@@ -489,14 +414,14 @@ class CorpusSource(ReaderSource):
     id_prefix: ClassVar[str] = ""
     extra_cols: ClassVar[tuple[str, ...]] = ()
 
-    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         if (
             request.types is not None
             and self.memory_type is not None
             and self.memory_type not in request.types
         ):
             return []
-        ns_id = _index.find_ns(conn, request.namespace)
+        ns_id = conn.namespace_id(request.namespace)
         if ns_id is None:
             return []
         prof = self._reader.store.profile_on(conn, ns_id, request.task)
@@ -507,12 +432,8 @@ class CorpusSource(ReaderSource):
             return []
         hits = shared_or_searched(conn, ns_id, scorer, corpus=self.corpus, depth=recall_depth(request.limit))
         terms = {hit.rowid: hit.terms for hit in hits}
-        cols = ", ".join(("rowid", "id", "text", "created_at", "metadata", *self.extra_cols))
-        rows = select_in(
-            conn,
-            f"SELECT {cols} FROM {self.table} WHERE +ns_id = ? AND rowid IN ({{marks}})",
-            list(terms),
-            (ns_id,),
+        rows = conn.docs.rows(
+            self.table, ns_id, list(terms), ("text", "created_at", "metadata", *self.extra_cols)
         )
         batch = Batch(
             slot=Slot(ns_id, self.corpus),

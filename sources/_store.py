@@ -27,10 +27,9 @@ from broker import (
 )
 from broker.log import get_logger
 
-from . import _entry_recall, _index, _offtopic, _schema, _upkeep, _validate, _vectors
-from ._db import Database
+from . import _entry_recall, _index, _offtopic, _upkeep, _validate, _vectors
+from ._engine import CORPORA, CORPUS_ENTRIES, Slot
 from ._entries import (
-    ENTRY_COLS,
     MEMORULE_OWNED,
     MEMORULE_WRITE,
     EntryRow,
@@ -40,23 +39,23 @@ from ._entries import (
     RecallOptions,
     checked_entry,
     content_id,
-    delete_entry_rowid,
 )
 from ._postings import TextIndex
 from ._reference import compute_reference
 from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
 from ._scorer import Scorer
 from ._singleflight import SingleFlight
-from ._vectors import Slot
+from ._sqlite import SqliteEngine
 
 if TYPE_CHECKING:
-    import sqlite3
     from pathlib import Path
 
     import numpy as np
     import numpy.typing as npt
 
     from broker.abc import Embedder
+
+    from ._engine import Engine, Reader, Writer
 
 Progress = Callable[[int, int], None]
 """progress(done, total), called after each embedded batch."""
@@ -70,12 +69,12 @@ EMBED_BATCH: Final = 256
 
 @attrs.define(eq=False)
 class MemoryStore:
-    """Namespaced memories in one SQLite file.
+    """Namespaced memories in one store (a storage engine: `sources._engine.Engine`).
 
     Blocking and thread-safe: async callers run its methods in worker threads.
     """
 
-    db: Database
+    engine: Engine
     embedder: Embedder | None = None
     mode: str = "hybrid"
     _vindex: _vectors.VectorIndex | None = None
@@ -112,23 +111,35 @@ class MemoryStore:
         (synchronous=FULL: every acknowledged commit survives a power loss too).
         """
         mode = check_mode(mode)
-        db = Database.open(path, create=create, durability=durability)
+        return cls.on(
+            SqliteEngine.open(path, create=create, durability=durability), embedder=embedder, mode=mode
+        )
+
+    @classmethod
+    def on(cls, engine: Engine, *, embedder: Embedder | None = None, mode: str = "hybrid") -> MemoryStore:
+        """The store over an open engine, which it then owns (closes); see `open` for `mode`."""
+        mode = check_mode(mode)
         if embedder is None and mode in DENSE_MODES:
             from ._embedder import load_default_embedder  # noqa: PLC0415 - lexical stores never import onnxruntime
 
             try:
                 embedder = load_default_embedder()
             except BaseException:
-                db.close()
+                engine.close()
                 raise
-        return cls(db=db, embedder=embedder, mode=mode)
+        return cls(engine=engine, embedder=embedder, mode=mode)
+
+    @property
+    def db(self) -> Engine:
+        """The store's engine (its older name)."""
+        return self.engine
 
     def __attrs_post_init__(self) -> None:
         if self._vindex is None and self.embedder is not None:
             self._vindex = _vectors.VectorIndex(
                 model_id=self.embedder.model_id,
                 dim=self.embedder.dim,
-                graphs=self.db.path.with_name(self.db.path.name + ".ann"),
+                graphs=self.engine.vector_dir,
             )
         if self.embedder is not None and self.mode in DENSE_MODES:
             _offtopic.warm(self.embedder)  # the gate reads it in every turn: never cold inside one
@@ -155,24 +166,24 @@ class MemoryStore:
         """
         if self.embedder is not None:
             self.embedder.embed(["warm"])
-        with self.db.read() as conn:
+        with self.engine.read() as conn:
             if namespaces is None:
-                ids = [int(r[0]) for r in conn.execute("SELECT ns_id FROM namespaces ORDER BY ns_id")]
+                ids = list(conn.namespace_ids())
             else:
-                found = (_index.find_ns(conn, ns) for ns in namespaces)
+                found = (conn.namespace_id(ns) for ns in namespaces)
                 ids = [i for i in found if i is not None]
             for ns_id in ids:
                 self._texts.warm(conn, ns_id)
                 if self._vindex is not None:
-                    for corpus in _upkeep.CORPUS_TABLES:
+                    for corpus in CORPORA:
                         self._vindex.warm(conn, Slot(ns_id, corpus))
 
     def close(self) -> None:
         """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
         connection."""
-        if self._vindex is not None and not self.db.closed:
+        if self._vindex is not None and not self.engine.closed:
             self._vindex.persist()
-        self.db.close()
+        self.engine.close()
 
     def __enter__(self) -> Self:
         return self
@@ -233,40 +244,26 @@ class MemoryStore:
         """
         rows, ids = self._validated(list(entries), dedupe=dedupe)
         if not replace:  # texts already stored need no embedding
-            with self.db.read() as conn:
-                stored = self._stored_texts(conn, _index.find_ns(conn, namespace), rows)
+            with self.engine.read() as conn:
+                stored = self._stored_texts(conn, conn.namespace_id(namespace), rows)
             rows = [r for r in rows if r.id not in stored]
         vectors = self._embed([r.text for r in rows], progress)
-        with self.db.write() as conn:
-            ns_id = _index.ensure_ns(conn, namespace)
+        with self.engine.write() as conn:
+            ns_id = conn.ensure_namespace(namespace)
             stored = set() if replace else self._stored_texts(conn, ns_id, rows)  # written meanwhile
             kept = [i for i, r in enumerate(rows) if r.id not in stored]
             rowids = [self.insert_row(conn, ns_id, namespace, rows[i], replace=replace) for i in kept]
             if vectors is not None and self.embedder is not None and kept:
-                _vectors.store_vectors(
-                    conn, Slot(ns_id, _schema.CORPUS_ENTRIES), rowids, vectors[kept], self.embedder.model_id
-                )
+                conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), rowids, vectors[kept], self.embedder.model_id)
         return ids
 
     @staticmethod
-    def _stored_texts(conn: sqlite3.Connection, ns_id: int | None, rows: list[EntryRow]) -> set[str]:
+    def _stored_texts(conn: Reader, ns_id: int | None, rows: list[EntryRow]) -> set[str]:
         """Ids of the text-derived `rows` that the namespace already holds with that text."""
         derived = {r.id: r.text for r in rows if r.id == content_id(r.text)}
         if ns_id is None or not derived:
             return set()
-        found: set[str] = set()
-        keys = list(derived)
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            found.update(
-                str(r[0])
-                for r in conn.execute(
-                    f"SELECT id, text FROM entries WHERE ns_id = ? AND id IN ({','.join('?' * len(chunk))})",
-                    (ns_id, *chunk),
-                )
-                if derived[str(r[0])] == r[1]
-            )
-        return found
+        return {i for i, text in conn.entries.texts(ns_id, list(derived)).items() if derived[i] == text}
 
     def _embed(self, texts: Sequence[str], progress: Progress | None) -> npt.NDArray[np.float32] | None:
         if self.embedder is None or not texts:
@@ -313,56 +310,33 @@ class MemoryStore:
         _validate.raise_if(errors)
         return rows, ids
 
-    def insert_row(
-        self, conn: sqlite3.Connection, ns_id: int, ns: Namespace, row: EntryRow, *, replace: bool
-    ) -> int:
+    @staticmethod
+    def insert_row(conn: Writer, ns_id: int, ns: Namespace, row: EntryRow, *, replace: bool) -> int:
         """Insert one row and index it, in the caller's write; its rowid.
 
         An existing id is a ValidationError unless `replace` (never for a memorule's).
         """
-        old = conn.execute(
-            "SELECT rowid, kind FROM entries WHERE ns_id = ? AND id = ?", (ns_id, row.id)
-        ).fetchone()
+        old = conn.entries.find(ns_id, row.id)
         if old is not None:
             if not replace:
                 raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {ns}")
             if old[1] == "memorule":
                 raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
-            delete_entry_rowid(conn, ns_id, int(old[0]))
-        cur = conn.execute(
-            "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
-            "created_at, importance, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                row.id,
-                ns_id,
-                ns.tenant_id,
-                ns.project_id,
-                row.kind,
-                row.memory_type,
-                row.text,
-                row.created_at,
-                row.importance,
-                row.metadata,
-            ),
-        )
-        rowid = int(cur.lastrowid or 0)
-        _index.add_doc(conn, ns_id, _schema.CORPUS_ENTRIES, rowid, row.text)
+            conn.entries.delete(ns_id, old[0])
+        rowid = conn.entries.insert(ns_id, ns, row)
+        _index.add_doc(conn, ns_id, CORPUS_ENTRIES, rowid, row.text)
         return rowid
 
     def delete(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a memory from every index; returns whether it existed."""
-        with self.db.write() as conn:
-            ns_id = _index.find_ns(conn, namespace)
-            if ns_id is None:
+        with self.engine.write() as conn:
+            ns_id = conn.namespace_id(namespace)
+            found = None if ns_id is None else conn.entries.find(ns_id, id)
+            if ns_id is None or found is None:
                 return False
-            row = conn.execute(
-                "SELECT rowid, kind FROM entries WHERE ns_id = ? AND id = ?", (ns_id, id)
-            ).fetchone()
-            if row is None:
-                return False
-            if row[1] == "memorule":
+            if found[1] == "memorule":
                 raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
-            delete_entry_rowid(conn, ns_id, int(row[0]))
+            conn.entries.delete(ns_id, found[0])
         return True
 
     def reindex(self, *, progress: Progress | None = None) -> int:
@@ -375,11 +349,13 @@ class MemoryStore:
         Leaves the store warm (`warm`): matrices reloaded, large namespaces' graphs rebuilt.
         """
         embedder = self.require_embedder("reindex")
-        todo = _upkeep.unembedded(self.db, embedder.model_id)
+        todo = _upkeep.unembedded(self.engine, embedder.model_id)
         total, done = sum(len(v) for v in todo.values()), 0
         for corpus, rowids in todo.items():
             for start in range(0, len(rowids), EMBED_BATCH):
-                done += _upkeep.reindex_batch(self.db, embedder, corpus, rowids[start : start + EMBED_BATCH])
+                done += _upkeep.reindex_batch(
+                    self.engine, embedder, corpus, rowids[start : start + EMBED_BATCH]
+                )
                 if progress is not None:
                     progress(done, total)
         if self._vindex is not None:
@@ -396,7 +372,7 @@ class MemoryStore:
         `current`: a vector of this store's model; `stale`: of another model; `missing`: none.
         """
         model_id = self.embedder.model_id if self.embedder is not None else ""
-        return _upkeep.vector_status(self.db, model_id, namespace)
+        return _upkeep.vector_status(self.engine, model_id, namespace)
 
     def require_embedder(self, what: str) -> Embedder:
         """The store's embedder; ConfigError naming `what` needs it when the store has none."""
@@ -409,22 +385,15 @@ class MemoryStore:
 
     def get(self, id: str, *, namespace: Namespace) -> Memory | None:  # noqa: A002
         """Return the memory with this id in this namespace, or None."""
-        with self.db.read() as conn:
-            row = conn.execute(
-                f"SELECT {ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
-                (namespace.tenant_id, namespace.project_id, id),
-            ).fetchone()
+        with self.engine.read() as conn:
+            row = conn.entries.by_id(namespace, id)
         found = list(_memories([] if row is None else [row]))
         return found[0] if found else None
 
     def list_entries(self, *, namespace: Namespace, limit: int = 100, offset: int = 0) -> list[Memory]:
         """The namespace's memories, oldest first, a page at a time (no relevance: see `recall`)."""
-        with self.db.read() as conn:
-            rows = conn.execute(
-                f"SELECT {ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? "
-                "ORDER BY created_at, id LIMIT ? OFFSET ?",
-                (namespace.tenant_id, namespace.project_id, max(limit, 0), max(offset, 0)),
-            ).fetchall()
+        with self.engine.read() as conn:
+            rows = conn.entries.page(namespace, limit=max(limit, 0), offset=max(offset, 0))
         return [Memory.from_row(r) for r in rows]
 
     def recall(self, query: str, *, namespace: Namespace, **options: Unpack[RecallOptions]) -> list[Recalled]:
@@ -436,34 +405,32 @@ class MemoryStore:
         ValidationError for a bad option value or an unknown mode, ConfigError for a dense
         mode on a store without an embedder, TypeError for an unknown option.
         """
-        with self.db.read() as conn:
+        with self.engine.read() as conn:
             return self.recall_on(conn, query, namespace=namespace, **options)
 
     recall_on = _entry_recall.recall_on
     """`recall` on a reader connection the caller holds (`sources._entry_recall.recall_on`)."""
 
-    def scorer(
-        self, conn: sqlite3.Connection, query: str, *, namespace: Namespace, mode: str | None = None
-    ) -> Scorer:
+    def scorer(self, conn: Reader, query: str, *, namespace: Namespace, mode: str | None = None) -> Scorer:
         """Build a `Scorer` of `query` against a namespace in `mode` (default: the store's).
 
         Other sources score their texts with it, on the store's scale.
         """
         mode = check_mode(self.mode if mode is None else mode)
-        ns_id = _index.find_ns(conn, namespace)
+        ns_id = conn.namespace_id(namespace)
         return self.scorer_on(conn, ns_id, query, mode=mode)
 
-    def profile_on(self, conn: sqlite3.Connection, ns_id: int | None, query: str) -> QueryProfile:
+    def profile_on(self, conn: Reader, ns_id: int | None, query: str) -> QueryProfile:
         """`_index.profile` of a query in a namespace, computed once per write generation of the
         namespace and shared by every source of a turn (one generation read when it is kept)."""
         if ns_id is None:
             return _index.profile(conn, ns_id, query)
-        generation = _index.generation(conn, ns_id)
+        generation = conn.generation(ns_id)
         return self._profiles.get((ns_id, query, generation), lambda: _index.profile(conn, ns_id, query))
 
     def scorer_on(
         self,
-        conn: sqlite3.Connection,
+        conn: Reader,
         ns_id: int | None,
         query: str,
         *,
@@ -490,7 +457,7 @@ class MemoryStore:
 
     def stats(self, *, namespace: Namespace | None = None) -> dict[str, Any]:
         """Return counts per namespace and kind, schema version, file size."""
-        return _upkeep.stats(self.db, namespace)
+        return _upkeep.stats(self.engine, namespace)
 
 
 def _memories(rows: Iterable[Sequence[Any]]) -> Iterator[Memory]:

@@ -15,10 +15,9 @@ from broker import RECALL_MIN_SCORE, Candidate
 from ._source_base import ReaderSource, best_first
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from broker.abc import SourceRequest
 
+    from ._engine import Reader
     from ._entries import Recalled
     from ._store import MemoryStore
 
@@ -45,7 +44,7 @@ class StoreSource(ReaderSource):
     """The floor the store's recall applies. The selector applies the one floor anyway:
     lower it only to measure what a lower floor would select (trade-off curves)."""
 
-    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         types = self._types(request.types)
         if types == ():
             return []

@@ -1,16 +1,15 @@
-"""Tasks and their conversations, in the store's SQLite file.
+"""Tasks and their conversations, in the store's engine.
 
 The one authority on task status (`TaskStateRepository`) and the bodies of past turns
 (`ConversationStateRepository`).
 
-Writes are blocking and short (one `BEGIN IMMEDIATE` on the single writer); reads are async
-and run in worker threads behind a CapacityLimiter, interrupted if the caller is cancelled.
+Writes are blocking and short (one write transaction of the engine); reads are async and run
+in worker threads behind a CapacityLimiter, stopped if the caller is cancelled.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -21,16 +20,18 @@ import attrs
 from broker import Namespace, ValidationError, count_errors
 from broker.abc import ConversationTurn, TaskRecord
 
-from . import _index, _validate
+from . import _validate
+from ._engine import ReadStop
+from ._engine_corpora import TaskRecord as TaskRow
+from ._engine_corpora import TurnRecord
 from ._threads import run_sync_interruptible
 
 if TYPE_CHECKING:
-    import sqlite3
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     from broker.abc import ConversationStateRepository, TaskStateRepository
 
-    from ._db import Database
+    from ._engine import Engine, Reader, Writer
     from ._store import MemoryStore
 
 T = TypeVar("T")
@@ -43,32 +44,31 @@ ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
 
 DEFAULT_READ_TOKENS = 4
 MAX_HISTORY_LIMIT = 1000
-_TASK_COLS = "task_id, description, status, created_at, updated_at"
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _task(row: Sequence[str]) -> TaskRecord:
+def _task(row: TaskRow) -> TaskRecord:
     return TaskRecord(task_id=row[0], description=row[1], status=row[2], created_at=row[3], updated_at=row[4])
 
 
 @attrs.define(eq=False)
 class SqliteTaskRepository:
-    """Tasks and conversation turns of every namespace, in the store's Database.
+    """Tasks and conversation turns of every namespace, in the store's engine.
 
     Implements `broker.abc.TaskStateRepository` and `broker.abc.ConversationStateRepository`.
-    Does not own the Database: whoever opened it closes it.
+    Does not own the engine: whoever opened it closes it.
     """
 
-    _db: Database
+    _engine: Engine
     _limiter: anyio.CapacityLimiter = attrs.field(factory=lambda: anyio.CapacityLimiter(DEFAULT_READ_TOKENS))
 
     @classmethod
     def from_store(cls, store: MemoryStore) -> SqliteTaskRepository:
         """Return the repository of the store's file."""
-        return cls(store.db)
+        return cls(store.engine)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -87,30 +87,21 @@ class SqliteTaskRepository:
         _validate.raise_if(errors)
         tid = task_id or str(uuid.uuid4())
         now = _now()
-        with self._db.write() as conn:
-            ns_id = _index.ensure_ns(conn, namespace)
+        with self._engine.write() as conn:
+            ns_id = conn.ensure_namespace(namespace)
             if self._exists(conn, ns_id, tid):
                 raise ValidationError.single(
                     "task_id", "exists", f"task {tid!r} already exists in {namespace}"
                 )
-            conn.execute(
-                "INSERT INTO tasks (ns_id, task_id, description, status, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (ns_id, tid, description, status, now, now),
-            )
+            conn.tasks.create(ns_id, TaskRow(tid, description, status, now, now))
         return tid
 
     def set_status(self, task_id: str, status: str, *, namespace: Namespace) -> None:
         """Change a task's status; ValidationError on an unknown status or task."""
         _validate.raise_if(_validate.choice_errors("status", status, TASK_STATUSES, optional=False))
-        with self._db.write() as conn:
-            ns_id = _index.find_ns(conn, namespace)
-            updated = 0
-            if ns_id is not None:
-                updated = conn.execute(
-                    "UPDATE tasks SET status = ?, updated_at = ? WHERE ns_id = ? AND task_id = ?",
-                    (status, _now(), ns_id, task_id),
-                ).rowcount
+        with self._engine.write() as conn:
+            ns_id = conn.namespace_id(namespace)
+            updated = ns_id is not None and conn.tasks.set_status(ns_id, task_id, status=status, at=_now())
             if not updated:
                 raise _unknown_task(task_id, namespace)
 
@@ -120,33 +111,21 @@ class SqliteTaskRepository:
         errors += _validate.text_errors("text", text)
         _validate.raise_if(errors)
         now = _now()
-        with self._db.write() as conn:
-            ns_id = _index.find_ns(conn, namespace)
+        with self._engine.write() as conn:
+            ns_id = conn.namespace_id(namespace)
             if ns_id is None or not self._exists(conn, ns_id, task_id):
                 raise _unknown_task(task_id, namespace)
-            conn.execute(
-                "INSERT INTO conversation_turns (ns_id, task_id, role, text, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (ns_id, task_id, role, text, now),
-            )
-            conn.execute(
-                "UPDATE tasks SET updated_at = ? WHERE ns_id = ? AND task_id = ?", (now, ns_id, task_id)
-            )
+            conn.tasks.append_turn(ns_id, TurnRecord(task_id, role, text, now))
 
     def delete_task(self, task_id: str, *, namespace: Namespace) -> bool:
         """Remove a task and its conversation turns; return whether it existed."""
-        with self._db.write() as conn:
-            ns_id = _index.find_ns(conn, namespace)
-            if ns_id is None or not self._exists(conn, ns_id, task_id):
-                return False
-            conn.execute("DELETE FROM conversation_turns WHERE ns_id = ? AND task_id = ?", (ns_id, task_id))
-            conn.execute("DELETE FROM tasks WHERE ns_id = ? AND task_id = ?", (ns_id, task_id))
-        return True
+        with self._engine.write() as conn:
+            ns_id = conn.namespace_id(namespace)
+            return ns_id is not None and conn.tasks.delete(ns_id, task_id)
 
     @staticmethod
-    def _exists(conn: sqlite3.Connection, ns_id: int, task_id: str) -> bool:
-        row = conn.execute("SELECT 1 FROM tasks WHERE ns_id = ? AND task_id = ?", (ns_id, task_id)).fetchone()
-        return row is not None
+    def _exists(conn: Writer, ns_id: int, task_id: str) -> bool:
+        return conn.tasks.get(ns_id, task_id) is not None
 
     # -- reads (async, worker threads) ----------------------------------------------------
 
@@ -167,65 +146,37 @@ class SqliteTaskRepository:
         """Return the task's turns, oldest first."""
         return await self._read(functools.partial(_turns, task_id=task_id, namespace=namespace))
 
-    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        holder: dict[str, sqlite3.Connection] = {}
-        lock = threading.Lock()
+    async def _read(self, fn: Callable[[Reader], T]) -> T:
+        stop = ReadStop()
 
         def work() -> T:
-            with self._db.read() as conn:
-                with lock:
-                    holder["conn"] = conn
-                try:
-                    return fn(conn)
-                finally:
-                    with lock:
-                        holder.clear()
+            with self._engine.read(stop) as conn:
+                return fn(conn)
 
-        def interrupt() -> None:
-            with lock:
-                conn = holder.get("conn")
-                if conn is not None:
-                    conn.interrupt()
-
-        return await run_sync_interruptible(work, interrupt=interrupt, limiter=self._limiter)
+        return await run_sync_interruptible(work, interrupt=stop.trip, limiter=self._limiter)
 
 
 def _unknown_task(task_id: str, namespace: Namespace) -> ValidationError:
     return ValidationError.single("task_id", "unknown", f"no task {task_id!r} in {namespace}")
 
 
-def _get_task(conn: sqlite3.Connection, *, task_id: str, namespace: Namespace) -> TaskRecord | None:
-    ns_id = _index.find_ns(conn, namespace)
-    if ns_id is None:
-        return None
-    row = conn.execute(
-        f"SELECT {_TASK_COLS} FROM tasks WHERE ns_id = ? AND task_id = ?", (ns_id, task_id)
-    ).fetchone()
+def _get_task(conn: Reader, *, task_id: str, namespace: Namespace) -> TaskRecord | None:
+    ns_id = conn.namespace_id(namespace)
+    row = None if ns_id is None else conn.tasks.get(ns_id, task_id)
     return None if row is None else _task(row)
 
 
-def _completed(conn: sqlite3.Connection, *, namespace: Namespace, limit: int) -> list[TaskRecord]:
-    ns_id = _index.find_ns(conn, namespace)
-    if ns_id is None:
-        return []
-    rows = conn.execute(
-        f"SELECT {_TASK_COLS} FROM tasks WHERE ns_id = ? AND status = 'completed' "
-        "ORDER BY updated_at DESC, task_id LIMIT ?",
-        (ns_id, limit),
-    ).fetchall()
-    return [_task(r) for r in rows]
+def _completed(conn: Reader, *, namespace: Namespace, limit: int) -> list[TaskRecord]:
+    ns_id = conn.namespace_id(namespace)
+    return [] if ns_id is None else [_task(r) for r in conn.tasks.completed(ns_id, limit=limit)]
 
 
-def _turns(conn: sqlite3.Connection, *, task_id: str, namespace: Namespace) -> list[ConversationTurn]:
-    ns_id = _index.find_ns(conn, namespace)
-    if ns_id is None:
-        return []
-    rows = conn.execute(
-        "SELECT task_id, role, text, created_at FROM conversation_turns "
-        "WHERE ns_id = ? AND task_id = ? ORDER BY rowid",
-        (ns_id, task_id),
-    ).fetchall()
-    return [ConversationTurn(task_id=r[0], role=r[1], text=r[2], created_at=r[3]) for r in rows]
+def _turns(conn: Reader, *, task_id: str, namespace: Namespace) -> list[ConversationTurn]:
+    ns_id = conn.namespace_id(namespace)
+    rows = [] if ns_id is None else conn.tasks.turns(ns_id, task_id)
+    return [
+        ConversationTurn(task_id=r.task_id, role=r.role, text=r.text, created_at=r.created_at) for r in rows
+    ]
 
 
 if TYPE_CHECKING:

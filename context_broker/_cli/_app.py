@@ -13,7 +13,7 @@ import attrs
 
 from broker import ConfigError, Namespace, ValidationError
 from context_broker import wiring
-from sources import MemoryStore
+from sources import MemoryStore, store_path
 
 EXIT_USAGE = 2
 CREATING_COMMANDS = frozenset({"remember", "ingest", "demo"})
@@ -39,8 +39,9 @@ class App:
 
     @property
     def db_path(self) -> Path:
-        """The database file this invocation uses."""
-        return Path(self.args.db).expanduser() if self.args.db else wiring.default_db_path()
+        """The database file this invocation uses (`--db`, else `$CONTEXT_BROKER_DB`: a path or a
+        `sqlite:///` URL); ConfigError for a PostgreSQL URL, which the CLI reports on one line."""
+        return store_path(self.args.db) if self.args.db else wiring.default_db_path()
 
     @property
     def namespace(self) -> Namespace:

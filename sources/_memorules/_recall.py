@@ -29,25 +29,23 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 import attrs
 
 from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
-from sources import _analysis, _index, _schema, _validate, _vectors
+from sources import _analysis, _index, _validate
+from sources._engine import CORPUS_ENTRIES, Slot
 from sources._entries import Recalled, types_errors
 from sources._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
 from sources._source_base import QueryCache, recall_depth
 from sources._store import MemoryStore
-from sources._vectors import Slot
 
-from ._state import CURRENT_COLS, CURRENT_JOIN, Current, current
+from ._state import Current, current
 from ._values import CONFIDENCE_WEIGHTS, MAX_TOP_K, SCOPES, SOURCE_TYPES, RecallMatch
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from broker.abc import Embedder
+    from sources._engine import Reader
     from sources._scorer import Relevance
 
 _BREADTH: Final[Mapping[str, int]] = {"persona": 0, "project": 1, "org": 2, "global": 3}
 _DEPTH_MIN: Final = 200  # FTS hits scored per namespace, at least: ranking is not by score
-_ANY_MEMORULE: Final = "SELECT 1 FROM entries WHERE ns_id = ? AND kind = 'memorule' LIMIT 1"
 
 
 def _types(types: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -126,19 +124,13 @@ class _Hit:
     band: float | None = None
 
 
-def _visible_namespaces(conn: sqlite3.Connection, namespace: Namespace) -> tuple[int | None, list[int]]:
+def _visible_namespaces(conn: Reader, namespace: Namespace) -> tuple[int | None, list[int]]:
     """Return the namespaces whose memorules may apply: (own ns_id, other ns_ids).
 
     The others are the tenant's other projects that hold any memorule; of those only the
     tenant-wide (global/org) ones count.
     """
-    others = conn.execute(
-        "SELECT n.ns_id FROM namespaces n WHERE n.tenant_id = ? AND n.project_id != ? "
-        "AND EXISTS (SELECT 1 FROM entries e WHERE e.ns_id = n.ns_id AND e.kind = 'memorule') "
-        "ORDER BY n.ns_id",
-        (namespace.tenant_id, namespace.project_id),
-    ).fetchall()
-    return _index.find_ns(conn, namespace), [int(r[0]) for r in others]
+    return conn.namespace_id(namespace), conn.memorules.other_namespaces(namespace)
 
 
 def _query_embedder(store: MemoryStore, mode: str, embedder: Embedder | None) -> Embedder | None:
@@ -162,7 +154,7 @@ class _Probe:
     """
 
     store: MemoryStore
-    conn: sqlite3.Connection
+    conn: Reader
     query: str
     mode: str
     depth: int
@@ -174,7 +166,7 @@ class _Probe:
     def build(
         cls,
         store: MemoryStore,
-        conn: sqlite3.Connection,
+        conn: Reader,
         query: RecallQuery,
         *,
         own_ns: int | None,
@@ -199,7 +191,7 @@ class _Probe:
         `keep` filters them before scoring (scoring is the Python-heavy part).
         """
         # Most namespaces hold no memorule: an indexed look-up spares the FTS query.
-        if self.conn.execute(_ANY_MEMORULE, (ns_id,)).fetchone() is None:
+        if not self.conn.memorules.holds_any(ns_id):
             return []
         home = _index.profile(self.conn, ns_id, self.query)
         if not home.present:
@@ -214,20 +206,7 @@ class _Probe:
 
     def _matching(self, ns_id: int, home: QueryProfile, *, foreign: bool) -> list[Current]:
         """The namespace's memorules the FTS matches (only tenant-wide ones if `foreign`)."""
-        table = _schema.fts_table(ns_id)
-        # json_extract raises on a damaged applies_to; CASE only reads the valid ones.
-        tenant_wide = (
-            " AND CASE WHEN json_valid(s.applies_to) THEN json_extract(s.applies_to, '$.scope') END"
-            " IN ('global', 'org')"
-            if foreign
-            else ""
-        )
-        rows = self.conn.execute(
-            f"SELECT {CURRENT_COLS} FROM {table} JOIN entries e ON e.rowid = ({table}.rowid >> 2) "
-            f"{CURRENT_JOIN} WHERE {table} MATCH ? AND ({table}.rowid & 3) = 0 "
-            f"AND e.kind = 'memorule'{tenant_wide} ORDER BY bm25({table}) LIMIT ?",
-            (_analysis.fts_query(tuple(sorted(home.present))), self.depth),
-        ).fetchall()
+        rows = self.conn.memorules.lexical(ns_id, sorted(home.present), limit=self.depth, tenant_wide=foreign)
         return list(
             _validate.skip_damaged(rows, Current.from_row, table="memorule_states", row_id=lambda r: r[1])
         )
@@ -243,9 +222,8 @@ class _Probe:
         scorer = self.store.scorer_on(self.conn, ns_id, self.query, mode=mode, embedder=embedder)
         if mode == "lexical" or embedder is None:
             return [scorer.relevance(_analysis.terms(c.text)) for c in found]
-        stored = _vectors.stored_vectors(
-            self.conn,
-            Slot(home, _schema.CORPUS_ENTRIES),
+        stored = self.conn.stored_vectors(
+            Slot(home, CORPUS_ENTRIES),
             [c.rowid for c in found],
             embedder.model_id,
             embedder.dim,
@@ -256,9 +234,7 @@ class _Probe:
         )
 
 
-def recall_memorules_on(
-    store: MemoryStore, conn: sqlite3.Connection, query: RecallQuery
-) -> list[RecallMatch]:
+def recall_memorules_on(store: MemoryStore, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
     """Recall memorules on a reader connection the caller holds, in ranking order.
 
     Those visible from the query's namespace, relevant to it (at or above the floor) and not
@@ -345,13 +321,13 @@ def semantic_recall(
     _validate.check_keywords("semantic_recall", options, RecallOptions.__annotations__)
     asked = RecallQuery(query=query, namespace=namespace, **options)
     _validate.raise_if(_recall_errors(asked))
-    with store.db.read() as conn:
+    with store.engine.read() as conn:
         if asked.source_type == "memorule":
             return recall_memorules_on(store, conn, asked)
         return _recall_memory_on(store, conn, asked)
 
 
-def _recall_memory_on(store: MemoryStore, conn: sqlite3.Connection, query: RecallQuery) -> list[RecallMatch]:
+def _recall_memory_on(store: MemoryStore, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
     """Every memory of the namespace, then the tenant-wide memorules of its other projects."""
     out = _own_memories(store, conn, query)
     own_ns, others = _visible_namespaces(conn, query.namespace)
@@ -366,7 +342,7 @@ def _recall_memory_on(store: MemoryStore, conn: sqlite3.Connection, query: Recal
     return out[: query.top_k]
 
 
-def _own_memories(store: MemoryStore, conn: sqlite3.Connection, query: RecallQuery) -> list[RecallMatch]:
+def _own_memories(store: MemoryStore, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
     """The store's recall in the namespace, memorules read with their current state."""
     kwargs: dict[str, Any] = {} if query.mode is None else {"mode": query.mode}
     if query.types is not None:

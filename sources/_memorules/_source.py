@@ -14,9 +14,8 @@ from ._recall import RecallQuery, recall_memorules_on
 from ._values import MAX_TOP_K, RecallMatch
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from broker.abc import SourceRequest
+    from sources._engine import Reader
 
 
 @attrs.define(eq=False)
@@ -31,11 +30,11 @@ class MemorulesSource(ReaderSource):
 
     name: ClassVar[str] = "memorules"
 
-    def _version(self, conn: sqlite3.Connection, request: SourceRequest) -> _results.Version:
+    def _version(self, conn: Reader, request: SourceRequest) -> _results.Version:
         """Every generation of the tenant: the tenant-wide rules of its other projects apply."""
         return _results.tenant_version(conn, request.namespace)
 
-    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         if not request.task.strip():
             return []
         query = RecallQuery(

@@ -15,32 +15,18 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from broker import Namespace, ValidationError
-from sources import _index, _validate
+from sources import _validate
 
 from ._values import AuditEvent, MemoruleFields, MemoruleState, Stamp, WriterSession
 
 if TYPE_CHECKING:
-    import sqlite3
-
+    from sources._engine import Reader
     from sources._store import MemoryStore
-
-CURRENT_COLS = (
-    "e.rowid, e.id, e.ns_id, e.tenant_id, e.project_id, e.memory_type, e.text, e.created_at, "
-    "s.rowid, s.memorule_kind, s.subject, s.body, s.applies_to, s.evidence_signal_id, s.confidence, "
-    "s.written_by_session_id, s.written_by_persona, s.written_at, "
-    "(SELECT count(*) FROM memorule_states c WHERE c.entry_rowid = e.rowid)"
-)
-"""The columns `Current.from_row` reads (entries `e` joined with their newest state `s`)."""
-CURRENT_JOIN = (
-    "JOIN memorule_states s ON s.rowid = "
-    "(SELECT max(m.rowid) FROM memorule_states m WHERE m.entry_rowid = e.rowid)"
-)
-"""Joins an entry `e` with its newest state `s`."""
 
 
 @attrs.frozen(kw_only=True)
 class Current:
-    """A memorule's entry row joined with its newest state."""
+    """A memorule's entry row joined with its newest state (`CurrentRecord`, made a value)."""
 
     rowid: int
     id: str
@@ -61,7 +47,7 @@ class Current:
 
     @classmethod
     def from_row(cls, r: Sequence[Any], *, repairing: bool = False) -> Current:
-        """Build from a row of CURRENT_COLS; DamagedRowError if its applies_to does not decode,
+        """Build from a `CurrentRecord`; DamagedRowError if its applies_to does not decode,
         unless `repairing` (the caller replaces it), when it reads as empty."""
         try:
             applies_to = decode_applies(r[12])
@@ -115,26 +101,20 @@ def decode_applies(raw: str) -> dict[str, str]:
 
 
 def current(
-    conn: sqlite3.Connection,
+    conn: Reader,
     namespace: Namespace,
     id: str,  # noqa: A002
     *,
     repairing: bool = False,
 ) -> Current | None:
     """The memorule's entry with its newest state (see `Current.from_row` for `repairing`)."""
-    ns_id = _index.find_ns(conn, namespace)
-    if ns_id is None:
-        return None
-    row = conn.execute(
-        f"SELECT {CURRENT_COLS} FROM entries e {CURRENT_JOIN} "
-        "WHERE e.ns_id = ? AND e.id = ? AND e.kind = 'memorule'",
-        (ns_id, id),
-    ).fetchone()
+    ns_id = conn.namespace_id(namespace)
+    row = None if ns_id is None else conn.memorules.current(ns_id, id)
     return None if row is None else Current.from_row(row, repairing=repairing)
 
 
 def current_or_raise(
-    conn: sqlite3.Connection,
+    conn: Reader,
     namespace: Namespace,
     id: str,  # noqa: A002
     *,
@@ -152,21 +132,13 @@ def current_or_raise(
     return found
 
 
-_HISTORY = (
-    "SELECT s.memorule_kind, s.subject, s.body, s.applies_to, s.evidence_signal_id, s.confidence, "
-    "s.written_by_session_id, s.written_by_persona, s.written_at FROM entries e "
-    "JOIN memorule_states s ON s.entry_rowid = e.rowid "
-    "WHERE e.ns_id = ? AND e.id = ? AND e.kind = 'memorule' ORDER BY s.rowid"
-)
-
-
 def memorule_history(store: MemoryStore, id: str, *, namespace: Namespace) -> list[MemoruleState]:  # noqa: A002
     """Every state of a memorule, oldest first (the last is current); [] if unknown or deleted."""
-    with store.db.read() as conn:
-        ns_id = _index.find_ns(conn, namespace)
+    with store.engine.read() as conn:
+        ns_id = conn.namespace_id(namespace)
         if ns_id is None:
             return []
-        rows = conn.execute(_HISTORY, (ns_id, id)).fetchall()
+        rows = conn.memorules.history(ns_id, id)
 
     def state(numbered: tuple[int, Sequence[Any]]) -> MemoruleState:
         version, r = numbered
@@ -201,21 +173,10 @@ def audit_events(
     Optionally only those from `since` (ISO-8601, inclusive) and of one tenant.
     ValidationError if `since` is not a timestamp.
     """
-    where, params = [], []
+    moment = None
     if since is not None:
         moment, errors = _validate.normalise_created_at(since)
         _validate.raise_if([attrs.evolve(e, field="since") for e in errors])
-        where.append("written_at >= ?")
-        params.append(moment)
-    if tenant is not None:
-        where.append("tenant_id = ?")
-        params.append(tenant)
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    with store.db.read() as conn:
-        rows = conn.execute(
-            "SELECT memorule_id, action, written_by_session_id, written_by_persona, evidence_signal_id, "
-            f"written_at, tenant_id, project_id FROM memorule_audit{clause} ORDER BY rowid",
-            params,
-        ).fetchall()
-    names = [a.name for a in attrs.fields(AuditEvent)]
-    return [AuditEvent(**dict(zip(names, r, strict=True))) for r in rows]
+    with store.engine.read() as conn:
+        rows = conn.memorules.audit(since=moment, tenant_id=tenant)
+    return [AuditEvent(**r._asdict()) for r in rows]

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from broker import FieldError, Namespace
 from broker.log import get_logger
-from sources import _index, _schema, _validate, _vectors
-from sources._entries import EntryRow, delete_entry_rowid
+from sources import _index, _validate
+from sources._engine import CORPUS_ENTRIES, Slot
+from sources._engine_corpora import AuditRecord, StateRecord
+from sources._entries import EntryRow
 from sources._store import MemoryStore
-from sources._vectors import Slot
 
 from ._checks import combined_errors, field_errors, session_errors
 from ._state import Current, current, current_or_raise
@@ -35,7 +36,7 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
-    import sqlite3
+    from sources._engine import Writer
 
 logger = get_logger(__name__)
 
@@ -53,8 +54,8 @@ def create_memorule(store: MemoryStore, namespace: Namespace, new: NewMemorule) 
         metadata=new.fields.metadata_json(),
     )
     vector = _embed(store, row.text)
-    with store.db.write() as conn:
-        ns_id = _index.ensure_ns(conn, namespace)
+    with store.engine.write() as conn:
+        ns_id = conn.ensure_namespace(namespace)
         rowid = store.insert_row(conn, ns_id, namespace, row, replace=False)
         _store_vector(store, conn, ns_id, rowid, vector)
         _append_state(conn, rowid, new.fields, stamp)
@@ -82,7 +83,7 @@ def update_memorule(
     changed: dict[str, Any] = {k: v for k, v in changes.items() if v is not None}
     _validate.raise_if(_update_errors(id, session, changes, changed))
     embedded = _embed_changed_text(store, namespace, id, changed)
-    with store.db.write() as conn:
+    with store.engine.write() as conn:
         found = current_or_raise(conn, namespace, id, repairing="applies_to" in changed)
         fields = found.fields.changed(changed)
         _validate.raise_if(combined_errors(fields.subject, fields.body))
@@ -125,11 +126,11 @@ def delete_memorule(
     errors = _validate.id_errors("id", id) + session_errors(session)
     errors += _validate.id_errors("evidence_signal_id", evidence_signal_id)
     _validate.raise_if(errors)
-    with store.db.write() as conn:
+    with store.engine.write() as conn:
         found = current(conn, namespace, id, repairing=True)
         if found is None:
             return False
-        delete_entry_rowid(conn, found.ns_id, found.rowid)
+        conn.entries.delete(found.ns_id, found.rowid)
         event = _append_audit(
             conn, AuditEvent.of(namespace, id, "delete", Stamp(session=session), evidence_signal_id)
         )
@@ -146,7 +147,7 @@ def _embed_changed_text(
     """Embed an update's new text before the write lock, as the store does: (text, vector)."""
     if store.embedder is None or not {"subject", "body"} & set(changed):
         return None
-    with store.db.read() as conn:
+    with store.engine.read() as conn:
         before = current(conn, namespace, id, repairing=True)
     if before is None:
         return None
@@ -156,7 +157,7 @@ def _embed_changed_text(
 
 def _rewrite_entry(
     store: MemoryStore,
-    conn: sqlite3.Connection,
+    conn: Writer,
     found: Current,
     fields: MemoruleFields,
     embedded: tuple[str, Any] | None,
@@ -167,17 +168,14 @@ def _rewrite_entry(
     concurrent update may have changed it: then it is embedded here).
     """
     if fields.text != found.text:
-        _index.remove_doc(conn, found.ns_id, _schema.CORPUS_ENTRIES, found.rowid)
-        _index.add_doc(conn, found.ns_id, _schema.CORPUS_ENTRIES, found.rowid, fields.text)
-        _vectors.delete_vectors(conn, _schema.CORPUS_ENTRIES, [found.rowid])
+        _index.remove_doc(conn, found.ns_id, CORPUS_ENTRIES, found.rowid)
+        _index.add_doc(conn, found.ns_id, CORPUS_ENTRIES, found.rowid, fields.text)
+        conn.delete_vectors(CORPUS_ENTRIES, [found.rowid])
         vector = (
             embedded[1] if embedded is not None and embedded[0] == fields.text else _embed(store, fields.text)
         )
         _store_vector(store, conn, found.ns_id, found.rowid, vector)
-    conn.execute(
-        "UPDATE entries SET text = ?, metadata = ? WHERE rowid = ? AND ns_id = ?",
-        (fields.text, fields.metadata_json(), found.rowid, found.ns_id),
-    )
+    conn.entries.update_text(found.ns_id, found.rowid, text=fields.text, metadata=fields.metadata_json())
 
 
 # Vectors: a store with an embedder keeps one vector per entry (dense and hybrid recall), so
@@ -188,48 +186,28 @@ def _embed(store: MemoryStore, text: str) -> Any:  # noqa: ANN401 - numpy array 
     return None if store.embedder is None else store.embedder.embed([text])
 
 
-def _store_vector(store: MemoryStore, conn: sqlite3.Connection, ns_id: int, rowid: int, vector: Any) -> None:  # noqa: ANN401
+def _store_vector(store: MemoryStore, conn: Writer, ns_id: int, rowid: int, vector: Any) -> None:  # noqa: ANN401
     if vector is not None and store.embedder is not None:
-        _vectors.store_vectors(
-            conn, Slot(ns_id, _schema.CORPUS_ENTRIES), [rowid], vector, store.embedder.model_id
-        )
+        conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), [rowid], vector, store.embedder.model_id)
 
 
-def _append_state(conn: sqlite3.Connection, rowid: int, fields: MemoruleFields, stamp: Stamp) -> None:
-    conn.execute(
-        "INSERT INTO memorule_states (entry_rowid, memorule_kind, subject, body, applies_to, "
-        "evidence_signal_id, confidence, written_by_session_id, written_by_persona, written_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            rowid,
-            fields.memorule_kind,
-            fields.subject,
-            fields.body,
-            fields.applies_json(),
-            fields.evidence_signal_id,
-            fields.confidence,
-            stamp.session_id,
-            stamp.persona,
-            stamp.at,
-        ),
+def _append_state(conn: Writer, rowid: int, fields: MemoruleFields, stamp: Stamp) -> None:
+    state = StateRecord(
+        memorule_kind=fields.memorule_kind,
+        subject=fields.subject,
+        body=fields.body,
+        applies_to=fields.applies_json(),
+        evidence_signal_id=fields.evidence_signal_id,
+        confidence=fields.confidence,
+        written_by_session_id=stamp.session_id,
+        written_by_persona=stamp.persona,
+        written_at=stamp.at,
     )
+    conn.memorules.append_state(rowid, state)
 
 
-def _append_audit(conn: sqlite3.Connection, event: AuditEvent) -> AuditEvent:
-    conn.execute(
-        "INSERT INTO memorule_audit (tenant_id, project_id, memorule_id, action, written_by_session_id, "
-        "written_by_persona, evidence_signal_id, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            event.tenant_id,
-            event.project_id,
-            event.memorule_id,
-            event.action,
-            event.written_by_session_id,
-            event.written_by_persona,
-            event.evidence_signal_id,
-            event.written_at,
-        ),
-    )
+def _append_audit(conn: Writer, event: AuditEvent) -> AuditEvent:
+    conn.memorules.append_audit(AuditRecord(**event.as_dict()))
     return event
 
 

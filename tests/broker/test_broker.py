@@ -27,7 +27,7 @@ from broker._tokens import EstimatingTokenCounter
 from broker._trace import trace_schema
 from broker.abc import ConversationTurn, TaskRecord
 from broker.testing import FailingSource, FakeSource, HangingSource, SlowSource, make_candidate
-from sources._db import Database
+from sources._sqlite import SqliteEngine
 from sources._tasks import SqliteTaskRepository
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ PAST = "Summarise the incident report about the billing outage"
 
 @pytest.fixture
 def repo(tmp_path):
-    db = Database.open(tmp_path / "tasks.db")
+    db = SqliteEngine.open(tmp_path / "tasks.db")
     yield SqliteTaskRepository(db)
     db.close()
 

@@ -9,7 +9,7 @@ import pytest
 from broker import Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry
-from sources._db import Database
+from sources._sqlite import SqliteEngine
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -51,8 +51,8 @@ def background_store(tmp_path: Path) -> Iterator[MemoryStore]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
+def db(tmp_path: Path) -> Iterator[SqliteEngine]:
     """Open a migrated database file (the vector-index tests)."""
-    database = Database.open(tmp_path / "v.db")
+    database = SqliteEngine.open(tmp_path / "v.db")
     yield database
     database.close()

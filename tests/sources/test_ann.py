@@ -12,8 +12,8 @@ import pytest
 from vector_kit import DIM, FACTS, MODEL, unit_vectors
 
 from sources import _ann, _vectors
-from sources._db import Database
 from sources._matrix import Matrix, Row
+from sources._sqlite import SqliteEngine
 from sources._vectors import Slot
 
 pytest.importorskip("usearch")
@@ -25,7 +25,7 @@ def _index(graphs: Path | None) -> _vectors.VectorIndex:
     return _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=LIMIT, graphs=graphs)
 
 
-def _warmed(db: Database, index: _vectors.VectorIndex, *ns_ids: int) -> _vectors.VectorIndex:
+def _warmed(db: SqliteEngine, index: _vectors.VectorIndex, *ns_ids: int) -> _vectors.VectorIndex:
     """The index with the graphs of these namespaces open: only a warm opens them."""
     with db.read() as conn:
         for ns_id in ns_ids:
@@ -33,22 +33,22 @@ def _warmed(db: Database, index: _vectors.VectorIndex, *ns_ids: int) -> _vectors
     return index
 
 
-def _put(db: Database, ns_id: int, rowids: list[int], vecs: np.ndarray) -> None:
+def _put(db: SqliteEngine, ns_id: int, rowids: list[int], vecs: np.ndarray) -> None:
     with db.write() as conn:
-        _vectors.store_vectors(conn, Slot(ns_id, FACTS), rowids, vecs, MODEL)
+        conn.store_vectors(Slot(ns_id, FACTS), rowids, vecs, MODEL)
 
 
-def _delete(db: Database, rowids: list[int]) -> None:
+def _delete(db: SqliteEngine, rowids: list[int]) -> None:
     with db.write() as conn:
-        _vectors.delete_vectors(conn, FACTS, rowids)
+        conn.delete_vectors(FACTS, rowids)
 
 
-def _top(db: Database, index: _vectors.VectorIndex, ns_id: int, q: np.ndarray, k: int = 5) -> list[int]:
+def _top(db: SqliteEngine, index: _vectors.VectorIndex, ns_id: int, q: np.ndarray, k: int = 5) -> list[int]:
     with db.read() as conn:
         return [h.rowid for h in index.search(conn, Slot(ns_id, FACTS), q, k)]
 
 
-def _exact(db: Database, ns_id: int, q: np.ndarray, k: int = 5) -> list[int]:
+def _exact(db: SqliteEngine, ns_id: int, q: np.ndarray, k: int = 5) -> list[int]:
     return _top(db, _vectors.VectorIndex(model_id=MODEL, dim=DIM, exact_limit=10**9), ns_id, q, k)
 
 
@@ -66,7 +66,7 @@ def _no_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_a_built_graph_is_kept_and_restored_by_the_next_handle(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A graph built once is saved beside the database; another handle restores it, building nothing."""
     vecs = unit_vectors(np.random.default_rng(1), 60)
@@ -81,7 +81,7 @@ def test_a_built_graph_is_kept_and_restored_by_the_next_handle(
 
 
 def test_a_restored_graph_catches_up_with_writes_made_since_it_was_saved(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Vectors added, replaced and deleted by others after the save are searched as they are now."""
     rng = np.random.default_rng(2)
@@ -102,11 +102,11 @@ def test_a_restored_graph_catches_up_with_writes_made_since_it_was_saved(
 
 
 def test_a_graph_of_other_vectors_is_rebuilt_never_used(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A graph file that holds other vectors under the same ids (another database) is rebuilt."""
     rng = np.random.default_rng(3)
-    other = Database.open(tmp_path / "other.db")
+    other = SqliteEngine.open(tmp_path / "other.db")
     try:
         _put(other, 1, list(range(60)), unit_vectors(rng, 60))
         _warmed(other, _index(tmp_path / "v.db.ann"), 1)  # its graph, in v.db's place
@@ -119,7 +119,7 @@ def test_a_graph_of_other_vectors_is_rebuilt_never_used(
     assert built == [DIM]
 
 
-def test_an_unreadable_graph_file_is_rebuilt(db: Database, tmp_path: Path) -> None:
+def test_an_unreadable_graph_file_is_rebuilt(db: SqliteEngine, tmp_path: Path) -> None:
     """A damaged graph file costs a rebuild, never an error or a wrong answer."""
     vecs = unit_vectors(np.random.default_rng(4), 60)
     _put(db, 1, list(range(60)), vecs)
@@ -130,7 +130,7 @@ def test_an_unreadable_graph_file_is_rebuilt(db: Database, tmp_path: Path) -> No
     assert _top(db, _warmed(db, _index(graphs), 1), 1, vecs[11]) == _exact(db, 1, vecs[11])
 
 
-def test_a_graph_that_cannot_be_saved_still_answers(db: Database, tmp_path: Path) -> None:
+def test_a_graph_that_cannot_be_saved_still_answers(db: SqliteEngine, tmp_path: Path) -> None:
     """Where the graph cannot be written (a file in the directory's place) search still answers."""
     vecs = unit_vectors(np.random.default_rng(5), 60)
     _put(db, 1, list(range(60)), vecs)
@@ -142,7 +142,7 @@ def test_a_graph_that_cannot_be_saved_still_answers(db: Database, tmp_path: Path
     assert blocked.read_text() == "a file, not a directory"
 
 
-def test_graphs_are_kept_per_namespace_and_never_cross(db: Database, tmp_path: Path) -> None:
+def test_graphs_are_kept_per_namespace_and_never_cross(db: SqliteEngine, tmp_path: Path) -> None:
     """Each namespace has its own graph; a search of one returns only its rows, restored or not."""
     rng = np.random.default_rng(6)
     a, b = unit_vectors(rng, 60), unit_vectors(rng, 60)
@@ -158,7 +158,7 @@ def test_graphs_are_kept_per_namespace_and_never_cross(db: Database, tmp_path: P
     assert len(list(graphs.glob("*.usearch"))) == 2
 
 
-def test_changes_are_saved_when_the_index_persists(db: Database, tmp_path: Path) -> None:
+def test_changes_are_saved_when_the_index_persists(db: SqliteEngine, tmp_path: Path) -> None:
     """Writes applied to a live graph are saved by `persist`, so the next handle has nothing to add."""
     rng = np.random.default_rng(7)
     vecs = unit_vectors(rng, 60)
@@ -173,13 +173,13 @@ def test_changes_are_saved_when_the_index_persists(db: Database, tmp_path: Path)
     assert path.stat().st_mtime_ns > before
 
 
-def _warm(db: Database, index: _vectors.VectorIndex, ns_id: int) -> None:
+def _warm(db: SqliteEngine, index: _vectors.VectorIndex, ns_id: int) -> None:
     with db.read() as conn:
         index.warm(conn, Slot(ns_id, FACTS))
 
 
 def test_a_graph_the_disk_refuses_still_answers(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A full disk makes usearch raise RuntimeError (`Index.save("/dev/full")`), not OSError:
     it is logged like any unsaved graph, never fails the warm, the search or the close."""
@@ -221,7 +221,9 @@ def test_two_handles_of_one_process_never_write_one_temporary_file(tmp_path: Pat
     assert path.read_bytes() == b"graph"
 
 
-def test_a_search_never_opens_a_graph(db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_search_never_opens_a_graph(
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Building (or restoring) a graph takes minutes at 1M and holds the index lock: a search
     that loads a matrix (first use, after a reindex drops them, or behind the tombstones kept)
     must search exactly, never open the graph inside the turn's deadline."""
@@ -244,7 +246,7 @@ def test_a_search_never_opens_a_graph(db: Database, tmp_path: Path, monkeypatch:
     reason="review: the graph is opened under the index lock, which every search takes", strict=True
 )
 def test_a_graph_being_built_never_blocks_searches_of_other_namespaces(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Warming one namespace builds its graph for minutes at 1M (a selector opening beside a
     running one): the turns of every other namespace must still search meanwhile."""
@@ -283,7 +285,7 @@ def test_a_graph_being_built_never_blocks_searches_of_other_namespaces(
     reason="review: a search adds every vector written since to the graph, under the lock", strict=True
 )
 def test_a_search_after_a_bulk_write_never_inserts_into_the_graph(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """HNSW inserts cost about 0.4 ms a vector at 384 dims on 2 cores (1M in 7 min): a search
     that follows an import of 10k memories (any process) would spend 4 s inside the turn's
@@ -312,7 +314,7 @@ def test_a_search_after_a_bulk_write_never_inserts_into_the_graph(
 
 
 def test_without_usearch_a_large_namespace_is_searched_exactly(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without usearch (optional) a warm opens no graph and every search stays exact."""
     monkeypatch.setitem(sys.modules, "usearch.index", None)  # the import raises ImportError
@@ -351,7 +353,7 @@ def test_a_typed_search_of_a_graph_finds_k_rows_when_the_type_has_k() -> None:
 
 
 def test_a_restored_graph_drops_the_rows_another_model_rewrote(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A process of another model re-embeds some rows (a reindex under way): the graph restored
     by this model's next process holds only this model's live vectors, never a stale row."""
@@ -361,7 +363,7 @@ def test_a_restored_graph_drops_the_rows_another_model_rewrote(
     graphs = tmp_path / "v.db.ann"
     _warmed(db, _index(graphs), 1)  # built and saved
     with db.write() as conn:
-        _vectors.store_vectors(conn, Slot(1, FACTS), list(range(20)), vecs[:20], "another-model")
+        conn.store_vectors(Slot(1, FACTS), list(range(20)), vecs[:20], "another-model")
     built = _no_builds(monkeypatch)
     index = _warmed(db, _index(graphs), 1)
     assert built == []  # restored
@@ -396,7 +398,9 @@ def test_reindex_leaves_large_namespaces_searched_through_their_graph(tmp_path: 
     with MemoryStore.open(tmp_path / "r.db", embedder=_CodeEmbedder("old")) as store:
         store.add_entries([NewEntry(text=t) for t in texts], namespace=ns)
     index = _vectors.VectorIndex(model_id="new", dim=DIM, exact_limit=LIMIT, graphs=tmp_path / "r.db.ann")
-    store = MemoryStore(db=Database.open(tmp_path / "r.db"), embedder=_CodeEmbedder("new"), vindex=index)
+    store = MemoryStore(
+        engine=SqliteEngine.open(tmp_path / "r.db"), embedder=_CodeEmbedder("new"), vindex=index
+    )
     try:
         assert store.reindex() == len(texts)
         with store.db.read() as conn:

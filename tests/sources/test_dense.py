@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from broker import ConfigError, Namespace, ValidationError
-from sources import MemoryStore, NewEntry, _schema, _vectors
+from sources import MemoryStore, NewEntry, _engine, _vectors
 from sources._abstraction import FactWriter
 from sources._embedder import MiniLMEmbedder, load_default_embedder
 from sources._vectors import Slot
@@ -237,14 +237,14 @@ def test_embed_and_store_vectors_for_other_corpora(store: MemoryStore, embedder:
         ns_id = int(conn.execute("SELECT ns_id FROM namespaces WHERE tenant_id = 'alice'").fetchone()[0])
         _vectors.embed_and_store_vectors(
             conn,
-            Slot(ns_id, _schema.CORPUS_FACTS),
+            Slot(ns_id, _engine.CORPUS_FACTS),
             [7, 8],
             ["Bob is allergic to peanuts", "Paris is in France"],
             embedder=embedder,
         )
     index = _vectors.VectorIndex(model_id=embedder.model_id, dim=embedder.dim)
     with store.db.read() as conn:
-        hits = index.search(conn, Slot(ns_id, _schema.CORPUS_FACTS), embedder.embed(["peanut allergy"])[0], 5)
+        hits = index.search(conn, Slot(ns_id, _engine.CORPUS_FACTS), embedder.embed(["peanut allergy"])[0], 5)
         models = {r[0] for r in conn.execute("SELECT model_id FROM vectors WHERE corpus = 1")}
     assert [h.rowid for h in hits] == [7, 8]
     assert models == {embedder.model_id}

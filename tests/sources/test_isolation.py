@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _analysis, _schema, _vectors, load_default_embedder
+from sources import MemoryStore, NewEntry, _analysis, _vectors, load_default_embedder
+from sources._sqlite import _schema
 
 ACME = Namespace(tenant_id="acme", project_id="web")
 BOBCO = Namespace(tenant_id="bobco")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _analysis, _index, _postings, _schema
+from sources import MemoryStore, NewEntry, _analysis, _engine, _postings
 from sources._postings import Postings, TextIndex
 from sources._reference import REFERENCE_DEPTH, lexical_hits
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 ACME = Namespace(tenant_id="acme")
 WORDS = ("apple", "berry", "cherry", "delta", "echo", "fig", "grape", "hotel", "india", "juliet")
-CORPORA = (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE)
+CORPORA = _engine.CORPORA
 
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
 queries = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True).map(
@@ -33,7 +33,7 @@ def _fts(
 ) -> list[list[tuple[int, float]]]:
     """Each corpus's matches as the FTS query ranks them."""
     return [
-        [(h.rowid, h.rank) for h in _index.search_hits(conn, ns_id, qterms, corpus=c, limit=depth)]
+        [(h.rowid, h.rank) for h in conn.lexical_candidates(ns_id, qterms, corpus=c, limit=depth)]
         for c in CORPORA
     ]
 
@@ -41,7 +41,7 @@ def _fts(
 def _mine(index: TextIndex, conn: sqlite3.Connection, ns_id: int, qterms: list[str], depth: int) -> list:
     found = index.top(conn, ns_id, qterms, depth)
     assert found is not None
-    return [[(_schema.split_fts_rowid(h.fts_rowid)[1], h.rank) for h in found[c]] for c in CORPORA]
+    return [[(h.rowid, h.rank) for h in found[c]] for c in CORPORA]
 
 
 def _same(a: list[list[tuple[int, float]]], b: list[list[tuple[int, float]]]) -> None:
@@ -64,7 +64,7 @@ def test_matches_and_ranks_are_those_of_the_fts_query(
 ) -> None:
     """For any notes and query, each corpus's best matches and their BM25 ranks equal FTS5's (ties by rowid)."""
     with _store_with(tmp_path_factory.mktemp("p") / "m.db", notes) as store, store.db.read() as conn:
-        ns_id = _index.find_ns(conn, ACME)
+        ns_id = conn.namespace_id(ACME)
         assert ns_id is not None
         index = TextIndex()
         index.warm(conn, ns_id)
@@ -77,7 +77,7 @@ def test_the_index_catches_up_with_another_connections_writes(tmp_path: Path) ->
     with _store_with(path, ["apple berry", "cherry delta", "apple fig"]) as store:
         index = TextIndex()
         with store.db.read() as conn:
-            ns_id = _index.find_ns(conn, ACME)
+            ns_id = conn.namespace_id(ACME)
             assert ns_id is not None
             index.warm(conn, ns_id)
         with MemoryStore.open(path, mode="lexical") as other:
@@ -95,7 +95,7 @@ def test_an_index_behind_the_kept_log_defers_to_fts_until_warm(tmp_path: Path) -
     with _store_with(tmp_path / "m.db", ["apple berry"]) as store:
         index = TextIndex()
         with store.db.read() as conn:
-            ns_id = _index.find_ns(conn, ACME)
+            ns_id = conn.namespace_id(ACME)
             assert ns_id is not None
             index.warm(conn, ns_id)
         store.add_entries([NewEntry(text=f"apple note {i}") for i in range(3)], namespace=ACME)
@@ -115,7 +115,7 @@ def test_the_turns_lexical_retrieval_is_the_same_with_or_without_the_index(tmp_p
     with _store_with(tmp_path / "m.db", notes) as store:
         store.warm()
         with store.db.read() as conn:
-            ns_id = _index.find_ns(conn, ACME)
+            ns_id = conn.namespace_id(ACME)
             assert ns_id is not None
             prof = store.profile_on(conn, ns_id, "apple delta juliet")
             index = TextIndex()
@@ -154,7 +154,7 @@ def test_a_bulk_write_is_absorbed_a_batch_a_search(tmp_path: Path, monkeypatch: 
     with _store_with(tmp_path / "m.db", ["apple berry"]) as store:
         index = TextIndex()
         with store.db.read() as conn:
-            ns_id = _index.find_ns(conn, ACME)
+            ns_id = conn.namespace_id(ACME)
             assert ns_id is not None
             index.warm(conn, ns_id)
         store.add_entries([NewEntry(text=f"apple note {i}") for i in range(5)], namespace=ACME)
@@ -172,7 +172,7 @@ def test_warm_builds_again_an_index_of_mostly_removed_documents(
     with _store_with(tmp_path / "m.db", ["apple berry"]) as store:
         store.add_entries([NewEntry(text=f"apple note {i}", id=f"n{i}") for i in range(6)], namespace=ACME)
         with store.db.read() as conn:
-            ns_id = _index.find_ns(conn, ACME)
+            ns_id = conn.namespace_id(ACME)
             assert ns_id is not None
             index = TextIndex()
             index.warm(conn, ns_id)

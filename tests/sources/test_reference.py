@@ -9,11 +9,12 @@ import pytest
 
 from broker import Namespace
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, NewFact, _analysis, _index, _schema
+from sources import MemoryStore, NewEntry, NewFact, _analysis, _engine, _index
 from sources._abstraction import FactWriter
 from sources._reference import REFERENCE_DEPTH, _lexical_pool, compute_reference
 from sources._relevance import Reference, lexical_features
 from sources._scorer import Scorer
+from sources._sqlite import _schema
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -39,7 +40,7 @@ def store(tmp_path: Path) -> Iterator[MemoryStore]:
 
 def reference(store: MemoryStore, ns: Namespace, task: str = TASK) -> Reference:
     with store.db.read() as conn:
-        ns_id = _index.find_ns(conn, ns)
+        ns_id = conn.namespace_id(ns)
         assert ns_id is not None
         prof = _index.profile(conn, ns_id, task)
         return compute_reference(conn, ns_id, Scorer.build(prof, task, mode="lexical", embedder=None), None)
@@ -47,7 +48,7 @@ def reference(store: MemoryStore, ns: Namespace, task: str = TASK) -> Reference:
 
 def brute_force_best(store: MemoryStore, ns: Namespace, texts: list[str]) -> tuple[float, float]:
     with store.db.read() as conn:
-        prof = _index.profile(conn, _index.find_ns(conn, ns), TASK)
+        prof = _index.profile(conn, conn.namespace_id(ns), TASK)
     feats = [lexical_features(prof, _analysis.terms(t)) for t in texts]
     return max(f.bm25_norm for f in feats), max(f.coverage for f in feats)
 
@@ -118,21 +119,23 @@ def test_the_shared_retrieval_holds_each_corpus_best_matches(store: MemoryStore)
     FactWriter(store).add_fact("Caroline's pottery class meets on Tuesdays.", namespace=NS, id="f")
     ref = reference(store, NS)
     with store.db.read() as conn:
-        ns_id = _index.find_ns(conn, NS)
+        ns_id = conn.namespace_id(NS)
         assert ns_id is not None
         qterms = sorted(_index.profile(conn, ns_id, TASK).present)
-        for corpus in (_schema.CORPUS_ENTRIES, _schema.CORPUS_FACTS, _schema.CORPUS_KNOWLEDGE):
-            alone = _index.search(conn, ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH)
+        for corpus in (_engine.CORPUS_ENTRIES, _engine.CORPUS_FACTS, _engine.CORPUS_KNOWLEDGE):
+            alone = [
+                h.rowid for h in conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH)
+            ]
             shared = ref.hits(corpus, REFERENCE_DEPTH)
             assert shared is not None
             assert [h.rowid for h in shared] == alone
-    assert ref.hits(_schema.CORPUS_FACTS, 1) is not None
-    assert ref.hits(_schema.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
+    assert ref.hits(_engine.CORPUS_FACTS, 1) is not None
+    assert ref.hits(_engine.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
 
 
 def test_shared_matches_carry_the_indexed_terms_of_their_text(store: MemoryStore) -> None:
     """A shared match is scored on its indexed body: the same terms as analysing its text."""
-    hits = reference(store, NS).hits(_schema.CORPUS_ENTRIES, REFERENCE_DEPTH)
+    hits = reference(store, NS).hits(_engine.CORPUS_ENTRIES, REFERENCE_DEPTH)
     assert hits
     with store.db.read() as conn:
         texts = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())
@@ -150,7 +153,7 @@ def test_the_pool_is_read_from_the_best_matches_of_all_corpora(store: MemoryStor
     FactWriter(store).add_facts(facts, namespace=NS)
     ref = reference(store, NS)
     with store.db.read() as conn:
-        ns_id = _index.find_ns(conn, NS)
+        ns_id = conn.namespace_id(NS)
         table = _schema.fts_table(ns_id or 0)
         match = _analysis.fts_query(tuple(sorted(_index.profile(conn, ns_id, TASK).present)))
         best = conn.execute(

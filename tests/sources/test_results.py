@@ -26,7 +26,8 @@ from sources import (
     default_sources,
     remember,
 )
-from sources._results import ChangeStamp, ResultCache
+from sources._results import ResultCache
+from sources._sqlite._stamp import ChangeStamp
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

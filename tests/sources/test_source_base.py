@@ -13,7 +13,8 @@ import pytest
 from broker import BrokerClosedError, Candidate, Namespace
 from broker.abc import Source, SourceRequest
 from sources import MemoryStore
-from sources._source_base import ReaderSource, StoreReader, _Stop
+from sources._engine import ReadStop
+from sources._source_base import ReaderSource, StoreReader
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -80,7 +81,7 @@ async def test_slow_source_fetch_is_interrupted(store: MemoryStore) -> None:
 def test_interrupt_before_the_first_statement_is_not_lost(store: MemoryStore) -> None:
     """A cancellation that lands before the read starts still stops every statement of it."""
     reader = StoreReader(store=store)
-    stop = _Stop()
+    stop = ReadStop()
     stop.trip()
     ran: list[str] = []
     with pytest.raises(sqlite3.OperationalError, match="interrupted"):
@@ -91,7 +92,7 @@ def test_interrupt_before_the_first_statement_is_not_lost(store: MemoryStore) ->
 def test_interrupt_between_statements_stops_the_next_one(store: MemoryStore) -> None:
     """After an interrupt, the next statement of the same read aborts (progress handler)."""
     reader = StoreReader(store=store)
-    stop = _Stop()
+    stop = ReadStop()
 
     def two_steps(conn: sqlite3.Connection) -> None:
         conn.execute("SELECT 1").fetchone()
@@ -101,7 +102,7 @@ def test_interrupt_between_statements_stops_the_next_one(store: MemoryStore) -> 
     with pytest.raises(sqlite3.OperationalError, match="interrupted"):
         reader._work(two_steps, stop)
     # The connection went back to the pool clean: a new read runs normally.
-    assert reader._work(lambda c: c.execute("SELECT 2").fetchone()[0], _Stop()) == 2
+    assert reader._work(lambda c: c.execute("SELECT 2").fetchone()[0], ReadStop()) == 2
 
 
 async def test_closed_source_refuses_fetch(store: MemoryStore) -> None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, ValidationError
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, StoreError, _entry_recall, _index, ensure_memory_type_column
+from sources import MemoryStore, NewEntry, StoreError, _entry_recall, ensure_memory_type_column
 
 A = Namespace(tenant_id="acme", project_id="p1")
 B = Namespace(tenant_id="globex", project_id="p1")
@@ -394,7 +394,7 @@ def test_a_closed_gate_recalls_nothing_without_scoring_a_candidate(
     monkeypatch.setattr(_entry_recall._Recall, "scored", lambda self, *a: calls.append(1) or scored(self, *a))
     query = "standup dentist"
     with store.db.read() as conn:
-        qpp = store.scorer_on(conn, _index.find_ns(conn, A), query, mode="lexical").qpp
+        qpp = store.scorer_on(conn, conn.namespace_id(A), query, mode="lexical").qpp
     assert 0.0 < qpp < 1.0
     assert store.recall(query, namespace=A, min_score=min(1.0, qpp + 1e-9)) == []
     assert calls == []

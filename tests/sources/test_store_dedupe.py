@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import Namespace, ValidationError
-from sources import MemoryStore, NewEntry, _schema, _vectors, content_id
+from sources import MemoryStore, NewEntry, _engine, content_id
 from sources._vectors import Slot
 
 if TYPE_CHECKING:
@@ -149,8 +149,6 @@ def test_sorting_texts_by_length_keeps_each_vector_with_its_row(tmp_path: Path) 
         with store.db.read() as conn:
             rows = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())
             (ns_id,) = {r[0] for r in conn.execute("SELECT ns_id FROM entries")}
-            vectors = _vectors.stored_vectors(
-                conn, Slot(ns_id, _schema.CORPUS_ENTRIES), list(rows), "length", 2
-            )
+            vectors = conn.stored_vectors(Slot(ns_id, _engine.CORPUS_ENTRIES), list(rows), "length", 2)
     assert len(vectors) == len(texts)
     assert all(vectors[rowid][0] == len(text) for rowid, text in rows.items())

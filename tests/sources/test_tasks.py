@@ -5,7 +5,7 @@ import trio
 
 from broker import BrokerClosedError, Namespace, ValidationError
 from sources import MemoryStore
-from sources._db import Database
+from sources._sqlite import SqliteEngine
 from sources._tasks import SqliteTaskRepository
 
 NS = Namespace(tenant_id="acme", project_id="atlas")
@@ -14,7 +14,7 @@ OTHER = Namespace(tenant_id="globex", project_id="atlas")
 
 @pytest.fixture
 def db(tmp_path):
-    database = Database.open(tmp_path / "memory.db")
+    database = SqliteEngine.open(tmp_path / "memory.db")
     yield database
     database.close()
 

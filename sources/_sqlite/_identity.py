@@ -10,7 +10,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ._exceptions import StoreError
+from sources._exceptions import StoreError
+
 from ._txn import immediate
 
 APPLICATION_ID = 0x63747862

@@ -10,8 +10,8 @@ import pytest
 
 from broker import Namespace
 from sources import MemoryStore, StoreError
-from sources._identity import APPLICATION_ID
-from sources._schema import MIGRATIONS, SCHEMA_VERSION
+from sources._sqlite._identity import APPLICATION_ID
+from sources._sqlite._schema import MIGRATIONS, SCHEMA_VERSION
 
 NS = Namespace(tenant_id="t")
 

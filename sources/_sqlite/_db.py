@@ -16,9 +16,9 @@ import attrs
 
 from broker import BrokerClosedError, ConfigError
 from broker.log import get_logger
+from sources._exceptions import StoreError
 
 from . import _identity, _schema
-from ._exceptions import StoreError
 from ._txn import immediate, rollback
 
 logger = get_logger(__name__)

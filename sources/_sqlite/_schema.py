@@ -12,9 +12,6 @@ from ._txn import rollback
 
 logger = get_logger(__name__)
 
-CORPUS_ENTRIES = 0
-CORPUS_FACTS = 1
-CORPUS_KNOWLEDGE = 2
 _CORPORA = 4  # fts rowid = source rowid * _CORPORA + corpus
 
 

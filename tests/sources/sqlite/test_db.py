@@ -10,14 +10,14 @@ import pytest
 
 from broker import ConfigError, Namespace
 from sources import MemoryStore, StoreError
-from sources._db import Database
+from sources._sqlite._db import Database
 
 NS = Namespace(tenant_id="t")
 
 
 def _fill_until_full(store: MemoryStore, attempts: int) -> list[str]:
     """Cap the file a few pages above its size, then write until every write fails."""
-    conn = store.db._writer
+    conn = store.engine.database._writer
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages + 3}")
     messages = []
@@ -37,7 +37,7 @@ def test_full_disk_reports_the_full_disk_not_the_rollback(tmp_path: Path) -> Non
         assert len(messages) >= 25
         assert all("database or disk is full" in m for m in messages), messages
         assert not any("cannot rollback" in m for m in messages)
-        store.db._writer.execute("PRAGMA max_page_count = 1073741823")
+        store.engine.database._writer.execute("PRAGMA max_page_count = 1073741823")
         store.add_entry("written once there is room again", id="after", namespace=NS)
         assert store.get("kept", namespace=NS) is not None
         assert store.get("after", namespace=NS) is not None
@@ -100,10 +100,10 @@ def test_unwritable_parent_directory_is_one_store_error(tmp_path: Path) -> None:
 def test_durability_sets_the_synchronous_level(tmp_path: Path, durability: str, synchronous: int) -> None:
     """`full` fsyncs every commit (synchronous=FULL); `normal` is WAL with synchronous=NORMAL."""
     with MemoryStore.open(tmp_path / "m.db", mode="lexical", durability=durability) as store:
-        conn = store.db._writer
+        conn = store.engine.database._writer
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == synchronous
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert store.db.durability == durability
+        assert store.engine.durability == durability
 
 
 def test_unknown_durability_is_a_config_error_before_the_file_is_touched(tmp_path: Path) -> None:

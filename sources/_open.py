@@ -1,0 +1,70 @@
+"""Opening a store by path or URL: which engine a target names (`open_store`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from broker import ConfigError
+
+from ._store import MemoryStore
+
+if TYPE_CHECKING:
+    from broker.abc import Embedder
+
+SQLITE_SCHEME: Final = "sqlite:///"
+"""`sqlite:///relative.db` or `sqlite:////absolute/path.db` (SQLAlchemy's spelling)."""
+POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+POSTGRES_NOT_WIRED: Final = (
+    "the PostgreSQL engine needs the [postgres] extra (pip install 'context-broker[postgres]') "
+    "and is not wired into this version yet; use a SQLite path"
+)
+
+
+def store_path(target: str | Path) -> Path:
+    """The SQLite file a store target names: a path, or a `sqlite:///` URL.
+
+    ConfigError for a PostgreSQL URL (not wired yet), another URL scheme, or an empty target.
+    """
+    if isinstance(target, Path):
+        return target.expanduser()
+    text = target.strip()
+    if text.lower().startswith(POSTGRES_SCHEMES):
+        msg = f"{_redacted(text)}: {POSTGRES_NOT_WIRED}"
+        raise ConfigError(msg)
+    if text.lower().startswith(SQLITE_SCHEME):
+        text = text[len(SQLITE_SCHEME) :]
+    elif "://" in text:
+        msg = f"{_redacted(text)}: unknown store URL scheme (give a path, sqlite:///path or postgresql://...)"
+        raise ConfigError(msg)
+    if not text:
+        msg = "the store's path is empty"
+        raise ConfigError(msg)
+    return Path(text).expanduser()
+
+
+def open_store(
+    target: str | Path,
+    *,
+    embedder: Embedder | None = None,
+    mode: str = "hybrid",
+    create: bool = True,
+    durability: str = "normal",
+) -> MemoryStore:
+    """Open the store a path or URL names; blocking (see `MemoryStore.open` for the options).
+
+    A path or `sqlite:///path` opens SQLite, the default engine. `postgresql://...` raises
+    ConfigError until the PostgreSQL engine is wired in.
+    """
+    path = store_path(target)
+    return MemoryStore.open(path, embedder=embedder, mode=mode, create=create, durability=durability)
+
+
+def _redacted(url: str) -> str:
+    """A URL without its password (`user:secret@host` -> `user:***@host`), for messages."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    creds, at, host = rest.rpartition("@")
+    user, colon, _password = creds.partition(":")
+    return f"{scheme}{sep}{user}{':***' if colon else ''}{at}{host}"
