@@ -1,0 +1,506 @@
+"""The storage engine boundary: what every corpus asks of the database, and nothing more.
+
+Path: `sources/_engine.py` (core: the engine, a read, a write, namespaces, term statistics,
+lexical candidates, vectors) and `sources/_engine_corpora.py` (each corpus's rows: entries,
+documents, neurons, graph, memorules, tasks). Read them on the `engine` branch with
+`git -C /work/wt/engine show engine:sources/_engine.py`. After 19:25 UTC on 2026-11-30 they
+change only by addition; a change that is not an addition is noted at the top of
+`docs/engine.md`. `sources._sqlite.SqliteEngine` implements them (the default); a PostgreSQL
+engine implements the same protocols.
+
+What the project owns, so that every engine gives the same scores (to 1e-6):
+- the **terms** of a text: `sources._analysis.terms` (the caller analyses, the engine stores
+  and returns the terms it is given, in order, and never tokenises text itself);
+- the **term statistics** of a namespace (`TermStats`): over every indexed document of every
+  corpus of the namespace, `n_docs`, `total_len` (sum of the documents' term counts) and per
+  term `df` (documents whose terms contain it at least once);
+- the **lexical rank** of a candidate (`bm25_rank` below: SQLite FTS5's `bm25()` formula on
+  those statistics), the order of candidates (rank ascending, then rowid ascending), and
+  which documents are candidates (those holding at least one of the query's terms);
+- ids (`ns_id`, rowids, vector ids: opaque positive integers the engine assigns), text,
+  JSON columns (stored and returned as the exact strings given) and timestamps (ISO-8601
+  strings given by the caller, returned unchanged).
+
+Engine-neutral rules every implementation keeps:
+- Every read and write names a namespace (`ns_id`) and never returns another's rows; a rowid
+  found in one namespace is only ever read back together with that namespace.
+- A `Reader` is one consistent snapshot for its whole life (SQLite: a read transaction on a
+  pooled connection; PostgreSQL: REPEATABLE READ, READ ONLY). A `Writer` is one transaction:
+  everything done through it (a row, its index terms, its vector, its memorule state and
+  audit event) commits together or not at all; a process killed inside it leaves nothing.
+- Engine errors are raised as `sources.StoreError` with a one-line message naming the store
+  (`Engine.location`), never as a driver exception (a stopped read may raise any Exception:
+  the caller's cancellation wins over it). `BrokerClosedError` after `close()`.
+- Blocking, thread-safe: callers run engine calls in worker threads (`sources._threads`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+
+import attrs
+
+from broker import Namespace
+
+from ._relevance import LexicalHit
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import numpy as np
+    import numpy.typing as npt
+
+    from ._engine_corpora import (
+        DocReads,
+        DocWrites,
+        EntryReads,
+        EntryWrites,
+        GraphReads,
+        GraphWrites,
+        MemoruleReads,
+        MemoruleWrites,
+        NeuronReads,
+        NeuronWrites,
+        TaskReads,
+        TaskWrites,
+    )
+
+CORPUS_ENTRIES: Final = 0
+"""Entries: notes, neurons, memorules (the `entries` rows)."""
+CORPUS_FACTS: Final = 1
+"""Abstraction facts (the `facts` document table)."""
+CORPUS_KNOWLEDGE: Final = 2
+"""Consolidated knowledge (the `knowledge` document table)."""
+CORPORA: Final = (CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE)
+"""The indexed corpora, in the order every per-corpus result is given."""
+
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
+BM25_MIN_IDF: Final = 1e-6
+"""FTS5's floor on a term's IDF (a term in more than half the documents would go negative)."""
+
+
+# -- values that cross the boundary ----------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class TermStats:
+    """A namespace's statistics for some terms, read in one snapshot.
+
+    `n_docs`: indexed documents of the namespace (all corpora); `total_len`: the sum of their
+    term counts; `df`: for each asked term that occurs, the documents holding it (terms that
+    occur nowhere are absent, never 0); `generation`: the namespace's write generation.
+    All four are 0 / empty for a namespace that holds no document.
+    """
+
+    n_docs: int = attrs.field(validator=attrs.validators.ge(0))
+    total_len: int = attrs.field(validator=attrs.validators.ge(0))
+    df: Mapping[str, int]
+    generation: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class NamespaceVersion:
+    """A namespace's id and its write generation (bumped by every committed write to it)."""
+
+    ns_id: int
+    generation: int
+
+
+@attrs.frozen
+class Slot:
+    """Where vectors live: one corpus of one namespace. Every vector read names both."""
+
+    ns_id: int
+    corpus: int
+
+
+class VectorRow(NamedTuple):
+    """One stored vector (a tuple: a cold load reads 100k of them).
+
+    `vector_id` is assigned by the engine; `rowid` is the row of its corpus it embeds;
+    `vec` the little-endian float32 bytes (`sources._vectors.to_blob`); `memory_type` the
+    entry's (corpus 0 only; None for other corpora and unclassified entries).
+    """
+
+    vector_id: int
+    rowid: int
+    model_id: str
+    vec: bytes
+    memory_type: str | None
+
+
+class Tombstone(NamedTuple):
+    """A deleted vector: the tombstone's own id and the id of the vector it deleted."""
+
+    tombstone_id: int
+    vector_id: int
+
+
+class VectorCounts(NamedTuple):
+    """Entries by vector state: of the model asked (`current`), of another (`stale`), none."""
+
+    current: int
+    stale: int
+    missing: int
+
+
+class KindCount(NamedTuple):
+    """Entries of one namespace, kind and memory type ('' when unclassified)."""
+
+    tenant_id: str
+    project_id: str
+    kind: str
+    memory_type: str
+    entries: int
+
+
+def bm25_rank(doc_terms: Sequence[str], query_terms: Sequence[str], stats: TermStats) -> float:
+    """The lexical rank of one document for a query: SQLite FTS5's `bm25()`, lower is better.
+
+    The definition every engine's `lexical_candidates` must reproduce (to 1e-9 relative):
+    `-sum(idf(t) * f * (k1 + 1) / (f + k1 * (1 - b + b * len / avgdl)))` over the distinct
+    query terms `t` the document holds, `f` its count of `t`, `len` its term count,
+    `avgdl = total_len / n_docs`, `idf(t) = ln((n_docs - df + 0.5) / (df + 0.5))` floored at
+    `BM25_MIN_IDF`, k1 = 1.2, b = 0.75. (Not the scorer's IDF, which adds a prior: the rank
+    only chooses and orders candidates; scores are computed above the engine.)
+    """
+    n, length = stats.n_docs, len(doc_terms)
+    avgdl = stats.total_len / n if n else 1.0
+    counts: dict[str, int] = {}
+    for term in doc_terms:
+        counts[term] = counts.get(term, 0) + 1
+    total = 0.0
+    for term in dict.fromkeys(query_terms):
+        f = counts.get(term, 0)
+        if not f:
+            continue
+        df = stats.df.get(term, 0)
+        idf = max(math.log((n - df + 0.5) / (df + 0.5)), BM25_MIN_IDF)
+        total += idf * f * (BM25_K1 + 1) / (f + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
+    return -total
+
+
+class Stop(Protocol):
+    """The interrupt of one read, tripped from another thread at the turn's deadline.
+
+    `ReadStop` is the one the sources make, one per read; the engine registers how to stop
+    its connection (`on_trip`) while the read holds one.
+    """
+
+    @property
+    def tripped(self) -> bool:
+        """True once the deadline passed: the read must end, every later statement failing."""
+        ...
+
+    def on_trip(self, interrupt: Callable[[], None] | None) -> None:
+        """Register (None: unregister) the callable that stops the running statement.
+
+        Called by the engine under the stop's lock, so a trip never reaches a connection
+        already returned to the pool.
+        """
+        ...
+
+
+@attrs.define(eq=False)
+class ReadStop:
+    """A `Stop`: a flag and, while a read holds a connection, how to interrupt it."""
+
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _tripped: bool = attrs.field(default=False, init=False)
+    _interrupt: Callable[[], None] | None = attrs.field(default=None, init=False)
+
+    @property
+    def tripped(self) -> bool:
+        """True once `trip` was called."""
+        return self._tripped
+
+    def trip(self) -> None:
+        """Stop the read: from any thread, any number of times."""
+        with self._lock:
+            self._tripped = True
+            if self._interrupt is not None:
+                self._interrupt()
+
+    def on_trip(self, interrupt: Callable[[], None] | None) -> None:
+        """Register (None: unregister) what stops the running statement."""
+        with self._lock:
+            self._interrupt = interrupt
+
+
+# -- the engine, a read and a write ----------------------------------------------------------
+
+
+class Engine(Protocol):
+    """One store's database: a pool of snapshot readers and one writer at a time.
+
+    Thread-safe. `read` may be entered from many threads at once; `write` serialises writers
+    of this process (and the engine serialises them across processes as it must: SQLite's
+    `BEGIN IMMEDIATE`; PostgreSQL's row locks and the advisory lock of `Writer`).
+    """
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages: a path, or a URL without its password."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called."""
+        ...
+
+    @property
+    def vector_dir(self) -> Path | None:
+        """A local directory to keep derived vector files (HNSW graphs) in, None: keep none."""
+        ...
+
+    def read(self, stop: Stop | None = None) -> AbstractContextManager[Reader]:
+        """One snapshot read on a connection of its own, returned to the pool after.
+
+        With `stop`: when it is tripped, the running statement and every later statement of
+        this read fail at once (within about a millisecond of engine work), raising an
+        Exception; the connection comes back clean. `stop.tripped` already true: the first
+        statement fails. A trip after the read ended affects nothing.
+        """
+        ...
+
+    def write(self) -> AbstractContextManager[Writer]:
+        """One write transaction, committed when the block returns, else rolled back; the
+        error raised is the one that failed it, never a failure of the rollback."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection; idempotent; later use raises BrokerClosedError."""
+        ...
+
+    def size_bytes(self) -> int:
+        """The store's bytes on disk (SQLite: the file and its WAL; PostgreSQL: the schema)."""
+        ...
+
+    def schema_version(self) -> int:
+        """The engine's schema version (its own migrations' numbering)."""
+        ...
+
+
+class Reader(Protocol):
+    """One consistent snapshot of the store (see the module docstring)."""
+
+    # -- namespaces
+
+    def namespace_id(self, namespace: Namespace) -> int | None:
+        """The namespace's id, or None if nothing was ever written to it (a read never creates)."""
+        ...
+
+    def namespace_ids(self) -> tuple[int, ...]:
+        """Every namespace's id, ascending."""
+        ...
+
+    def versions(self, namespace: Namespace) -> tuple[NamespaceVersion, ...]:
+        """The namespace's (id, generation): one value, or () while it does not exist."""
+        ...
+
+    def tenant_versions(self, tenant_id: str) -> tuple[NamespaceVersion, ...]:
+        """(id, generation) of every namespace of the tenant, by id (a new project adds one)."""
+        ...
+
+    def generation(self, ns_id: int) -> int:
+        """The namespace's write generation: it changes (never back) with every committed
+        write to any of the namespace's rows, from any process; 0 for an unknown id."""
+        ...
+
+    # -- the lexical index (every corpus of a namespace shares one)
+
+    def term_stats(self, ns_id: int, terms: Sequence[str]) -> TermStats:
+        """The namespace's `TermStats` for `terms` (see `TermStats`); an unknown id: zeros."""
+        ...
+
+    def lexical_candidates(
+        self, ns_id: int, terms: Sequence[str], *, corpus: int, limit: int
+    ) -> list[LexicalHit]:
+        """The `limit` best documents of one corpus holding any of `terms`.
+
+        Each hit is (rowid in its corpus, `bm25_rank` on the namespace's statistics, the
+        document's indexed terms in their indexed order); ordered by rank, then rowid. No
+        term, or no match: []. The terms are matched exactly (no stemming, no prefix, no
+        syntax: a term is data).
+        """
+        ...
+
+    def indexed_terms(self, ns_id: int, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], list[str]]:
+        """The indexed terms of some (corpus, rowid) documents of the namespace; keys not
+        indexed there are absent."""
+        ...
+
+    # -- vectors (the in-memory matrices above the engine read these)
+
+    def vector_rows(self, slot: Slot, after: int) -> list[VectorRow]:
+        """The slot's vectors with an id above `after`, by id, of every model.
+
+        Ids are assigned in commit order within a slot: once a reader has seen id N, no
+        later commit adds a vector of that slot with an id <= N (PostgreSQL: allocate ids
+        under the namespace's write lock). Ids are never reused.
+        """
+        ...
+
+    def vector_tombstones(self, slot: Slot, after: int) -> list[Tombstone]:
+        """The slot's deletions with a tombstone id above `after`, by tombstone id."""
+        ...
+
+    def tombstone_bounds(self) -> tuple[int, int]:
+        """(oldest kept, newest) tombstone id over the store; (0, 0) when none is kept.
+
+        Every deleted or replaced vector leaves a tombstone (ids in commit order, like
+        vector ids); the engine may forget the oldest, keeping at least the last 100,000.
+        """
+        ...
+
+    def stored_vectors(
+        self, slot: Slot, rowids: Sequence[int], model_id: str, dim: int
+    ) -> dict[int, npt.NDArray[np.float32]]:
+        """The `model_id` vectors (float32, shape (dim,)) of some rows of the slot; rows
+        without one are absent."""
+        ...
+
+    # -- upkeep
+
+    def unembedded(self, corpus: int, model_id: str) -> list[int]:
+        """Rowids of the corpus (every namespace) whose vector is missing or of another
+        model, ascending."""
+        ...
+
+    def corpus_texts(self, corpus: int, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
+        """(rowid, ns_id, text) of some rows of a corpus (absent rows are left out)."""
+        ...
+
+    def vector_counts(self, model_id: str, namespace: Namespace | None) -> VectorCounts:
+        """Entries (corpus 0) of one namespace (None: all) by vector state for `model_id`."""
+        ...
+
+    def kind_counts(self, namespace: Namespace | None) -> list[KindCount]:
+        """Entries by namespace, kind and memory type, ordered by those four."""
+        ...
+
+    # -- the corpora
+
+    @property
+    def entries(self) -> EntryReads:
+        """The entries' rows (notes, neurons' and memorules' rows too)."""
+        ...
+
+    @property
+    def docs(self) -> DocReads:
+        """The document tables (facts, knowledge)."""
+        ...
+
+    @property
+    def neurons(self) -> NeuronReads:
+        """The neurons' trigger terms and rows."""
+        ...
+
+    @property
+    def graph(self) -> GraphReads:
+        """The entity graph's nodes, keys and edges."""
+        ...
+
+    @property
+    def memorules(self) -> MemoruleReads:
+        """The memorules' states and audit events."""
+        ...
+
+    @property
+    def tasks(self) -> TaskReads:
+        """Tasks and their conversation turns."""
+        ...
+
+
+class Writer(Reader, Protocol):
+    """One write transaction (see `Engine.write`); reads through it see its own writes."""
+
+    def ensure_namespace(self, namespace: Namespace) -> int:
+        """The namespace's id, creating the namespace (and whatever index it needs)."""
+        ...
+
+    def index_document(self, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
+        """Index a (corpus, rowid) document under its analysed terms and count it in the
+        namespace's statistics (n_docs + 1, total_len + len(terms), df of each distinct term
+        + 1). The key must not be indexed already (unindex it first)."""
+        ...
+
+    def unindex_document(self, ns_id: int, key: tuple[int, int]) -> None:
+        """Remove a document from the index and the statistics (exactly undoing
+        `index_document`); a key not indexed: nothing."""
+        ...
+
+    def store_vectors(
+        self, slot: Slot, rowids: Sequence[int], vectors: npt.NDArray[np.float32], model_id: str
+    ) -> None:
+        """Write (or replace) the vectors of rows of the slot. A replaced vector is deleted
+        (a tombstone) and the new one gets a new id. ValueError if the lengths differ."""
+        ...
+
+    def delete_vectors(self, corpus: int, rowids: Sequence[int]) -> None:
+        """Delete the vectors of rows of one corpus, each leaving a tombstone."""
+        ...
+
+    def is_current(self, corpus: int, rowid: int, ns_id: int, text: str) -> bool:
+        """Whether the row still exists in that namespace with that text (reindex's check)."""
+        ...
+
+    @property
+    def entries(self) -> EntryWrites:
+        """Entries' reads and writes."""
+        ...
+
+    @property
+    def docs(self) -> DocWrites:
+        """Document tables' reads and writes."""
+        ...
+
+    @property
+    def neurons(self) -> NeuronWrites:
+        """Neurons' reads and writes."""
+        ...
+
+    @property
+    def graph(self) -> GraphWrites:
+        """The graph's reads and writes."""
+        ...
+
+    @property
+    def memorules(self) -> MemoruleWrites:
+        """Memorules' reads and writes."""
+        ...
+
+    @property
+    def tasks(self) -> TaskWrites:
+        """Tasks' reads and writes."""
+        ...
+
+
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "BM25_MIN_IDF",
+    "CORPORA",
+    "CORPUS_ENTRIES",
+    "CORPUS_FACTS",
+    "CORPUS_KNOWLEDGE",
+    "Engine",
+    "KindCount",
+    "LexicalHit",
+    "NamespaceVersion",
+    "ReadStop",
+    "Reader",
+    "Slot",
+    "Stop",
+    "TermStats",
+    "Tombstone",
+    "VectorCounts",
+    "VectorRow",
+    "Writer",
+    "bm25_rank",
+]
