@@ -2,8 +2,9 @@
 unit of work, each for one tenant, each cut at the caller's deadline.
 
 Cutting at the deadline. A unit of work runs in a worker thread (`sources._threads`); when
-the caller's scope is cancelled the interrupt asks the server to cancel the running statement
-(`cancel_safe`), and the statement fails with QueryCanceled, which rolls the transaction back.
+the caller's scope is cancelled the interrupt (`sources._engine.Stop`) asks the server to cancel
+the running statement (`cancel_safe`), and the statement fails with QueryCanceled, which rolls
+the transaction back.
 A cancel request only stops a statement that is running when it arrives; one that lands
 between two statements would be lost, so the interrupt also raises a flag that the session
 checks before each statement. And the server has its own wall: each transaction sets
@@ -17,24 +18,30 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import threading
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import anyio
 import attrs
 
 from broker import BrokerClosedError, ConfigError
+from sources._engine import ReadStop
 from sources._exceptions import StoreError
 from sources._threads import run_sync_interruptible
 
 from . import _driver, _schema
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from typing import TypeAlias
 
     from psycopg import Connection, Cursor
     from psycopg.rows import TupleRow
     from psycopg_pool import ConnectionPool
+
+    from sources._engine import Stop
+
+    Params: TypeAlias = Sequence[object] | Mapping[str, object]
+    """A statement's parameters: positional (`%s`) or named (`%(name)s`)."""
 
 T = TypeVar("T")
 
@@ -44,28 +51,6 @@ CONNECT_TIMEOUT: Final = 5.0
 """Seconds to wait for the server (a connection, or a free one from the pool)."""
 CANCEL_TIMEOUT: Final = 1.0
 """Seconds the interrupt waits for the server to take a cancel request."""
-
-
-class Stop:
-    """The interrupt of one unit of work: a flag and, while the unit holds one, its connection."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.tripped = False
-        self._conn: Connection[TupleRow] | None = None
-
-    def trip(self) -> None:
-        """Stop the unit: cancel its running statement and every later one."""
-        with self._lock:
-            self.tripped = True
-            if self._conn is not None:
-                with contextlib.suppress(Exception):  # a connection already gone has nothing to cancel
-                    self._conn.cancel_safe(timeout=CANCEL_TIMEOUT)
-
-    def attach(self, conn: Connection[TupleRow] | None) -> None:
-        """Hold `conn` for `trip` (None: release it before it returns to the pool)."""
-        with self._lock:
-            self._conn = conn
 
 
 @attrs.define(eq=False)
@@ -78,7 +63,7 @@ class Session:
     """
 
     _conn: Connection[TupleRow]
-    _stop: Stop | None
+    _stop: Stop | None = None
     tenant_id: str | None = None
 
     def use_tenant(self, tenant_id: str) -> None:
@@ -96,7 +81,7 @@ class Session:
         finally:
             self.execute(f"SELECT set_config('{_schema.ALL_TENANTS}', 'off', true)")
 
-    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor[TupleRow]:
+    def execute(self, sql: str, params: Params = ()) -> Cursor[TupleRow]:
         """Run one statement; TimeoutError if the unit was stopped before it."""
         self._check_stop()
         return self._conn.execute(sql.encode(), params)
@@ -175,7 +160,7 @@ class PostgresDatabase:
         self._check_open()
         with _driver.translated(self.where), self._pool.connection() as conn:
             if stop is not None:
-                stop.attach(conn)
+                stop.on_trip(functools.partial(_cancel, conn))
             try:
                 with conn.transaction():
                     _begin(conn, write=write, timeout=timeout)
@@ -185,12 +170,12 @@ class PostgresDatabase:
                     yield session
             finally:
                 if stop is not None:
-                    stop.attach(None)
+                    stop.on_trip(None)
 
     async def run(self, tenant_id: str | None, fn: Callable[[Session], T], *, write: bool = False) -> T:
         """`fn(session)` in one transaction of `tenant_id`, in a worker thread behind the limiter,
         cut at the caller's deadline (cancelled on the server, rolled back)."""
-        stop = Stop()
+        stop = ReadStop()
         work = functools.partial(self._work, tenant_id, fn, write, remaining(), stop)
         return await run_sync_interruptible(work, interrupt=stop.trip, limiter=self.limiter)
 
@@ -227,6 +212,12 @@ def remaining() -> float | None:
     if math.isinf(deadline):
         return None
     return max(0.0, deadline - anyio.current_time())
+
+
+def _cancel(conn: Connection[TupleRow]) -> None:
+    """Ask the server to cancel the connection's running statement (a stop's interrupt)."""
+    with contextlib.suppress(Exception):  # a connection already gone has nothing to cancel
+        conn.cancel_safe(timeout=CANCEL_TIMEOUT)
 
 
 def _begin(conn: Connection[TupleRow], *, write: bool, timeout: float | None) -> None:

@@ -11,7 +11,8 @@ What differs from SQLite, and why:
 - `term_stats` holds each namespace's document frequencies, kept by the writers in the
   write's transaction (FTS5 keeps them in its vocabulary table);
 - vectors are `vector(384)` with an HNSW index (cosine), not BLOBs scanned in memory;
-- `memorule_states` carries its entry's `ns_id`, so its generation trigger needs no lookup.
+- `memorule_states` carries its entry's `ns_id`, so its generation trigger needs no lookup;
+- `neuron_triggers` has a `seq`: SQLite's rowid gave its insertion order.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ CREATE TABLE vector_tombstones (
 );
 CREATE INDEX vector_tombstones_ns ON vector_tombstones (ns_id, corpus);
 CREATE TABLE neuron_triggers (
+    seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     ns_id bigint NOT NULL,
     term text NOT NULL,
     entry_rowid bigint NOT NULL,
@@ -266,9 +268,13 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
-CREATE FUNCTION namespace_tenant(id bigint) RETURNS text LANGUAGE sql STABLE
+CREATE FUNCTION namespace_tenant(bigint) RETURNS text LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = context_broker, pg_temp AS $$
-    SELECT tenant_id FROM namespaces WHERE ns_id = id
+    SELECT tenant_id FROM namespaces WHERE ns_id = $1
+$$;
+CREATE FUNCTION entry_namespace(bigint) RETURNS bigint LANGUAGE sql STABLE
+    SECURITY DEFINER SET search_path = context_broker, pg_temp AS $$
+    SELECT ns_id FROM entries WHERE rowid = $1
 $$;
 CREATE TRIGGER vectors_tombstone AFTER DELETE ON vectors
     FOR EACH ROW EXECUTE FUNCTION vector_tombstone();
@@ -279,8 +285,8 @@ CREATE TRIGGER vector_tombstones_prune AFTER INSERT ON vector_tombstones
 once per statement (transition tables), not once per row: a batch of a thousand entries
 updates its namespace's row once. Two functions run as the schema's owner, past the tenant
 wall: pruning old tombstones (it must reach every tenant's, and only deletes old ones), and
-`namespace_tenant`, which tells the engine whose a namespace id is (and nothing else), so it
-can set the tenant before a statement about that namespace."""
+`namespace_tenant` and `entry_namespace`, which tell the engine whose a namespace (or an
+entry) is and nothing else, so it can set the tenant before a statement about it."""
 
 
 def generation_triggers(table: str) -> str:

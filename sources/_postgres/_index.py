@@ -1,0 +1,156 @@
+"""The lexical index of a namespace in PostgreSQL: documents' terms, the namespace's term
+statistics kept by the writers, and the candidates of a query.
+
+Candidates. The GIN index on `docs.tsv` finds the documents holding any of the query's
+terms; each candidate's BM25 is computed in SQL from the project's own statistics
+(`namespaces.n_docs`, `total_len`, `term_stats.df`), so the database orders and cuts them;
+the rank the hits carry is then `sources._engine.bm25_rank` itself, computed in Python on
+the same statistics: the value SQLite's FTS5 gives, not a look-alike.
+
+Statistics. Indexing a document adds 1 to the namespace's `n_docs`, its term count to
+`total_len` and 1 to the `df` of each distinct term; unindexing undoes exactly that, from
+the terms stored with the document. The writer holds the namespace's lock (`Scope.lock_ns`)
+throughout, so two writers never interleave their updates of one namespace's statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Final
+
+from sources._engine import BM25_B, BM25_K1, BM25_MIN_IDF, TermStats, bm25_rank
+from sources._relevance import LexicalHit
+
+from ._sql import tsquery
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._sql import Scope
+
+# BM25 of one candidate `d` over the query terms `q(term, idf)`; %(avgdl)s is the namespace's.
+_BM25: Final = (
+    "(SELECT sum(q.idf * f.n * %(k1p1)s / (f.n + %(k1)s * (1 - %(b)s + %(b)s * d.n_terms / %(avgdl)s))) "
+    "FROM unnest(%(terms)s::text[], %(idfs)s::float8[]) AS q(term, idf) "
+    "CROSS JOIN LATERAL (SELECT cardinality(array_positions(d.terms, q.term)) AS n) f WHERE f.n > 0)"
+)
+ENTRY_JOIN: Final = " JOIN entries e ON e.rowid = d.src_rowid AND e.ns_id = d.ns_id"
+"""Join a corpus-0 candidate `d` to its entry `e`."""
+
+
+def candidates_sql(select: str, joins: str = "", where: str = "") -> str:
+    """The candidates of one corpus, best BM25 first, then rowid: `select` columns (of the
+    joined tables), then `d.terms`, then the score; `where` adds conditions before the limit."""
+    return (
+        f"SELECT {select}, d.terms, {_BM25} AS score FROM docs d{joins} "
+        "WHERE d.ns_id = %(ns)s AND d.corpus = %(corpus)s AND d.tsv @@ %(query)s::tsquery"
+        f"{where} ORDER BY score DESC, d.src_rowid LIMIT %(limit)s"
+    )
+
+
+def params(
+    stats: TermStats, terms: Sequence[str], *, ns_id: int, corpus: int, limit: int
+) -> dict[str, object]:
+    """The parameters of `candidates_sql`: each term's IDF as `bm25_rank` computes it."""
+    uniq = list(dict.fromkeys(terms))
+    n = stats.n_docs
+    idfs = [
+        max(math.log((n - stats.df.get(t, 0) + 0.5) / (stats.df.get(t, 0) + 0.5)), BM25_MIN_IDF) for t in uniq
+    ]
+    return {
+        "terms": uniq,
+        "idfs": idfs,
+        "avgdl": stats.total_len / n if n else 1.0,
+        "k1": BM25_K1,
+        "k1p1": BM25_K1 + 1,
+        "b": BM25_B,
+        "ns": ns_id,
+        "corpus": corpus,
+        "query": tsquery(uniq),
+        "limit": limit,
+    }
+
+
+def stats(scope: Scope, ns_id: int, terms: Sequence[str]) -> TermStats:
+    """The namespace's `TermStats` for `terms` (zeros for an unknown namespace)."""
+    row = scope.ns(ns_id).one(
+        "SELECT n_docs, total_len, generation FROM namespaces WHERE ns_id = %s", (ns_id,)
+    )
+    if row is None:
+        return TermStats(n_docs=0, total_len=0, df={})
+    df = {
+        str(term): int(doc)
+        for term, doc in scope.rows(
+            "SELECT term, df FROM term_stats WHERE ns_id = %s AND term = ANY(%s) AND df > 0",
+            (ns_id, list(dict.fromkeys(terms))),
+        )
+    }
+    return TermStats(n_docs=int(row[0]), total_len=int(row[1]), df=df, generation=int(row[2]))
+
+
+def candidates(
+    scope: Scope, ns_id: int, terms: Sequence[str], *, corpus: int, limit: int
+) -> list[LexicalHit]:
+    """The `limit` best documents of one corpus holding any of `terms`, by rank then rowid."""
+    if not terms or limit <= 0:
+        return []
+    found = stats(scope, ns_id, terms)
+    rows = scope.rows(
+        candidates_sql("d.src_rowid"), params(found, terms, ns_id=ns_id, corpus=corpus, limit=limit)
+    )
+    hits = [LexicalHit(int(r[0]), bm25_rank(r[1], terms, found), tuple(r[1])) for r in rows]
+    hits.sort(key=lambda h: (h.rank, h.rowid))
+    return hits
+
+
+def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
+    """Index a (corpus, rowid) document and count it in the namespace's statistics."""
+    scope.lock_ns(ns_id)
+    scope.execute(
+        "INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) VALUES (%s, %s, %s, %s, %s)",
+        (ns_id, key[0], key[1], list(terms), len(terms)),
+    )
+    scope.execute(
+        "UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %s WHERE ns_id = %s",
+        (len(terms), ns_id),
+    )
+    if terms:
+        scope.execute(
+            "INSERT INTO term_stats (ns_id, term, df) SELECT %s, t, 1 FROM unnest(%s::text[]) t "
+            "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + 1",
+            (ns_id, sorted(set(terms))),
+        )
+
+
+def unindex(scope: Scope, ns_id: int, key: tuple[int, int]) -> None:
+    """Remove a document from the index and the statistics (exactly undoing `index`)."""
+    scope.lock_ns(ns_id)
+    row = scope.one(
+        "DELETE FROM docs WHERE ns_id = %s AND corpus = %s AND src_rowid = %s RETURNING terms",
+        (ns_id, key[0], key[1]),
+    )
+    if row is None:
+        return
+    terms: list[str] = list(row[0])
+    scope.execute(
+        "UPDATE namespaces SET n_docs = n_docs - 1, total_len = total_len - %s WHERE ns_id = %s",
+        (len(terms), ns_id),
+    )
+    scope.execute(
+        "UPDATE term_stats SET df = df - 1 WHERE ns_id = %s AND term = ANY(%s)", (ns_id, sorted(set(terms)))
+    )
+    scope.execute("DELETE FROM term_stats WHERE ns_id = %s AND term = ANY(%s) AND df <= 0", (ns_id, terms))
+
+
+def delete_vectors(scope: Scope, corpus: int, rowids: Sequence[int], *, ns_id: int | None = None) -> None:
+    """Delete the vectors of rows of one corpus (each leaves a tombstone, by trigger).
+
+    With `ns_id` the statement stays in that namespace's tenant; without it (the protocol's
+    `delete_vectors` names no namespace) it reaches the rows whoever's they are.
+    """
+    sql, values = "DELETE FROM vectors WHERE corpus = %s AND src_rowid = ANY(%s)", [int(r) for r in rowids]
+    if ns_id is not None:
+        scope.ns(ns_id).execute(sql + " AND ns_id = %s", (corpus, values, ns_id))
+        return
+    with scope.every_tenant():
+        scope.execute(sql, (corpus, values))
