@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from sources._engine import Stop
+    from sources._engine import Engine, Stop
 
 
 @attrs.define(eq=False)
@@ -87,3 +87,7 @@ class PostgresEngine:
         with self.database.transaction() as session:
             row = session.execute("SELECT version FROM schema_version").fetchone()
         return 0 if row is None else int(row[0])
+
+
+if TYPE_CHECKING:
+    _CONFORMS: type[Engine] = PostgresEngine  # mypy checks every method of the protocol

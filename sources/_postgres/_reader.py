@@ -14,7 +14,7 @@ import numpy as np
 
 from sources._engine import KindCount, NamespaceVersion, TermStats, Tombstone, VectorCounts, VectorRow
 
-from . import _corpora, _index, _memorules
+from . import _corpora, _graph, _index, _memorules
 from ._sql import CORPUS_TABLES, Scope
 
 if TYPE_CHECKING:
@@ -190,8 +190,16 @@ class PostgresReader:
         return _corpora.PostgresNeurons(self.scope)
 
     @property
+    def graph(self) -> _graph.PostgresGraph:
+        return _graph.PostgresGraph(self.scope)
+
+    @property
     def memorules(self) -> _memorules.PostgresMemorules:
         return _memorules.PostgresMemorules(self.scope)
+
+    @property
+    def tasks(self) -> _graph.PostgresTasks:
+        return _graph.PostgresTasks(self.scope)
 
 
 def _array(vec: Any) -> npt.NDArray[np.float32]:  # noqa: ANN401 - pgvector's `Vector` (or an array)
