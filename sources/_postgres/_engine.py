@@ -66,7 +66,7 @@ class PostgresEngine:
     def write(self) -> Iterator[PostgresWriter]:
         """One write transaction (`Engine.write`)."""
         with self.database.transaction(write=True) as session:
-            yield PostgresWriter(Scope(session, self._tenants))
+            yield PostgresWriter(Scope(session, self._tenants, writing=True))
 
     def close(self) -> None:
         """Close every connection."""

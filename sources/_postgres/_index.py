@@ -105,7 +105,7 @@ def candidates(
 
 def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
     """Index a (corpus, rowid) document and count it in the namespace's statistics."""
-    scope.lock_ns(ns_id)
+    scope.ns(ns_id).lock_ns(ns_id)
     scope.execute(
         "INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) VALUES (%s, %s, %s, %s, %s)",
         (ns_id, key[0], key[1], list(terms), len(terms)),
@@ -124,7 +124,7 @@ def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) 
 
 def unindex(scope: Scope, ns_id: int, key: tuple[int, int]) -> None:
     """Remove a document from the index and the statistics (exactly undoing `index`)."""
-    scope.lock_ns(ns_id)
+    scope.ns(ns_id).lock_ns(ns_id)
     row = scope.one(
         "DELETE FROM docs WHERE ns_id = %s AND corpus = %s AND src_rowid = %s RETURNING terms",
         (ns_id, key[0], key[1]),

@@ -220,6 +220,7 @@ class PostgresWriter(PostgresReader):
     def ensure_namespace(self, namespace: Namespace) -> int:
         found = self.namespace_id(namespace)
         if found is not None:
+            self.scope.ns(found)  # the namespace's lock, before anything is written to it
             return found
         # Two writers may create it at once: the loser inserts nothing and reads the winner's.
         row = self.scope.tenant(namespace.tenant_id).one(
@@ -232,6 +233,7 @@ class PostgresWriter(PostgresReader):
             msg = f"namespace {namespace} vanished while it was created"
             raise RuntimeError(msg)
         self.scope.tenants[ns_id] = namespace.tenant_id
+        self.scope.ns(ns_id)  # the namespace's lock, before anything is written to it
         return ns_id
 
     def index_document(self, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
@@ -248,7 +250,7 @@ class PostgresWriter(PostgresReader):
             raise ValueError(msg)
         # Under the namespace's lock: ids then commit in id order within the slot. Delete, then
         # insert: a replaced vector leaves a tombstone and gets a new id.
-        self.scope.lock_ns(slot.ns_id)
+        self.scope.ns(slot.ns_id).lock_ns(slot.ns_id)
         _index.delete_vectors(self.scope, slot.corpus, rowids, ns_id=slot.ns_id)
         self.scope.session.executemany(
             "INSERT INTO vectors (corpus, src_rowid, ns_id, model_id, vec) VALUES (%s, %s, %s, %s, %s)",

@@ -36,12 +36,15 @@ class Scope:
     """The statements of one transaction, each run inside the tenant wall.
 
     `ns(ns_id)` sets the tenant of that namespace before a statement about it (the ids'
-    tenants are cached per engine: a namespace never changes hands); `tenant(id)` sets one
-    by name; `every_tenant()` lifts the wall for the upkeep statements that span tenants.
+    tenants are cached per engine: a namespace never changes hands), and in a write takes
+    the namespace's lock; `tenant(id)` sets one by name; `every_tenant()` lifts the wall
+    for the upkeep statements that span tenants.
     """
 
     session: Session
     tenants: MutableMapping[int, str]
+    writing: bool = False
+    """A write's scope takes each namespace's lock before its first statement about it."""
     _locked: set[int] = attrs.field(factory=set, init=False)
 
     def ns(self, ns_id: int) -> Scope:
@@ -53,6 +56,8 @@ class Scope:
             if tenant:
                 self.tenants[ns_id] = tenant
         self.session.use_tenant(tenant)
+        if self.writing:
+            self.lock_ns(ns_id)
         return self
 
     def tenant(self, tenant_id: str) -> Scope:
@@ -78,8 +83,12 @@ class Scope:
 
     def lock_ns(self, ns_id: int) -> None:
         """Serialise writers of one namespace until commit: vector ids then commit in id order
-        within a slot, and the namespace's statistics are updated by one writer at a time."""
-        self.ns(ns_id)
+        within a slot, and the namespace's statistics are updated by one writer at a time.
+
+        Taken before the write's first statement about the namespace (`writing`): a writer
+        that changed a row first would hold the namespace's row (the generation trigger)
+        while waiting for the lock another writer holds while waiting for that row.
+        """
         if ns_id not in self._locked:
             self.execute("SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", (NS_LOCK, ns_id))
             self._locked.add(ns_id)
