@@ -242,11 +242,18 @@ def _prepare(url: str, where: str, *, migrate: bool, connect_timeout: float) -> 
     schema too new), where a pool would only time out."""
     pg = _driver.psycopg()
     with pg.connect(url, autocommit=True, connect_timeout=max(1, math.ceil(connect_timeout))) as conn:
-        if migrate:
-            _schema.migrate(conn, where)
-        elif _schema.check_version(conn, where) < _schema.SCHEMA_VERSION:
-            raise _store_error(where, f"schema not migrated to version {_schema.SCHEMA_VERSION}")
-        _configure(conn)
+        try:
+            if migrate:
+                _schema.migrate(conn, where)
+            elif _schema.check_version(conn, where) < _schema.SCHEMA_VERSION:
+                raise _store_error(where, f"schema not migrated to version {_schema.SCHEMA_VERSION}")
+            _configure(conn)
+        except pg.errors.InsufficientPrivilege as exc:
+            raise _store_error(
+                where,
+                f"{' '.join(str(exc).split())}: the role must be a member of {_schema.APP_ROLE} "
+                f"(GRANT {_schema.APP_ROLE} TO <role>, as the schema's owner), and migrating needs the owner",
+            ) from exc
         row = conn.execute(
             b"SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
         ).fetchone()

@@ -136,9 +136,11 @@ def migrate(conn: Connection[TupleRow], where: str) -> int:
     """Bring the database to SCHEMA_VERSION, one transaction per step; returns steps applied.
 
     `conn` is an autocommit connection of a role that may create schemas, extensions and
-    roles (a superuser, or the database owner with CREATEROLE and pgvector installed).
+    roles (a superuser, or the database owner with CREATEROLE and pgvector installed). A
+    database already up to date is only read: an application role may open it.
     """
-    check_version(conn, where)
+    if check_version(conn, where) == SCHEMA_VERSION:
+        return 0
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         _run(conn, _BOOTSTRAP)

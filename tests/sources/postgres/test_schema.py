@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from pg_server import require
 
 from sources import StoreError
 from sources._postgres import SCHEMA_VERSION, PostgresDatabase, _ddl, _schema
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 psycopg = require("psycopg")
 
@@ -123,3 +129,44 @@ def test_an_unmigrated_database_is_refused_without_migrate(pg_url: str) -> None:
         PostgresDatabase.open(pg_url, migrate=False)
     with psycopg.connect(pg_url) as conn:
         assert _schema.version(conn) == 0
+
+
+@pytest.fixture
+def login_role(pg_server: str) -> Iterator[str]:
+    """A login role of its own (no superuser, no member of anything), dropped after the test."""
+    name = f"agent_{secrets.token_hex(4)}"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN")
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+def _as(url: str, role: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname or ''}"))
+
+
+def test_a_member_of_the_application_role_opens_a_migrated_database(pg_url: str, login_role: str) -> None:
+    """An agent's login role, granted the application role, opens the database an admin
+    migrated (migrating nothing) and sees only its tenant's rows."""
+    PostgresDatabase.open(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"GRANT {_schema.APP_ROLE} TO {login_role}")
+    db = PostgresDatabase.open(_as(pg_url, login_role))
+    try:
+        with db.transaction("alice", write=True) as s:
+            s.execute("INSERT INTO namespaces (project_id) VALUES ('p')")
+        with db.transaction("bob") as s:
+            assert s.execute("SELECT count(*) FROM namespaces").fetchone() == (0,)
+    finally:
+        db.close()
+
+
+def test_a_role_outside_the_application_role_is_refused_clearly(pg_url: str, login_role: str) -> None:
+    """A login role that was never granted the application role gets a StoreError saying so."""
+    PostgresDatabase.open(pg_url).close()
+    with pytest.raises(StoreError, match=f"must be a member of {_schema.APP_ROLE}"):
+        PostgresDatabase.open(_as(pg_url, login_role))
