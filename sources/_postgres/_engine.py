@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from broker import ConfigError
+
 from ._database import DEFAULT_CONNECTIONS, PostgresDatabase
 from ._reader import PostgresReader, PostgresWriter
 from ._sql import Scope
@@ -31,15 +33,29 @@ class PostgresEngine:
     """The `sources._engine.Engine` of one PostgreSQL database; thread-safe."""
 
     database: PostgresDatabase
+    statement_timeout: float | None = None
+    """Seconds any one statement may run (the server cancels it): a backstop behind the
+    stop, for a client that froze or lost its cancel request. None: no limit."""
     _tenants: dict[int, str] = attrs.field(factory=dict, init=False)
     """Each namespace id's tenant (a namespace never changes hands), shared by every read."""
 
     @classmethod
     def open(
-        cls, url: str, *, migrate: bool = True, connections: int = DEFAULT_CONNECTIONS
+        cls,
+        url: str,
+        *,
+        migrate: bool = True,
+        connections: int = DEFAULT_CONNECTIONS,
+        statement_timeout: float | None = None,
     ) -> PostgresEngine:
-        """Connect (and migrate): `PostgresDatabase.open`."""
-        return cls(PostgresDatabase.open(url, migrate=migrate, connections=connections))
+        """Connect (and migrate): `PostgresDatabase.open`. ConfigError: a bad URL, a missing
+        extra, a timeout that is not positive; StoreError: the server refuses or is away."""
+        if statement_timeout is not None and not statement_timeout > 0:
+            raise ConfigError(
+                f"statement_timeout must be positive seconds or None; got {statement_timeout!r}"
+            )
+        database = PostgresDatabase.open(url, migrate=migrate, connections=connections)
+        return cls(database, statement_timeout=statement_timeout)
 
     @property
     def location(self) -> str:
@@ -59,13 +75,13 @@ class PostgresEngine:
     @contextlib.contextmanager
     def read(self, stop: Stop | None = None) -> Iterator[PostgresReader]:
         """One snapshot on a pooled connection (`Engine.read`)."""
-        with self.database.transaction(stop=stop) as session:
+        with self.database.transaction(stop=stop, timeout=self.statement_timeout) as session:
             yield PostgresReader(Scope(session, self._tenants))
 
     @contextlib.contextmanager
     def write(self) -> Iterator[PostgresWriter]:
         """One write transaction (`Engine.write`)."""
-        with self.database.transaction(write=True) as session:
+        with self.database.transaction(write=True, timeout=self.statement_timeout) as session:
             yield PostgresWriter(Scope(session, self._tenants, writing=True))
 
     def close(self) -> None:

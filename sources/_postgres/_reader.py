@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from sources._relevance import LexicalHit
 
 
+_EF_SEARCH = 64
+"""HNSW candidate list of a nearest-neighbour search (pgvector's default is 40)."""
+
+
 @attrs.define(eq=False, slots=True)
 class PostgresReader:
     """`sources._engine.Reader` on one transaction (which the engine's `read` holds)."""
@@ -118,6 +122,30 @@ class PostgresReader:
             (slot.ns_id, slot.corpus, model_id, [int(r) for r in rowids]),
         )
         return {int(r[0]): _array(r[1]).reshape(dim) for r in rows}
+
+    def nearest(
+        self, slot: Slot, query: npt.NDArray[np.float32], k: int, *, model_id: str
+    ) -> list[tuple[int, float]]:
+        """The `k` rows of the slot whose `model_id` vector is nearest `query`, best first:
+        (rowid, cosine). Approximate, through the HNSW index (as the usearch graph above the
+        engine is); its iterative scan goes on past rows the namespace filter drops, so a
+        small namespace in a large table still gets its `k`. Not in the protocol (yet): the
+        vector search of the sources runs above the engine, on `vector_rows`.
+        """
+        if k <= 0:
+            return []
+        self.scope.ns(slot.ns_id)
+        self.scope.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        self.scope.execute(f"SET LOCAL hnsw.ef_search = {max(_EF_SEARCH, 2 * int(k))}")
+        vec = np.asarray(query, dtype=np.float32)
+        rows = self.scope.rows(
+            "SELECT src_rowid, 1 - (vec <=> %(q)s) FROM vectors "
+            "WHERE ns_id = %(ns)s AND corpus = %(corpus)s AND model_id = %(model)s "
+            "ORDER BY vec <=> %(q)s LIMIT %(k)s",
+            {"q": vec, "ns": slot.ns_id, "corpus": slot.corpus, "model": model_id, "k": k},
+        )
+        # relaxed_order may return a few neighbours out of order: sort them exactly.
+        return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda h: (-h[1], h[0]))
 
     # -- upkeep
 

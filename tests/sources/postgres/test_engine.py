@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from pg_server import require
 
-from broker import Namespace
+from broker import ConfigError, Namespace
 from sources import _analysis
 from sources._engine import CORPUS_ENTRIES, ReadStop, Slot, TermStats
 from sources._engine_corpora import AuditRecord, StateRecord
@@ -318,3 +318,46 @@ def test_a_stop_tripped_before_the_read_fails_its_first_statement(engine: Postgr
     stop.trip()
     with pytest.raises(TimeoutError), engine.read(stop) as r:
         r.namespace_ids()
+
+
+def test_nearest_through_hnsw_finds_the_exact_neighbours_of_its_namespace(engine: PostgresEngine) -> None:
+    """The HNSW search of pgvector, filtered to one namespace among others, returns that
+    namespace's rows only and recalls at least 90% of the exact top 10 (cosine)."""
+    rng = np.random.default_rng(3)
+    slots = []
+    for ns in (ALICE, BOB):
+        vecs = rng.standard_normal((400, 384)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        with engine.write() as w:
+            ns_id = w.ensure_namespace(ns)
+            w.store_vectors(
+                Slot(ns_id, CORPUS_ENTRIES), list(range(ns_id * 1000, ns_id * 1000 + 400)), vecs, "m"
+            )
+        slots.append((Slot(ns_id, CORPUS_ENTRIES), vecs))
+    slot, vecs = slots[0]
+    recalled = 0
+    with engine.read() as r:
+        for q in vecs[:20] + 0.3 * rng.standard_normal((20, 384)).astype(np.float32):
+            exact = {slot.ns_id * 1000 + int(i) for i in np.argsort(-(vecs @ q))[:10]}
+            found = r.nearest(slot, q, 10, model_id="m")
+            assert len(found) == 10
+            assert all(slot.ns_id * 1000 <= rowid < slot.ns_id * 1000 + 400 for rowid, _ in found)
+            recalled += len(exact & {rowid for rowid, _ in found})
+    assert recalled / 200 >= 0.9
+
+
+def test_the_statement_timeout_stops_a_runaway_read(pg_url: str) -> None:
+    """With a statement timeout, a statement past it is cancelled by the server itself."""
+    eng = PostgresEngine.open(pg_url, statement_timeout=0.3)
+    try:
+        with pytest.raises(TimeoutError), eng.read() as r:
+            r.scope.execute("SELECT pg_sleep(10)")
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0])
+def test_a_timeout_that_is_not_positive_is_a_config_error(pg_url: str, timeout: float) -> None:
+    """A zero or negative statement timeout is refused before connecting."""
+    with pytest.raises(ConfigError):
+        PostgresEngine.open(pg_url, statement_timeout=timeout)
