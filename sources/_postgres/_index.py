@@ -1,8 +1,8 @@
 """The lexical index of a namespace in PostgreSQL: documents' terms, the namespace's term
 statistics kept by the writers, and the candidates of a query.
 
-Candidates. The GIN index on `docs.tsv` finds the documents holding any of the query's
-terms; each candidate's BM25 is computed in SQL from the project's own statistics
+Candidates. The postings of the query's terms (an index range per term, as FTS5 reads its
+own) give each matching document's BM25, computed in SQL from the project's own statistics
 (`namespaces.n_docs`, `total_len`, `term_stats.df`), so the database orders and cuts them;
 the rank the hits carry is then `sources._engine.bm25_rank` itself, computed in Python on
 the same statistics: the value SQLite's FTS5 gives, not a look-alike.
@@ -21,30 +21,45 @@ from typing import TYPE_CHECKING, Final
 from sources._engine import BM25_B, BM25_K1, BM25_MIN_IDF, TermStats, bm25_rank
 from sources._relevance import LexicalHit
 
-from ._sql import tsquery
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._sql import Scope
 
-# BM25 of one candidate `d` over the query terms `q(term, idf)`; %(avgdl)s is the namespace's.
-_BM25: Final = (
-    "(SELECT sum(q.idf * f.n * %(k1p1)s / (f.n + %(k1)s * (1 - %(b)s + %(b)s * d.n_terms / %(avgdl)s))) "
+# Each matching document's BM25, from the postings of the query's terms `q(term, idf)`. The
+# lateral joins pin the plan to one index range per term and one index probe per document
+# read, whatever the planner's statistics say (a freshly loaded table has none, and with
+# them missing it scanned the namespace's every posting: 140 ms instead of 3 at 10k).
+_SCORES: Final = (
+    "SELECT p.src_rowid, "
+    "sum(q.idf * p.tf * %(k1p1)s / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.n_terms / %(avgdl)s))) AS score "
     "FROM unnest(%(terms)s::text[], %(idfs)s::float8[]) AS q(term, idf) "
-    "CROSS JOIN LATERAL (SELECT cardinality(array_positions(d.terms, q.term)) AS n) f WHERE f.n > 0)"
+    "CROSS JOIN LATERAL (SELECT src_rowid, tf, n_terms FROM postings "
+    "WHERE ns_id = %(ns)s::bigint AND corpus = %(corpus)s::smallint AND term = q.term OFFSET 0) AS p "
+    "GROUP BY p.src_rowid"
+)
+_BEST: Final = " ORDER BY score DESC, src_rowid LIMIT %(limit)s"
+_DOC: Final = (
+    " CROSS JOIN LATERAL (SELECT * FROM docs "
+    "WHERE ns_id = %(ns)s::bigint AND corpus = %(corpus)s::smallint AND src_rowid = top.src_rowid "
+    "OFFSET 0) AS d"
 )
 ENTRY_JOIN: Final = " JOIN entries e ON e.rowid = d.src_rowid AND e.ns_id = d.ns_id"
 """Join a corpus-0 candidate `d` to its entry `e`."""
 
 
 def candidates_sql(select: str, joins: str = "", where: str = "") -> str:
-    """The candidates of one corpus, best BM25 first, then rowid: `select` columns (of the
-    joined tables), then `d.terms`, then the score; `where` adds conditions before the limit."""
+    """The candidates of one corpus, best BM25 first, then rowid: `select` columns (of `d`,
+    the document, and the joined tables), then `d.terms`, then the score.
+
+    Without a filter the best `limit` are chosen among the scores alone, and only their
+    documents are read; a filter (`joins`, `where`: typed entries, memorules) applies
+    before the limit, so every match is joined first.
+    """
+    inner = _SCORES if where or joins else _SCORES + _BEST
     return (
-        f"SELECT {select}, d.terms, {_BM25} AS score FROM docs d{joins} "
-        "WHERE d.ns_id = %(ns)s AND d.corpus = %(corpus)s AND d.tsv @@ %(query)s::tsquery"
-        f"{where} ORDER BY score DESC, d.src_rowid LIMIT %(limit)s"
+        f"SELECT {select}, d.terms, top.score FROM ({inner}) AS top{_DOC}"
+        f"{joins} WHERE true{where} ORDER BY top.score DESC, top.src_rowid LIMIT %(limit)s"
     )
 
 
@@ -66,7 +81,6 @@ def params(
         "b": BM25_B,
         "ns": ns_id,
         "corpus": corpus,
-        "query": tsquery(uniq),
         "limit": limit,
     }
 
@@ -111,6 +125,11 @@ def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) 
         (ns_id, key[0], key[1], list(terms), len(terms)),
     )
     scope.execute(
+        "INSERT INTO postings (ns_id, corpus, term, src_rowid, tf, n_terms) "
+        "SELECT %s, %s, t, %s, count(*), %s FROM unnest(%s::text[]) t GROUP BY t",
+        (ns_id, key[0], key[1], len(terms), list(terms)),
+    )
+    scope.execute(
         "UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %s WHERE ns_id = %s",
         (len(terms), ns_id),
     )
@@ -132,6 +151,10 @@ def unindex(scope: Scope, ns_id: int, key: tuple[int, int]) -> None:
     if row is None:
         return
     terms: list[str] = list(row[0])
+    scope.execute(
+        "DELETE FROM postings WHERE ns_id = %s AND corpus = %s AND term = ANY(%s) AND src_rowid = %s",
+        (ns_id, key[0], sorted(set(terms)), key[1]),
+    )
     scope.execute(
         "UPDATE namespaces SET n_docs = n_docs - 1, total_len = total_len - %s WHERE ns_id = %s",
         (len(terms), ns_id),

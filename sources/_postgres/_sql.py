@@ -1,5 +1,5 @@
-"""What every PostgreSQL corpus shares: the tenant scope of a statement, the corpus tables,
-and the tsquery of some terms."""
+"""What every PostgreSQL corpus shares: the tenant scope of a statement, the namespace's
+write lock, the corpus tables."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import attrs
 from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, MutableMapping, Sequence
+    from collections.abc import Iterator, MutableMapping
     from contextlib import AbstractContextManager
 
     from psycopg import Cursor
@@ -23,12 +23,6 @@ CORPUS_TABLES: Final = {CORPUS_ENTRIES: "entries", CORPUS_FACTS: "facts", CORPUS
 
 NS_LOCK: Final = 0x63747863
 """First key of a namespace's write lock (`pg_advisory_xact_lock(NS_LOCK, ns_id)`)."""
-
-
-def tsquery(terms: Sequence[str]) -> str:
-    """A tsquery OR-ing the terms, each a quoted lexeme taken as it is (the `::tsquery`
-    input, no parser, no dictionary), so no term is ever syntax."""
-    return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
 
 
 @attrs.define(eq=False, slots=True)

@@ -58,12 +58,12 @@ def test_migrations_apply_from_empty(pg_url: str) -> None:
         methods = dict(
             conn.execute(
                 "SELECT i.relname, am.amname FROM pg_class i JOIN pg_am am ON am.oid = i.relam "
-                "WHERE i.relname IN ('docs_tsv', 'vectors_hnsw')"
+                "WHERE i.relname IN ('postings_pkey', 'vectors_hnsw')"
             ).fetchall()
         )
     assert tables == {*_ddl.TENANT_TABLES, "schema_version"}
     assert secured == set(_ddl.TENANT_TABLES)
-    assert methods == {"docs_tsv": "gin", "vectors_hnsw": "hnsw"}
+    assert methods == {"postings_pkey": "btree", "vectors_hnsw": "hnsw"}
 
 
 def test_migrations_are_idempotent(pg_url: str) -> None:
