@@ -86,7 +86,11 @@ def params(
 
 
 def stats(scope: Scope, ns_id: int, terms: Sequence[str]) -> TermStats:
-    """The namespace's `TermStats` for `terms` (zeros for an unknown namespace)."""
+    """The namespace's `TermStats` for `terms` (zeros for an unknown namespace); a read
+    keeps them for its snapshot, a write reads them afresh."""
+    key = (ns_id, frozenset(terms))
+    if (known := scope.stats_memo.get(key)) is not None:
+        return known
     row = scope.ns(ns_id).one(
         "SELECT n_docs, total_len, generation FROM namespaces WHERE ns_id = %s", (ns_id,)
     )
@@ -96,10 +100,13 @@ def stats(scope: Scope, ns_id: int, terms: Sequence[str]) -> TermStats:
         str(term): int(doc)
         for term, doc in scope.rows(
             "SELECT term, df FROM term_stats WHERE ns_id = %s AND term = ANY(%s) AND df > 0",
-            (ns_id, list(dict.fromkeys(terms))),
+            (ns_id, sorted(key[1])),
         )
     }
-    return TermStats(n_docs=int(row[0]), total_len=int(row[1]), df=df, generation=int(row[2]))
+    found = TermStats(n_docs=int(row[0]), total_len=int(row[1]), df=df, generation=int(row[2]))
+    if not scope.writing:
+        scope.stats_memo[key] = found
+    return found
 
 
 def candidates(

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from psycopg import Cursor
     from psycopg.rows import TupleRow
 
+    from sources._engine import TermStats
+
     from ._database import Params, Session
 
 CORPUS_TABLES: Final = {CORPUS_ENTRIES: "entries", CORPUS_FACTS: "facts", CORPUS_KNOWLEDGE: "knowledge"}
@@ -40,6 +42,9 @@ class Scope:
     writing: bool = False
     """A write's scope takes each namespace's lock before its first statement about it."""
     _locked: set[int] = attrs.field(factory=set, init=False)
+    stats_memo: dict[tuple[int, frozenset[str]], TermStats] = attrs.field(factory=dict, init=False)
+    """A read's term statistics by (namespace, terms): one snapshot, so they cannot change
+    (the lexical candidates of each corpus rank on the statistics the caller just read)."""
 
     def ns(self, ns_id: int) -> Scope:
         """Scope the next statements to the tenant that owns `ns_id` (an unknown id: none)."""
