@@ -15,7 +15,9 @@ What differs from SQLite, and why:
   at 10k LoCoMo turns (see docs/postgres.md);
 - `term_stats` holds each namespace's document frequencies, kept by the writers in the
   write's transaction (FTS5 keeps them in its vocabulary table);
-- vectors are `vector(384)` with an HNSW index (cosine), not BLOBs scanned in memory;
+- vectors are pgvector `vector`s of any dimension (the protocol's `dim` is the embedder's),
+  with an HNSW index (cosine) over those of `VECTOR_DIM` dimensions, the default
+  embedder's: an HNSW index needs one dimension, so it is a partial expression index;
 - `memorule_states` carries its entry's `ns_id`, so its generation trigger needs no lookup;
 - `neuron_triggers` has a `seq`: SQLite's rowid gave its insertion order.
 """
@@ -25,7 +27,10 @@ from __future__ import annotations
 from typing import Final
 
 VECTOR_DIM: Final = 384
-"""Dimensions of the stored vectors (the default embedder's, MiniLM)."""
+"""Dimensions of the vectors the HNSW index covers (the default embedder's, MiniLM)."""
+HNSW_VEC: Final = f"(vec::vector({VECTOR_DIM}))"
+"""The indexed expression: a query must order by it (and filter `HNSW_ROWS`) to use the index."""
+HNSW_ROWS: Final = f"vector_dims(vec) = {VECTOR_DIM}"
 
 TENANT: Final = "tenant_id text NOT NULL DEFAULT current_setting('app.tenant_id')"
 """The tenant column: a write without a tenant set fails instead of writing an unowned row."""
@@ -90,11 +95,11 @@ CREATE TABLE vectors (
     ns_id bigint NOT NULL,
     {TENANT},
     model_id text NOT NULL,
-    vec vector({VECTOR_DIM}) NOT NULL,
+    vec vector NOT NULL,
     UNIQUE (corpus, src_rowid)
 );
 CREATE INDEX vectors_ns ON vectors (ns_id, corpus);
-CREATE INDEX vectors_hnsw ON vectors USING hnsw (vec vector_cosine_ops);
+CREATE INDEX vectors_hnsw ON vectors USING hnsw ({HNSW_VEC} vector_cosine_ops) WHERE {HNSW_ROWS};
 CREATE TABLE vector_tombstones (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     ns_id bigint NOT NULL,

@@ -14,7 +14,7 @@ import numpy as np
 
 from sources._engine import KindCount, NamespaceVersion, TermStats, Tombstone, VectorCounts, VectorRow
 
-from . import _corpora, _graph, _index, _memorules
+from . import _corpora, _ddl, _graph, _index, _memorules
 from ._sql import CORPUS_TABLES, Scope
 
 if TYPE_CHECKING:
@@ -127,22 +127,27 @@ class PostgresReader:
         self, slot: Slot, query: npt.NDArray[np.float32], k: int, *, model_id: str
     ) -> list[tuple[int, float]]:
         """The `k` rows of the slot whose `model_id` vector is nearest `query`, best first:
-        (rowid, cosine). Approximate, through the HNSW index (as the usearch graph above the
-        engine is); its iterative scan goes on past rows the namespace filter drops, so a
-        small namespace in a large table still gets its `k`. Not in the protocol (yet): the
-        vector search of the sources runs above the engine, on `vector_rows`.
+        (rowid, cosine). Vectors of the indexed dimension (`_ddl.VECTOR_DIM`) go through
+        the HNSW index, approximate as the usearch graph above the engine is; its iterative
+        scan goes on past rows the namespace filter drops, so a small namespace in a large
+        table still gets its `k`. Other dimensions are scanned exactly. Not in the protocol
+        (yet): the sources' vector search runs above the engine, on `vector_rows`.
         """
         if k <= 0:
             return []
+        vec = np.asarray(query, dtype=np.float32).reshape(-1)
+        indexed = len(vec) == _ddl.VECTOR_DIM
         self.scope.ns(slot.ns_id)
-        self.scope.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        self.scope.execute(f"SET LOCAL hnsw.ef_search = {max(_EF_SEARCH, 2 * int(k))}")
-        vec = np.asarray(query, dtype=np.float32)
+        if indexed:
+            self.scope.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            self.scope.execute(f"SET LOCAL hnsw.ef_search = {max(_EF_SEARCH, 2 * int(k))}")
+        column = _ddl.HNSW_VEC if indexed else "vec"
         rows = self.scope.rows(
-            "SELECT src_rowid, 1 - (vec <=> %(q)s) FROM vectors "
+            f"SELECT src_rowid, 1 - ({column} <=> %(q)s) FROM vectors "
             "WHERE ns_id = %(ns)s AND corpus = %(corpus)s AND model_id = %(model)s "
-            "ORDER BY vec <=> %(q)s LIMIT %(k)s",
-            {"q": vec, "ns": slot.ns_id, "corpus": slot.corpus, "model": model_id, "k": k},
+            f"AND vector_dims(vec) = %(dim)s {'AND ' + _ddl.HNSW_ROWS if indexed else ''} "
+            f"ORDER BY {column} <=> %(q)s LIMIT %(k)s",
+            {"q": vec, "ns": slot.ns_id, "corpus": slot.corpus, "model": model_id, "dim": len(vec), "k": k},
         )
         # relaxed_order may return a few neighbours out of order: sort them exactly.
         return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda h: (-h[1], h[0]))

@@ -361,3 +361,30 @@ def test_a_timeout_that_is_not_positive_is_a_config_error(pg_url: str, timeout: 
     """A zero or negative statement timeout is refused before connecting."""
     with pytest.raises(ConfigError):
         PostgresEngine.open(pg_url, statement_timeout=timeout)
+
+
+def test_vectors_of_any_dimension_are_stored_and_searched(engine: PostgresEngine) -> None:
+    """An embedder of another dimension than the index's works: stored, read, searched exactly."""
+    ns_id = fill(engine, ["coffee", "tea", "water"])
+    slot = Slot(ns_id, CORPUS_ENTRIES)
+    vecs = np.eye(3, 8, dtype=np.float32)
+    with engine.write() as w:
+        w.store_vectors(slot, [1, 2, 3], vecs, "small")
+    with engine.read() as r:
+        assert r.stored_vectors(slot, [2], "small", 8)[2].tolist() == vecs[1].tolist()
+        assert r.nearest(slot, vecs[2], 2, model_id="small")[0][0] == 3
+
+
+def test_the_hnsw_index_serves_the_default_dimension(engine: PostgresEngine) -> None:
+    """A nearest-neighbour query of the indexed dimension can be planned on the HNSW index
+    (its expression and predicate match the index's; a table this small would be scanned)."""
+    ns_id = fill(engine, ["coffee"])
+    with engine.read() as r:
+        r.scope.ns(ns_id).execute("SET LOCAL enable_seqscan = off")
+        r.scope.execute("SET LOCAL enable_sort = off")
+        plan = r.scope.rows(
+            "EXPLAIN SELECT src_rowid FROM vectors WHERE vector_dims(vec) = 384 "
+            "ORDER BY (vec::vector(384)) <=> %s LIMIT 5",
+            (np.ones(384, np.float32),),
+        )
+    assert "vectors_hnsw" in "\n".join(str(row[0]) for row in plan)
