@@ -126,16 +126,39 @@ def fill(engine: PostgresEngine, texts: list[str], namespace: Namespace = ALICE)
 
 def sqlite_side(tmp_path: Path, texts: list[str], query: str) -> tuple[TermStats, QueryProfile, list[Hit]]:
     """SQLite's statistics, its query profile (what its scorer reads) and its candidates
-    (entry id, FTS5 bm25, terms) for the same notes, written through `MemoryStore`."""
+    (entry id, FTS5 bm25, terms) for the same notes: through `SqliteEngine` where the tree
+    has it, else through `MemoryStore` and its FTS5 index directly."""
+    qterms = _analysis.query_terms(query)
+    try:
+        from sources._sqlite import SqliteEngine  # noqa: PLC0415 - present once the engine is merged
+    except ImportError:
+        return _sqlite_store_side(tmp_path, texts, query)
+    engine = SqliteEngine.open(tmp_path / "m.db")
+    try:
+        ns_id = fill(engine, texts)  # type: ignore[arg-type]
+        with engine.read() as r:
+            stats = r.term_stats(ns_id, qterms)
+            hits = r.lexical_candidates(ns_id, qterms, corpus=CORPUS_ENTRIES, limit=50)
+            ids = {e.rowid: e.id for e in r.entries.rows(ns_id, [h.rowid for h in hits])}
+    finally:
+        engine.close()
+    profile = QueryProfile.build(qterms, n_docs=stats.n_docs, total_len=stats.total_len, df=stats.df)
+    return stats, profile, [(ids[h.rowid], h.rank, h.terms) for h in hits]
+
+
+def _sqlite_store_side(
+    tmp_path: Path, texts: list[str], query: str
+) -> tuple[TermStats, QueryProfile, list[Hit]]:
+    """`sqlite_side` on a tree without the engine protocol's SQLite engine."""
     from sources import MemoryStore, NewEntry, _index, _schema  # noqa: PLC0415 - SQLite's own path
 
     qterms = _analysis.query_terms(query)
     with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
         store.add_entries([NewEntry(text=t, id=f"m{i}") for i, t in enumerate(texts)], namespace=ALICE)
         with store.db.read() as conn:
-            ns_id = _index.find_ns(conn, ALICE)
-            profile = _index.profile(conn, ns_id, query)
-            hits = _index.search_hits(conn, ns_id, qterms, corpus=CORPUS_ENTRIES, limit=50)
+            ns_id = _index.find_ns(conn, ALICE)  # type: ignore[attr-defined]
+            profile = _index.profile(conn, ns_id, query)  # type: ignore[attr-defined]
+            hits = _index.search_hits(conn, ns_id, qterms, corpus=CORPUS_ENTRIES, limit=50)  # type: ignore[attr-defined]
             ids = dict(conn.execute("SELECT rowid, id FROM entries").fetchall())
             n_docs, total_len = conn.execute("SELECT n_docs, total_len FROM namespaces").fetchone()
             vocab = conn.execute(f"SELECT term, doc FROM {_schema.vocab_table(ns_id)}").fetchall()
