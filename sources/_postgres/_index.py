@@ -124,28 +124,33 @@ def candidates(
     return hits
 
 
+# One statement, one round trip: the document, its postings, the namespace's totals and
+# the document frequencies of its distinct terms (data-modifying CTEs all run, in one snapshot).
+_INDEX: Final = (
+    "WITH doc AS (INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) "
+    "VALUES (%(ns)s, %(corpus)s, %(rowid)s, %(terms)s, %(n)s)), "
+    "post AS (INSERT INTO postings (ns_id, corpus, term, src_rowid, tf, n_terms) "
+    "SELECT %(ns)s, %(corpus)s, t, %(rowid)s, count(*), %(n)s FROM unnest(%(terms)s::text[]) t GROUP BY t), "
+    "tot AS (UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %(n)s WHERE ns_id = %(ns)s) "
+    "INSERT INTO term_stats (ns_id, term, df) SELECT %(ns)s, t, 1 FROM unnest(%(distinct)s::text[]) t "
+    "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + 1"
+)
+
+
 def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
     """Index a (corpus, rowid) document and count it in the namespace's statistics."""
     scope.ns(ns_id).lock_ns(ns_id)
     scope.execute(
-        "INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) VALUES (%s, %s, %s, %s, %s)",
-        (ns_id, key[0], key[1], list(terms), len(terms)),
+        _INDEX,
+        {
+            "ns": ns_id,
+            "corpus": key[0],
+            "rowid": key[1],
+            "terms": list(terms),
+            "n": len(terms),
+            "distinct": sorted(set(terms)),
+        },
     )
-    scope.execute(
-        "INSERT INTO postings (ns_id, corpus, term, src_rowid, tf, n_terms) "
-        "SELECT %s, %s, t, %s, count(*), %s FROM unnest(%s::text[]) t GROUP BY t",
-        (ns_id, key[0], key[1], len(terms), list(terms)),
-    )
-    scope.execute(
-        "UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %s WHERE ns_id = %s",
-        (len(terms), ns_id),
-    )
-    if terms:
-        scope.execute(
-            "INSERT INTO term_stats (ns_id, term, df) SELECT %s, t, 1 FROM unnest(%s::text[]) t "
-            "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + 1",
-            (ns_id, sorted(set(terms))),
-        )
 
 
 def unindex(scope: Scope, ns_id: int, key: tuple[int, int]) -> None:
