@@ -195,7 +195,6 @@ class Stop(Protocol):
     @property
     def tripped(self) -> bool:
         """True once the deadline passed: the read must end, every later statement failing."""
-        ...
 
     def on_trip(self, interrupt: Callable[[], None] | None) -> None:
         """Register (None: unregister) the callable that stops the running statement.
@@ -203,7 +202,6 @@ class Stop(Protocol):
         Called by the engine under the stop's lock, so a trip never reaches a connection
         already returned to the pool.
         """
-        ...
 
 
 @attrs.define(eq=False)
@@ -246,17 +244,14 @@ class Engine(Protocol):
     @property
     def location(self) -> str:
         """Where the store is, for messages: a path, or a URL without its password."""
-        ...
 
     @property
     def closed(self) -> bool:
         """True once `close` was called."""
-        ...
 
     @property
     def vector_dir(self) -> Path | None:
         """A local directory to keep derived vector files (HNSW graphs) in, None: keep none."""
-        ...
 
     def read(self, stop: Stop | None = None) -> AbstractContextManager[Reader]:
         """One snapshot read on a connection of its own, returned to the pool after.
@@ -266,24 +261,19 @@ class Engine(Protocol):
         Exception; the connection comes back clean. `stop.tripped` already true: the first
         statement fails. A trip after the read ended affects nothing.
         """
-        ...
 
     def write(self) -> AbstractContextManager[Writer]:
         """One write transaction, committed when the block returns, else rolled back; the
         error raised is the one that failed it, never a failure of the rollback."""
-        ...
 
     def close(self) -> None:
         """Close every connection; idempotent; later use raises BrokerClosedError."""
-        ...
 
     def size_bytes(self) -> int:
         """The store's bytes on disk (SQLite: the file and its WAL; PostgreSQL: the schema)."""
-        ...
 
     def schema_version(self) -> int:
         """The engine's schema version (its own migrations' numbering)."""
-        ...
 
 
 class Reader(Protocol):
@@ -293,30 +283,24 @@ class Reader(Protocol):
 
     def namespace_id(self, namespace: Namespace) -> int | None:
         """The namespace's id, or None if nothing was ever written to it (a read never creates)."""
-        ...
 
     def namespace_ids(self) -> tuple[int, ...]:
         """Every namespace's id, ascending."""
-        ...
 
     def versions(self, namespace: Namespace) -> tuple[NamespaceVersion, ...]:
         """The namespace's (id, generation): one value, or () while it does not exist."""
-        ...
 
     def tenant_versions(self, tenant_id: str) -> tuple[NamespaceVersion, ...]:
         """(id, generation) of every namespace of the tenant, by id (a new project adds one)."""
-        ...
 
     def generation(self, ns_id: int) -> int:
         """The namespace's write generation: it changes (never back) with every committed
         write to any of the namespace's rows, from any process; 0 for an unknown id."""
-        ...
 
     # -- the lexical index (every corpus of a namespace shares one)
 
     def term_stats(self, ns_id: int, terms: Sequence[str]) -> TermStats:
         """The namespace's `TermStats` for `terms` (see `TermStats`); an unknown id: zeros."""
-        ...
 
     def lexical_candidates(
         self, ns_id: int, terms: Sequence[str], *, corpus: int, limit: int
@@ -328,12 +312,10 @@ class Reader(Protocol):
         term, or no match: []. The terms are matched exactly (no stemming, no prefix, no
         syntax: a term is data).
         """
-        ...
 
     def indexed_terms(self, ns_id: int, keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], list[str]]:
         """The indexed terms of some (corpus, rowid) documents of the namespace; keys not
         indexed there are absent."""
-        ...
 
     # -- vectors (the in-memory matrices above the engine read these)
 
@@ -344,11 +326,9 @@ class Reader(Protocol):
         later commit adds a vector of that slot with an id <= N (PostgreSQL: allocate ids
         under the namespace's write lock). Ids are never reused.
         """
-        ...
 
     def vector_tombstones(self, slot: Slot, after: int) -> list[Tombstone]:
         """The slot's deletions with a tombstone id above `after`, by tombstone id."""
-        ...
 
     def tombstone_bounds(self) -> tuple[int, int]:
         """(oldest kept, newest) tombstone id over the store; (0, 0) when none is kept.
@@ -356,65 +336,53 @@ class Reader(Protocol):
         Every deleted or replaced vector leaves a tombstone (ids in commit order, like
         vector ids); the engine may forget the oldest, keeping at least the last 100,000.
         """
-        ...
 
     def stored_vectors(
         self, slot: Slot, rowids: Sequence[int], model_id: str, dim: int
     ) -> dict[int, npt.NDArray[np.float32]]:
         """The `model_id` vectors (float32, shape (dim,)) of some rows of the slot; rows
         without one are absent."""
-        ...
 
     # -- upkeep
 
     def unembedded(self, corpus: int, model_id: str) -> list[int]:
         """Rowids of the corpus (every namespace) whose vector is missing or of another
         model, ascending."""
-        ...
 
     def corpus_texts(self, corpus: int, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(rowid, ns_id, text) of some rows of a corpus (absent rows are left out)."""
-        ...
 
     def vector_counts(self, model_id: str, namespace: Namespace | None) -> VectorCounts:
         """Entries (corpus 0) of one namespace (None: all) by vector state for `model_id`."""
-        ...
 
     def kind_counts(self, namespace: Namespace | None) -> list[KindCount]:
         """Entries by namespace, kind and memory type, ordered by those four."""
-        ...
 
     # -- the corpora
 
     @property
     def entries(self) -> EntryReads:
         """The entries' rows (notes, neurons' and memorules' rows too)."""
-        ...
 
     @property
     def docs(self) -> DocReads:
         """The document tables (facts, knowledge)."""
-        ...
 
     @property
     def neurons(self) -> NeuronReads:
         """The neurons' trigger terms and rows."""
-        ...
 
     @property
     def graph(self) -> GraphReads:
         """The entity graph's nodes, keys and edges."""
-        ...
 
     @property
     def memorules(self) -> MemoruleReads:
         """The memorules' states and audit events."""
-        ...
 
     @property
     def tasks(self) -> TaskReads:
         """Tasks and their conversation turns."""
-        ...
 
 
 class Writer(Reader, Protocol):
@@ -422,63 +390,51 @@ class Writer(Reader, Protocol):
 
     def ensure_namespace(self, namespace: Namespace) -> int:
         """The namespace's id, creating the namespace (and whatever index it needs)."""
-        ...
 
     def index_document(self, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
         """Index a (corpus, rowid) document under its analysed terms and count it in the
         namespace's statistics (n_docs + 1, total_len + len(terms), df of each distinct term
         + 1). The key must not be indexed already (unindex it first)."""
-        ...
 
     def unindex_document(self, ns_id: int, key: tuple[int, int]) -> None:
         """Remove a document from the index and the statistics (exactly undoing
         `index_document`); a key not indexed: nothing."""
-        ...
 
     def store_vectors(
         self, slot: Slot, rowids: Sequence[int], vectors: npt.NDArray[np.float32], model_id: str
     ) -> None:
         """Write (or replace) the vectors of rows of the slot. A replaced vector is deleted
         (a tombstone) and the new one gets a new id. ValueError if the lengths differ."""
-        ...
 
     def delete_vectors(self, corpus: int, rowids: Sequence[int]) -> None:
         """Delete the vectors of rows of one corpus, each leaving a tombstone."""
-        ...
 
     def is_current(self, corpus: int, rowid: int, ns_id: int, text: str) -> bool:
         """Whether the row still exists in that namespace with that text (reindex's check)."""
-        ...
 
     @property
     def entries(self) -> EntryWrites:
         """Entries' reads and writes."""
-        ...
 
     @property
     def docs(self) -> DocWrites:
         """Document tables' reads and writes."""
-        ...
 
     @property
     def neurons(self) -> NeuronWrites:
         """Neurons' reads and writes."""
-        ...
 
     @property
     def graph(self) -> GraphWrites:
         """The graph's reads and writes."""
-        ...
 
     @property
     def memorules(self) -> MemoruleWrites:
         """Memorules' reads and writes."""
-        ...
 
     @property
     def tasks(self) -> TaskWrites:
         """Tasks' reads and writes."""
-        ...
 
 
 __all__ = [
