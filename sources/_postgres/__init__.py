@@ -18,8 +18,16 @@ from __future__ import annotations
 
 from ._database import PostgresDatabase as PostgresDatabase
 from ._database import Session as Session
+from ._driver import StatementCancelledError as StatementCancelledError
 from ._driver import is_postgres_url as is_postgres_url
 from ._engine import PostgresEngine as PostgresEngine
 from ._schema import SCHEMA_VERSION as SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "PostgresDatabase", "PostgresEngine", "Session", "is_postgres_url"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresDatabase",
+    "PostgresEngine",
+    "Session",
+    "StatementCancelledError",
+    "is_postgres_url",
+]

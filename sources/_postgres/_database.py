@@ -79,10 +79,13 @@ class Session:
         try:
             yield
         finally:
-            self.execute(f"SELECT set_config('{_schema.ALL_TENANTS}', 'off', true)")
+            # A failed statement aborted the transaction: nothing more runs in it (and trying
+            # would hide the error); otherwise the wall is back before any other statement.
+            if self._conn.info.transaction_status != _driver.psycopg().pq.TransactionStatus.INERROR:
+                self.execute(f"SELECT set_config('{_schema.ALL_TENANTS}', 'off', true)")
 
     def execute(self, sql: str, params: Params = ()) -> Cursor[TupleRow]:
-        """Run one statement; TimeoutError if the unit was stopped before it."""
+        """Run one statement; `StatementCancelledError` if the unit was stopped before it."""
         self._check_stop()
         return self._conn.execute(sql.encode(), params)
 
@@ -94,7 +97,9 @@ class Session:
 
     def _check_stop(self) -> None:
         if self._stop is not None and self._stop.tripped:
-            raise TimeoutError("stopped at the deadline")
+            raise _driver.StatementCancelledError(
+                "stopped at the deadline: the statement was not run", source="postgres"
+            )
 
 
 @attrs.define(eq=False)

@@ -4,7 +4,8 @@
 asking for PostgreSQL without it is a ConfigError that names the extra. A bad URL is a
 ConfigError before any connection is tried; an unreachable server, a refused login or a
 failed statement is a one-line StoreError; a statement cancelled at the deadline (by the
-interrupt or by its `statement_timeout`) is a TimeoutError, as a late SQLite read is.
+interrupt or by its `statement_timeout`) is a `StatementCancelledError`: a StoreError, as the
+engine protocol asks, and a TimeoutError, which is what happened.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ if TYPE_CHECKING:
 
 EXTRA: Final = "context-broker[postgres]"
 SCHEMES: Final = frozenset({"postgresql", "postgres"})
+
+
+class StatementCancelledError(StoreError, TimeoutError):
+    """Raised when the server cancelled a statement: the caller's deadline passed (its
+    interrupt) or the statement outlived its `statement_timeout`. Its transaction was rolled
+    back: nothing of it was written."""
 
 
 def psycopg() -> ModuleType:
@@ -85,7 +92,7 @@ def _one_line(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def translated(where: str) -> Iterator[None]:
-    """Turn driver errors into StoreError (TimeoutError for a cancelled statement).
+    """Turn driver errors into StoreError (`StatementCancelledError` for a cancelled statement).
 
     `where` names the server (a redacted URL) so the message says which one failed.
     """
@@ -94,7 +101,7 @@ def translated(where: str) -> Iterator[None]:
     try:
         yield
     except pg.errors.QueryCanceled as exc:
-        raise TimeoutError(f"{where}: statement cancelled at the deadline") from exc
+        raise StatementCancelledError(f"{where}: {_one_line(exc)}", source="postgres") from exc
     except pool.PoolTimeout as exc:
         raise StoreError(
             f"{where}: no connection to the server ({_one_line(exc)})", source="postgres"

@@ -19,7 +19,7 @@ from pg_server import require
 
 from broker import BrokerClosedError, ConfigError
 from sources import StoreError
-from sources._postgres import PostgresDatabase, Session, _schema
+from sources._postgres import PostgresDatabase, Session, StatementCancelledError, _schema
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -121,6 +121,19 @@ def test_all_tenants_lifts_the_wall_for_its_block_only(db: PostgresDatabase) -> 
     assert (inside, after) == ((2,), (1,))
 
 
+def test_an_error_inside_all_tenants_is_the_error_raised(db: PostgresDatabase) -> None:
+    """A statement failing while the wall is lifted surfaces as itself, not as a failure to
+    put the wall back in an aborted transaction."""
+    with pytest.raises(StoreError, match="no_such_table"), db.transaction("alice") as s, s.all_tenants():
+        s.execute("SELECT * FROM no_such_table")
+
+
+def test_cancelled_statements_are_store_errors_and_timeouts() -> None:
+    """A cancelled statement is a StoreError (the engine protocol) and a TimeoutError."""
+    assert issubclass(StatementCancelledError, StoreError)
+    assert issubclass(StatementCancelledError, TimeoutError)
+
+
 def test_every_connection_runs_as_the_application_role(db: PostgresDatabase) -> None:
     """Whatever role the URL names, statements run as the role the policies bind."""
     with db.transaction("alice") as s:
@@ -186,7 +199,10 @@ async def test_the_deadline_sets_the_servers_statement_timeout(db: PostgresDatab
 
 def test_a_statement_past_its_timeout_is_a_timeout_error(db: PostgresDatabase) -> None:
     """The server's own wall: a statement past the transaction's timeout fails, rolled back."""
-    with pytest.raises(TimeoutError), db.transaction("alice", write=True, timeout=0.3) as s:
+    with (
+        pytest.raises(StatementCancelledError, match="statement timeout"),
+        db.transaction("alice", write=True, timeout=0.3) as s,
+    ):
         _slow_write(s)
     assert _counts(db, "alice")["namespaces"] == 0
 

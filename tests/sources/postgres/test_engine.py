@@ -18,6 +18,7 @@ from sources import _analysis
 from sources._engine import CORPUS_ENTRIES, ReadStop, Slot, TermStats
 from sources._engine_corpora import AuditRecord, StateRecord
 from sources._entries import EntryRow
+from sources._postgres import StatementCancelledError
 from sources._postgres._engine import PostgresEngine
 from sources._relevance import QueryProfile, lexical_features, lexical_probability
 
@@ -339,7 +340,7 @@ def test_a_stop_tripped_before_the_read_fails_its_first_statement(engine: Postgr
     """A read whose stop already tripped runs nothing."""
     stop = ReadStop()
     stop.trip()
-    with pytest.raises(TimeoutError), engine.read(stop) as r:
+    with pytest.raises(StatementCancelledError, match="not run"), engine.read(stop) as r:
         r.namespace_ids()
 
 
@@ -373,7 +374,7 @@ def test_the_statement_timeout_stops_a_runaway_read(pg_url: str) -> None:
     """With a statement timeout, a statement past it is cancelled by the server itself."""
     eng = PostgresEngine.open(pg_url, statement_timeout=0.3)
     try:
-        with pytest.raises(TimeoutError), eng.read() as r:
+        with pytest.raises(StatementCancelledError, match="statement timeout"), eng.read() as r:
             r.scope.execute("SELECT pg_sleep(10)")
     finally:
         eng.close()
