@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
@@ -139,6 +139,16 @@ class Tombstone(NamedTuple):
 
     tombstone_id: int
     vector_id: int
+
+
+class TextChange(NamedTuple):
+    """One change of the lexical index (added 19:10 UTC): a document (re)indexed (`op` 1) or
+    removed (`op` -1), in commit order by `change_id`."""
+
+    change_id: int
+    corpus: int
+    rowid: int
+    op: int
 
 
 class VectorCounts(NamedTuple):
@@ -317,6 +327,19 @@ class Reader(Protocol):
         """The indexed terms of some (corpus, rowid) documents of the namespace; keys not
         indexed there are absent."""
 
+    def indexed_documents(self, ns_id: int, *, chunk: int) -> Iterator[list[tuple[tuple[int, int], str]]]:
+        """Every indexed document of the namespace (added 19:10 UTC), in lists of at most `chunk`:
+        ((corpus, rowid), its indexed terms joined by single spaces). For in-memory indexes."""
+
+    def text_log_bounds(self) -> tuple[int, int]:
+        """(oldest kept, newest) change id of the lexical index's log over the store (added
+        19:10 UTC); (1, 0) while it is empty. Every `index_document` and effective
+        `unindex_document` appends one change, in its transaction, ids in commit order, never
+        reused; the engine may forget the oldest, keeping at least the last 100,000."""
+
+    def text_changes(self, ns_id: int, after: int) -> list[TextChange]:
+        """The namespace's index changes with an id above `after`, by id (added 19:10 UTC)."""
+
     # -- vectors (the in-memory matrices above the engine read these)
 
     def vector_rows(self, slot: Slot, after: int) -> list[VectorRow]:
@@ -454,6 +477,7 @@ __all__ = [
     "Slot",
     "Stop",
     "TermStats",
+    "TextChange",
     "Tombstone",
     "VectorCounts",
     "VectorRow",

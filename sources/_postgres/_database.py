@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import TypeAlias
 
-    from psycopg import Connection, Cursor
+    from psycopg import Connection, Cursor, ServerCursor
     from psycopg.rows import TupleRow
     from psycopg_pool import ConnectionPool
 
@@ -94,6 +94,13 @@ class Session:
         self._check_stop()
         with self._conn.cursor() as cur:
             cur.executemany(sql.encode(), rows)
+
+    @contextlib.contextmanager
+    def cursor(self, name: str) -> Iterator[ServerCursor[TupleRow]]:
+        """A server-side cursor of the transaction: rows are fetched as they are read."""
+        self._check_stop()
+        with self._conn.cursor(name) as cur:
+            yield cur
 
     def _check_stop(self) -> None:
         if self._stop is not None and self._stop.tripped:

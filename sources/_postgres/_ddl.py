@@ -19,7 +19,8 @@ What differs from SQLite, and why:
   with an HNSW index (cosine) over those of `VECTOR_DIM` dimensions, the default
   embedder's: an HNSW index needs one dimension, so it is a partial expression index;
 - `memorule_states` carries its entry's `ns_id`, so its generation trigger needs no lookup;
-- `neuron_triggers` has a `seq`: SQLite's rowid gave its insertion order.
+- `neuron_triggers` has a `seq`: SQLite's rowid gave its insertion order;
+- `text_log` (SQLite's schema v5) names a change's corpus and rowid, not an FTS5 rowid.
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ CREATE TABLE postings (
     n_terms integer NOT NULL,
     PRIMARY KEY (ns_id, corpus, term, src_rowid) INCLUDE (tf, n_terms, tenant_id)
 );
+CREATE TABLE text_log (
+    change_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    ns_id bigint NOT NULL,
+    corpus smallint NOT NULL,
+    src_rowid bigint NOT NULL,
+    op smallint NOT NULL,
+    {TENANT}
+);
+CREATE INDEX text_log_ns ON text_log (ns_id, change_id);
 CREATE TABLE term_stats (
     ns_id bigint NOT NULL,
     term text NOT NULL,
@@ -227,6 +237,7 @@ TENANT_TABLES: Final = (
     "entries",
     "docs",
     "postings",
+    "text_log",
     "term_stats",
     "vectors",
     "vector_tombstones",
@@ -260,6 +271,8 @@ GENERATION_TABLES: Final = (
 
 TOMBSTONES_KEPT: Final = 100_000
 """Deleted-vector tombstones kept, as in SQLite (`sources._schema.TOMBSTONES_KEPT`)."""
+TEXT_LOG_KEPT: Final = 100_000
+"""Changes of the lexical index kept, as in SQLite (`sources._schema.TEXT_LOG_KEPT`)."""
 
 FUNCTIONS_V1: Final = f"""
 CREATE FUNCTION bump_generation() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -295,6 +308,16 @@ CREATE FUNCTION entry_namespace(bigint) RETURNS bigint LANGUAGE sql STABLE
     SECURITY DEFINER SET search_path = context_broker, pg_temp AS $$
     SELECT ns_id FROM entries WHERE rowid = $1
 $$;
+CREATE FUNCTION prune_text_log() RETURNS trigger LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = context_broker, pg_temp AS $$
+BEGIN
+    IF NEW.change_id % 1024 = 0 THEN
+        DELETE FROM text_log WHERE change_id <= NEW.change_id - {TEXT_LOG_KEPT};
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER text_log_prune AFTER INSERT ON text_log
+    FOR EACH ROW EXECUTE FUNCTION prune_text_log();
 CREATE TRIGGER vectors_tombstone AFTER DELETE ON vectors
     FOR EACH ROW EXECUTE FUNCTION vector_tombstone();
 CREATE TRIGGER vector_tombstones_prune AFTER INSERT ON vector_tombstones
@@ -302,8 +325,9 @@ CREATE TRIGGER vector_tombstones_prune AFTER INSERT ON vector_tombstones
 """
 """Write generations and tombstones, as SQLite's triggers keep them. Generations are bumped
 once per statement (transition tables), not once per row: a batch of a thousand entries
-updates its namespace's row once. Two functions run as the schema's owner, past the tenant
-wall: pruning old tombstones (it must reach every tenant's, and only deletes old ones), and
+updates its namespace's row once. Three functions run as the schema's owner, past the tenant
+wall: pruning old tombstones and old changes of the lexical index (they must reach every
+tenant's, and only delete old ones), and
 `namespace_tenant` and `entry_namespace`, which tell the engine whose a namespace (or an
 entry) is and nothing else, so it can set the tenant before a statement about it."""
 

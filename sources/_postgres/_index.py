@@ -124,14 +124,16 @@ def candidates(
     return hits
 
 
-# One statement, one round trip: the document, its postings, the namespace's totals and
-# the document frequencies of its distinct terms (data-modifying CTEs all run, in one snapshot).
+# One statement, one round trip: the document, its postings, the namespace's totals, the
+# change in the text log and the document frequencies of its distinct terms (data-modifying
+# CTEs all run, in one snapshot).
 _INDEX: Final = (
     "WITH doc AS (INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) "
     "VALUES (%(ns)s, %(corpus)s, %(rowid)s, %(terms)s, %(n)s)), "
     "post AS (INSERT INTO postings (ns_id, corpus, term, src_rowid, tf, n_terms) "
     "SELECT %(ns)s, %(corpus)s, t, %(rowid)s, count(*), %(n)s FROM unnest(%(terms)s::text[]) t GROUP BY t), "
-    "tot AS (UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %(n)s WHERE ns_id = %(ns)s) "
+    "tot AS (UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %(n)s WHERE ns_id = %(ns)s), "
+    "log AS (INSERT INTO text_log (ns_id, corpus, src_rowid, op) VALUES (%(ns)s, %(corpus)s, %(rowid)s, 1)) "
     "INSERT INTO term_stats (ns_id, term, df) SELECT %(ns)s, t, 1 FROM unnest(%(distinct)s::text[]) t "
     "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + 1"
 )
@@ -153,6 +155,17 @@ def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) 
     )
 
 
+_UNINDEX: Final = (
+    "WITH post AS (DELETE FROM postings "
+    "WHERE ns_id = %(ns)s AND corpus = %(corpus)s AND term = ANY(%(distinct)s) AND src_rowid = %(rowid)s), "
+    "tot AS (UPDATE namespaces SET n_docs = n_docs - 1, total_len = total_len - %(n)s WHERE ns_id = %(ns)s), "
+    "log AS (INSERT INTO text_log (ns_id, corpus, src_rowid, op) VALUES (%(ns)s, %(corpus)s, %(rowid)s, -1)) "
+    "UPDATE term_stats SET df = df - 1 WHERE ns_id = %(ns)s AND term = ANY(%(distinct)s)"
+)
+"""Undo `_INDEX` for a document whose terms were just deleted with it (a term whose `df`
+falls to 0 keeps its row: every read asks for `df > 0`)."""
+
+
 def unindex(scope: Scope, ns_id: int, key: tuple[int, int]) -> None:
     """Remove a document from the index and the statistics (exactly undoing `index`)."""
     scope.ns(ns_id).lock_ns(ns_id)
@@ -164,17 +177,9 @@ def unindex(scope: Scope, ns_id: int, key: tuple[int, int]) -> None:
         return
     terms: list[str] = list(row[0])
     scope.execute(
-        "DELETE FROM postings WHERE ns_id = %s AND corpus = %s AND term = ANY(%s) AND src_rowid = %s",
-        (ns_id, key[0], sorted(set(terms)), key[1]),
+        _UNINDEX,
+        {"ns": ns_id, "corpus": key[0], "rowid": key[1], "n": len(terms), "distinct": sorted(set(terms))},
     )
-    scope.execute(
-        "UPDATE namespaces SET n_docs = n_docs - 1, total_len = total_len - %s WHERE ns_id = %s",
-        (len(terms), ns_id),
-    )
-    scope.execute(
-        "UPDATE term_stats SET df = df - 1 WHERE ns_id = %s AND term = ANY(%s)", (ns_id, sorted(set(terms)))
-    )
-    scope.execute("DELETE FROM term_stats WHERE ns_id = %s AND term = ANY(%s) AND df <= 0", (ns_id, terms))
 
 
 def delete_vectors(scope: Scope, corpus: int, rowids: Sequence[int], *, ns_id: int | None = None) -> None:

@@ -12,13 +12,21 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from sources._engine import KindCount, NamespaceVersion, TermStats, Tombstone, VectorCounts, VectorRow
+from sources._engine import (
+    KindCount,
+    NamespaceVersion,
+    TermStats,
+    TextChange,
+    Tombstone,
+    VectorCounts,
+    VectorRow,
+)
 
 from . import _corpora, _ddl, _graph, _index, _memorules
 from ._sql import CORPUS_TABLES, Scope
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     import numpy.typing as npt
     from psycopg.rows import TupleRow
@@ -88,6 +96,29 @@ class PostgresReader:
             ([c for c, _ in keys], [r for _, r in keys], ns_id),
         )
         return {(int(r[0]), int(r[1])): list(r[2]) for r in rows}
+
+    def indexed_documents(self, ns_id: int, *, chunk: int) -> Iterator[list[tuple[tuple[int, int], str]]]:
+        # A server-side cursor: a namespace of a million documents is never held at once.
+        self.scope.ns(ns_id)
+        with self.scope.session.cursor("indexed_documents") as cur:
+            cur.execute("SELECT corpus, src_rowid, terms FROM docs WHERE ns_id = %s", (ns_id,))
+            while rows := cur.fetchmany(chunk):
+                yield [((int(r[0]), int(r[1])), " ".join(r[2])) for r in rows]
+
+    def text_log_bounds(self) -> tuple[int, int]:
+        with self.scope.every_tenant():
+            row = self.scope.one("SELECT min(change_id), max(change_id) FROM text_log")
+        if row is None or row[0] is None:
+            return (1, 0)
+        return int(row[0]), int(row[1])
+
+    def text_changes(self, ns_id: int, after: int) -> list[TextChange]:
+        rows = self.scope.ns(ns_id).rows(
+            "SELECT change_id, corpus, src_rowid, op FROM text_log WHERE ns_id = %s AND change_id > %s "
+            "ORDER BY change_id",
+            (ns_id, after),
+        )
+        return [TextChange(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
 
     # -- vectors
 

@@ -412,3 +412,25 @@ def test_the_hnsw_index_serves_the_default_dimension(engine: PostgresEngine) -> 
             (np.ones(384, np.float32),),
         )
     assert "vectors_hnsw" in "\n".join(str(row[0]) for row in plan)
+
+
+def test_the_text_log_records_every_index_change_in_commit_order(engine: PostgresEngine) -> None:
+    """Indexing and unindexing append changes an in-memory index catches up from; the
+    documents are read back in chunks with their terms."""
+    with engine.read() as r:
+        assert r.text_log_bounds() == (1, 0)
+    ns_id = fill(engine, ["coffee beans", "train to Lyon", "piano"])
+    with engine.read() as r:
+        first, last = r.text_log_bounds()
+        docs = [d for part in r.indexed_documents(ns_id, chunk=2) for d in part]
+    with engine.write() as w:
+        w.unindex_document(ns_id, (CORPUS_ENTRIES, 2))
+        w.unindex_document(ns_id, (CORPUS_ENTRIES, 2))  # not indexed any more: no change
+    bob = fill(engine, ["tea"], BOB)
+    with engine.read() as r:
+        changes = r.text_changes(ns_id, last)
+        assert [c.rowid for c in r.text_changes(bob, 0)] == [4]  # each namespace reads its own
+    assert (first, last) == (1, 3)
+    assert sorted(docs) == [((0, 1), "coffe bean"), ((0, 2), "train lyon"), ((0, 3), "piano")]
+    assert [(c.corpus, c.rowid, c.op) for c in changes] == [(0, 2, -1)]
+    assert changes[0].change_id > last
