@@ -150,7 +150,11 @@ class PostgresDatabase:
                 timeout=connect_timeout,
                 name="context-broker",
             )
-            pool.open(wait=True, timeout=connect_timeout)
+            try:
+                pool.open(wait=True, timeout=connect_timeout)
+            except BaseException:
+                pool.close()  # its worker threads with it
+                raise
         return cls(where=where, pool=pool, limiter=anyio.CapacityLimiter(connections))
 
     @contextlib.contextmanager
