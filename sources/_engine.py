@@ -279,6 +279,13 @@ class Engine(Protocol):
     def close(self) -> None:
         """Close every connection; idempotent; later use raises BrokerClosedError."""
 
+    def change_stamp(self, *, wait: bool = False) -> int | None:
+        """A number that changes whenever anything is committed to the store, by any connection
+        of any process (added 19:25 UTC). Without `wait` it never blocks (it runs in the event
+        loop): None when it cannot be read at once; with `wait` (a worker thread) it may wait for
+        its own connection, never for a lock of the data. None: unknown (an engine that cannot
+        tell always answers None, and callers read the namespaces' generations instead)."""
+
     def size_bytes(self) -> int:
         """The store's bytes on disk (SQLite: the file and its WAL; PostgreSQL: the schema)."""
 
@@ -337,8 +344,9 @@ class Reader(Protocol):
         `unindex_document` appends one change, in its transaction, ids in commit order, never
         reused; the engine may forget the oldest, keeping at least the last 100,000."""
 
-    def text_changes(self, ns_id: int, after: int) -> list[TextChange]:
-        """The namespace's index changes with an id above `after`, by id (added 19:10 UTC)."""
+    def text_changes(self, ns_id: int, after: int, *, limit: int | None = None) -> list[TextChange]:
+        """The namespace's index changes with an id above `after`, by id, at most `limit` (None:
+        all) (added 19:10 UTC; `limit` 19:25 UTC)."""
 
     # -- vectors (the in-memory matrices above the engine read these)
 

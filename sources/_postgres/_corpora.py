@@ -102,6 +102,14 @@ class PostgresEntries:
         found.sort(key=lambda f: (f[0], f[1]))
         return [record for _, _, record in found]
 
+    def typed(self, ns_id: int, rowids: Sequence[int], types: Sequence[str]) -> set[int]:
+        rows = self.scope.ns(ns_id).rows(
+            "SELECT rowid FROM entries WHERE ns_id = %s AND rowid = ANY(%s) "
+            "AND (memory_type = ANY(%s) OR memory_type IS NULL)",
+            (ns_id, [int(r) for r in rowids], list(types)),
+        )
+        return {int(r[0]) for r in rows}
+
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
         created = self.scope.ns(ns_id).one(
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "

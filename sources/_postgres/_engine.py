@@ -88,6 +88,12 @@ class PostgresEngine:
         """Close every connection."""
         self.database.close()
 
+    def change_stamp(self, *, wait: bool = False) -> int | None:  # noqa: ARG002 - the protocol's
+        """None: unknown. PostgreSQL has no counter every commit bumps that a client could read
+        without a round trip (SQLite's `data_version` is read from shared memory); callers
+        then read the namespaces' write generations, which every commit of their rows bumps."""
+        return None
+
     def size_bytes(self) -> int:
         """Bytes of the schema's tables and indexes on the server."""
         with self.database.transaction() as session:

@@ -112,11 +112,11 @@ class PostgresReader:
             return (1, 0)
         return int(row[0]), int(row[1])
 
-    def text_changes(self, ns_id: int, after: int) -> list[TextChange]:
+    def text_changes(self, ns_id: int, after: int, *, limit: int | None = None) -> list[TextChange]:
         rows = self.scope.ns(ns_id).rows(
             "SELECT change_id, corpus, src_rowid, op FROM text_log WHERE ns_id = %s AND change_id > %s "
-            "ORDER BY change_id",
-            (ns_id, after),
+            "ORDER BY change_id LIMIT %s",
+            (ns_id, after, limit),
         )
         return [TextChange(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
 

@@ -434,3 +434,28 @@ def test_the_text_log_records_every_index_change_in_commit_order(engine: Postgre
     assert sorted(docs) == [((0, 1), "coffe bean"), ((0, 2), "train lyon"), ((0, 3), "piano")]
     assert [(c.corpus, c.rowid, c.op) for c in changes] == [(0, 2, -1)]
     assert changes[0].change_id > last
+
+
+def test_typed_filters_rowids_by_memory_type_and_changes_come_in_pages(engine: PostgresEngine) -> None:
+    """`typed` keeps the asked types and unclassified entries; `text_changes` honours its limit;
+    the change stamp is unknown (callers read the generations)."""
+    with engine.write() as w:
+        ns_id = w.ensure_namespace(ALICE)
+        rowids = []
+        for i, mtype in enumerate(("episodic", "semantic", None)):
+            row = EntryRow(
+                id=f"t{i}",
+                kind="note",
+                memory_type=mtype,
+                text="tea",
+                created_at="2026",
+                importance=0.5,
+                metadata="{}",
+            )
+            rowids.append(w.entries.insert(ns_id, ALICE, row))
+            w.index_document(ns_id, (CORPUS_ENTRIES, rowids[-1]), ["tea"])
+    with engine.read() as r:
+        assert r.entries.typed(ns_id, rowids, ["semantic"]) == {rowids[1], rowids[2]}
+        assert [c.rowid for c in r.text_changes(ns_id, 0, limit=2)] == rowids[:2]
+        assert len(r.text_changes(ns_id, 0)) == 3
+    assert engine.change_stamp() is None
