@@ -1,6 +1,7 @@
 """Shared fixtures: dev data paths in ../shared (tests skip cleanly without it), the
 validation of every `turn.completed` event the suite emits against the shipped schema, and a
-small real filesystem to fill up (a tmpfs in a private mount namespace)."""
+small real filesystem to fill up (a tmpfs in a private mount namespace), and a real
+PostgreSQL server (the `pg_server` plugin)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import pytest
 import structlog
 
 from broker._trace import TURN_COMPLETED, trace_schema
+
+pytest_plugins = ["pg_server"]  # the real PostgreSQL server of the PostgreSQL tests
 
 SLOW_FACTOR = 10
 """How many times longer the `--slow` (nightly) versions of the reliability tests run."""

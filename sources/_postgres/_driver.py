@@ -1,0 +1,114 @@
+"""The optional driver, loaded on first use, and the one place its errors are translated.
+
+`psycopg` is an extra (`context-broker[postgres]`): importing `sources` never needs it, and
+asking for PostgreSQL without it is a ConfigError that names the extra. A bad URL is a
+ConfigError before any connection is tried; an unreachable server, a refused login or a
+failed statement is a one-line StoreError; a statement cancelled at the deadline (by the
+interrupt or by its `statement_timeout`) is a `StatementCancelledError`: a StoreError, as the
+engine protocol asks, and a TimeoutError, which is what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+from broker import ConfigError
+from sources._exceptions import StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+EXTRA: Final = "context-broker[postgres]"
+SCHEMES: Final = frozenset({"postgresql", "postgres"})
+
+
+class StatementCancelledError(StoreError, TimeoutError):
+    """Raised when the server cancelled a statement: the caller's deadline passed (its
+    interrupt) or the statement outlived its `statement_timeout`. Its transaction was rolled
+    back: nothing of it was written."""
+
+
+def psycopg() -> ModuleType:
+    """The `psycopg` module; ConfigError naming the extra when it is not installed."""
+    return _load("psycopg")
+
+
+def psycopg_pool() -> ModuleType:
+    """The `psycopg_pool` module; ConfigError naming the extra when it is not installed."""
+    return _load("psycopg_pool")
+
+
+def pgvector_psycopg() -> ModuleType:
+    """The `pgvector.psycopg` adapters (numpy arrays as `vector` values)."""
+    return _load("pgvector.psycopg")
+
+
+def _load(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(f"PostgreSQL needs the optional dependencies: pip install '{EXTRA}'") from exc
+
+
+def is_postgres_url(url: str) -> bool:
+    """True when `url` names a PostgreSQL server (`postgresql://` or `postgres://`)."""
+    return urlsplit(url).scheme.lower() in SCHEMES
+
+
+def check_url(url: str) -> str:
+    """Return `url` if it is a well-formed PostgreSQL URL; ConfigError otherwise.
+
+    Checked before anything connects, so a typo is a configuration error, not a timeout.
+    The password is never repeated in the message.
+    """
+    if not is_postgres_url(url):
+        raise ConfigError(f"not a PostgreSQL URL (want postgresql://...): {redact(url)}")
+    try:
+        psycopg().conninfo.conninfo_to_dict(url)
+    except psycopg().ProgrammingError as exc:
+        raise ConfigError(f"bad PostgreSQL URL {redact(url)}: {_one_line(exc)}") from exc
+    return url
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    if not password:
+        return url
+    return url.replace(f":{password}@", ":***@", 1)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+@contextlib.contextmanager
+def translated(where: str) -> Iterator[None]:
+    """Turn driver errors into StoreError (`StatementCancelledError` for a cancelled statement).
+
+    `where` names the server (a redacted URL) so the message says which one failed.
+    """
+    pg = psycopg()
+    pool = psycopg_pool()
+    try:
+        yield
+    except pg.errors.QueryCanceled as exc:
+        raise StatementCancelledError(f"{where}: {_one_line(exc)}", source="postgres") from exc
+    except pool.PoolTimeout as exc:
+        raise StoreError(
+            f"{where}: no connection to the server ({_one_line(exc)})", source="postgres"
+        ) from exc
+    except pg.OperationalError as exc:
+        raise StoreError(
+            f"{where}: server unreachable or gone ({_one_line(exc)})", source="postgres"
+        ) from exc
+    except pg.Error as exc:
+        raise StoreError(f"{where}: {_one_line(exc)}", source="postgres") from exc
