@@ -40,7 +40,7 @@ class Services:
 
 @contextlib.asynccontextmanager
 async def open_services(
-    db_path: Path, *, mode: str | None = None, deadline: float = 0.25, include_text: bool = False
+    db_path: Path | str, *, mode: str | None = None, deadline: float = 0.25, include_text: bool = False
 ) -> AsyncIterator[Services]:
     """Open the store (loading the model off the event loop), the selector and the broker."""
     store = await open_store_in_thread(db_path, mode=mode)

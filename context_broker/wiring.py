@@ -28,12 +28,12 @@ SAMPLE_DATA = "sample_memories.jsonl"
 past tasks), in the record format `ingest` reads; package data of `context_broker`."""
 
 
-def default_db_path() -> Path:
-    """`$CONTEXT_BROKER_DB` (a path or `sqlite:///` URL), else `memory.db` under the user's
-    data directory. ConfigError for a PostgreSQL URL (not wired yet)."""
+def default_db_path() -> Path | str:
+    """`$CONTEXT_BROKER_DB` (a path, a `sqlite:///` URL or a PostgreSQL URL), else `memory.db`
+    under the user's data directory."""
     env = os.environ.get(ENV_DB)
     if env:
-        return sources.store_path(env)
+        return sources.store_target(env)
     return Path(platformdirs.user_data_dir("context-broker", appauthor=False)) / "memory.db"
 
 
@@ -41,7 +41,8 @@ def open_store(
     path: Path | str, *, mode: str | None = None, create: bool = True, durability: str = "normal"
 ) -> MemoryStore:
     """Open the store a path or URL names (`sources.open_store`) in the given recall mode (the
-    store's default when None); blocking. ConfigError for a PostgreSQL URL (not wired yet)."""
+    store's default when None); blocking. ConfigError for a PostgreSQL URL without the
+    `[postgres]` extra."""
     if mode is None:
         return sources.open_store(path, create=create, durability=durability)
     return sources.open_store(path, mode=mode, create=create, durability=durability)

@@ -43,6 +43,7 @@ from ._neurons import NeuronSource as NeuronSource
 from ._neurons import NeuronWriter as NeuronWriter
 from ._open import open_store as open_store
 from ._open import store_path as store_path
+from ._open import store_target as store_target
 from ._past_tasks import PastTaskSource as PastTaskSource
 from ._relevance import MODES as RECALL_MODES
 from ._remember import remember as remember
@@ -115,5 +116,6 @@ __all__ = [
     "semantic_recall",
     "session_errors",
     "store_path",
+    "store_target",
     "update_memorule",
 ]

@@ -15,22 +15,30 @@ if TYPE_CHECKING:
 SQLITE_SCHEME: Final = "sqlite:///"
 """`sqlite:///relative.db` or `sqlite:////absolute/path.db` (SQLAlchemy's spelling)."""
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
-POSTGRES_NOT_WIRED: Final = (
-    "the PostgreSQL engine needs the [postgres] extra (pip install 'context-broker[postgres]') "
-    "and is not wired into this version yet; use a SQLite path"
-)
+POSTGRES_NO_FILE: Final = "a PostgreSQL URL names a server, not a file; give a SQLite path here"
+
+
+def store_target(target: str | Path) -> Path | str:
+    """What a store target names: the SQLite file (a path, or a `sqlite:///` URL), or a
+    PostgreSQL URL as given (`postgresql://` or `postgres://`).
+
+    ConfigError for another URL scheme or an empty target.
+    """
+    if isinstance(target, str) and target.strip().lower().startswith(POSTGRES_SCHEMES):
+        return target.strip()
+    return store_path(target)
 
 
 def store_path(target: str | Path) -> Path:
     """The SQLite file a store target names: a path, or a `sqlite:///` URL.
 
-    ConfigError for a PostgreSQL URL (not wired yet), another URL scheme, or an empty target.
+    ConfigError for a PostgreSQL URL (no file), another URL scheme, or an empty target.
     """
     if isinstance(target, Path):
         return target.expanduser()
     text = target.strip()
     if text.lower().startswith(POSTGRES_SCHEMES):
-        msg = f"{_redacted(text)}: {POSTGRES_NOT_WIRED}"
+        msg = f"{_redacted(text)}: {POSTGRES_NO_FILE}"
         raise ConfigError(msg)
     if text.lower().startswith(SQLITE_SCHEME):
         text = text[len(SQLITE_SCHEME) :]
@@ -53,11 +61,17 @@ def open_store(
 ) -> MemoryStore:
     """Open the store a path or URL names; blocking (see `MemoryStore.open` for the options).
 
-    A path or `sqlite:///path` opens SQLite, the default engine. `postgresql://...` raises
-    ConfigError until the PostgreSQL engine is wired in.
+    A path or `sqlite:///path` opens SQLite, the default engine. `postgresql://...` opens the
+    PostgreSQL engine (`sources._postgres.PostgresEngine`: the `[postgres]` extra, ConfigError
+    naming it when absent; the schema is migrated on open); `create` and `durability` are
+    SQLite's (the server owns its database and its durability).
     """
-    path = store_path(target)
-    return MemoryStore.open(path, embedder=embedder, mode=mode, create=create, durability=durability)
+    resolved = store_target(target)
+    if isinstance(resolved, str):
+        from ._postgres import PostgresEngine  # noqa: PLC0415 - the extra is optional
+
+        return MemoryStore.on(PostgresEngine.open(resolved), embedder=embedder, mode=mode)
+    return MemoryStore.open(resolved, embedder=embedder, mode=mode, create=create, durability=durability)
 
 
 def _redacted(url: str) -> str:

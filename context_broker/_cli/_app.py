@@ -13,7 +13,7 @@ import attrs
 
 from broker import ConfigError, Namespace, ValidationError
 from context_broker import wiring
-from sources import MemoryStore, store_path
+from sources import MemoryStore, store_target
 
 EXIT_USAGE = 2
 CREATING_COMMANDS = frozenset({"remember", "ingest", "demo"})
@@ -38,10 +38,11 @@ class App:
     """This invocation's session: the writer id of a memorule write without --session-id."""
 
     @property
-    def db_path(self) -> Path:
-        """The database file this invocation uses (`--db`, else `$CONTEXT_BROKER_DB`: a path or a
-        `sqlite:///` URL); ConfigError for a PostgreSQL URL, which the CLI reports on one line."""
-        return store_path(self.args.db) if self.args.db else wiring.default_db_path()
+    def db_path(self) -> Path | str:
+        """The store this invocation uses (`--db`, else `$CONTEXT_BROKER_DB`): a SQLite file (a
+        path or a `sqlite:///` URL) or a PostgreSQL URL; ConfigError for another scheme, which
+        the CLI reports on one line."""
+        return store_target(self.args.db) if self.args.db else wiring.default_db_path()
 
     @property
     def namespace(self) -> Namespace:

@@ -84,7 +84,7 @@ class PostgresGraph:
             "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             (ns_id, edge.src, edge.dst, edge.relation, created_at),
         )
-        return cur.rowcount > 0
+        return bool(cur.rowcount > 0)
 
     def remove_edge(self, ns_id: int, edge: Edge) -> bool:
         cur = self.scope.ns(ns_id).execute(
@@ -92,7 +92,7 @@ class PostgresGraph:
             "WHERE ns_id = %s AND src_rowid = %s AND dst_rowid = %s AND relation = %s",
             (ns_id, edge.src, edge.dst, edge.relation),
         )
-        return cur.rowcount > 0
+        return bool(cur.rowcount > 0)
 
     def delete_node(self, ns_id: int, rowid: int) -> None:
         self.scope.ns(ns_id).execute(
@@ -145,7 +145,7 @@ class PostgresTasks:
             "UPDATE tasks SET status = %s, updated_at = %s WHERE ns_id = %s AND task_id = %s",
             (status, at, ns_id, task_id),
         )
-        return cur.rowcount > 0
+        return bool(cur.rowcount > 0)
 
     def append_turn(self, ns_id: int, turn: TurnRecord) -> None:
         self.scope.ns(ns_id).execute(
@@ -163,4 +163,4 @@ class PostgresTasks:
             "DELETE FROM conversation_turns WHERE ns_id = %s AND task_id = %s", (ns_id, task_id)
         )
         cur = self.scope.execute("DELETE FROM tasks WHERE ns_id = %s AND task_id = %s", (ns_id, task_id))
-        return cur.rowcount > 0
+        return bool(cur.rowcount > 0)

@@ -74,7 +74,7 @@ class Scope:
 
     def rows(self, sql: str, params: Params = ()) -> list[TupleRow]:
         """Every row of one statement."""
-        return self.session.execute(sql, params).fetchall()
+        return list(self.session.execute(sql, params).fetchall())
 
     def one(self, sql: str, params: Params = ()) -> TupleRow | None:
         """The first row of one statement, or None."""

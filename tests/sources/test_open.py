@@ -1,4 +1,6 @@
-"""`open_store`: a path or `sqlite:///` URL opens SQLite; other URLs are refused with ConfigError."""
+"""`open_store`: a path or `sqlite:///` URL opens SQLite, a PostgreSQL URL the PostgreSQL engine
+(tests against a real server: tests/sources/postgres/test_store.py); other URLs are refused
+with ConfigError."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker import ConfigError, Namespace
-from sources import SqliteEngine, open_store, store_path
+from sources import SqliteEngine, StoreError, open_store, store_path, store_target
 
 NS = Namespace(tenant_id="t")
 
@@ -28,11 +30,21 @@ def test_a_relative_sqlite_url_is_a_relative_path() -> None:
 
 
 @pytest.mark.parametrize("url", ["postgresql://u:pw@host/db", "postgres://host/db", "POSTGRESQL://host/db"])
-def test_a_postgresql_url_is_a_config_error_naming_the_extra(url: str) -> None:
-    """Not wired yet: the error says what is missing and never shows a password."""
-    with pytest.raises(ConfigError, match=r"\[postgres\]") as info:
-        open_store(url)
+def test_a_postgresql_url_names_a_server_not_a_file(url: str) -> None:
+    """`store_target` keeps the URL for the PostgreSQL engine; `store_path` refuses it, no password shown."""
+    assert store_target(url) == url
+    with pytest.raises(ConfigError, match="server, not a file") as info:
+        store_path(url)
     assert "pw" not in str(info.value)
+
+
+def test_an_unreachable_postgresql_server_is_a_store_error_without_the_password() -> None:
+    """With the extra installed, a server that refuses the connection is one StoreError line."""
+    pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+    with pytest.raises(StoreError, match="unreachable") as info:
+        open_store("postgresql://u:pw@127.0.0.1:1/db", mode="lexical")
+    assert "pw" not in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("target", ["mysql://host/db", "", "  "])

@@ -1,5 +1,5 @@
 """`--db` and `CONTEXT_BROKER_DB` take a path or a URL: `sqlite:///` opens SQLite, a
-PostgreSQL URL is refused on one line (exit 2) until that engine is wired in."""
+PostgreSQL URL the PostgreSQL engine (a server that cannot be reached: one line, exit 2)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ def test_a_sqlite_url_opens_the_file_it_names(cli: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("via_env", [False, True])
-def test_a_postgresql_url_exits_2_with_one_line(
+def test_an_unreachable_postgresql_url_exits_2_with_one_line(
     cli: Any, monkeypatch: pytest.MonkeyPatch, via_env: bool
 ) -> None:
-    """The PostgreSQL engine is not wired: one line naming the extra, the password never shown."""
-    url = "postgresql://agent:s3cret@db.example/memory"
+    """A PostgreSQL server that refuses the connection: one line (the extra, or the server), no password."""
+    url = "postgresql://agent:s3cret@127.0.0.1:1/memory"
     if via_env:
         monkeypatch.setenv("CONTEXT_BROKER_DB", url)
         ran = cli("stats")
@@ -33,5 +33,18 @@ def test_a_postgresql_url_exits_2_with_one_line(
         ran = cli("--db", url, "stats")
     assert ran.status == 2
     assert len(ran.err_lines) == 1
-    assert "[postgres]" in ran.err_lines[0]
+    assert "[postgres]" in ran.err_lines[0] or "unreachable" in ran.err_lines[0]
     assert "s3cret" not in ran.err_lines[0]
+
+
+def test_the_cli_remembers_and_selects_on_a_postgresql_server(cli: Any, pg_url: str) -> None:
+    """`--db postgresql://...` runs the everyday commands on the PostgreSQL engine."""
+    pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+    assert cli("--db", pg_url, "--tenant", "acme", "remember", "Deploys freeze every Friday").status == 0
+    assert cli("--db", pg_url, "--tenant", "acme", "remember", "Lunch moved to the Italian place").status == 0
+    listed = cli("--db", pg_url, "--tenant", "acme", "stats")
+    assert listed.status == 0
+    assert "entries   2 in acme/default" in listed.out
+    chosen = cli("--db", pg_url, "--tenant", "acme", "select", "when do deploys freeze", "--mode", "lexical")
+    assert chosen.status == 0
+    assert "Deploys freeze every Friday" in chosen.out

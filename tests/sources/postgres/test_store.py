@@ -13,7 +13,7 @@ import pytest
 from pg_server import require
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry
+from sources import MemoryStore, NewEntry, open_store
 from sources._postgres import PostgresEngine
 
 if TYPE_CHECKING:
@@ -71,3 +71,12 @@ def test_recall_on_postgres_equals_recall_on_sqlite(pg_url: str, tmp_path: Path,
     finally:
         lite.close()
         pg.close()
+
+
+def test_open_store_opens_a_postgresql_url(pg_url: str) -> None:
+    """`open_store(url)` is the store on the PostgreSQL engine: what it writes, it recalls."""
+    with open_store(pg_url, mode="lexical") as store:
+        assert isinstance(store.engine, PostgresEngine)
+        store.add_entries([NewEntry(text=t, id=f"m{i}") for i, t in enumerate(MEMORIES)], namespace=ALICE)
+        found = store.recall("When was the train to Lyon delayed?", namespace=ALICE)
+        assert [r.memory.id for r in found][:1] == ["m1"]
