@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -18,14 +19,22 @@ POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 POSTGRES_NO_FILE: Final = "a PostgreSQL URL names a server, not a file; give a SQLite path here"
 
 
+_CONNINFO = re.compile(r"(^|\s)(host|hostaddr|dbname|user|password|port|service)\s*=", re.IGNORECASE)
+
+
 def store_target(target: str | Path) -> Path | str:
     """What a store target names: the SQLite file (a path, or a `sqlite:///` URL), or a
     PostgreSQL URL as given (`postgresql://` or `postgres://`).
 
-    ConfigError for another URL scheme or an empty target.
+    ConfigError for another URL scheme, a libpq `key=value` string (it would otherwise
+    become a file of that name; the message never repeats it: it may hold a password), or
+    an empty target.
     """
     if isinstance(target, str) and target.strip().lower().startswith(POSTGRES_SCHEMES):
         return target.strip()
+    if isinstance(target, str) and _CONNINFO.search(target):
+        msg = "a libpq key=value connection string is not a store target: give postgresql://user@host/db"
+        raise ConfigError(msg)
     return store_path(target)
 
 
@@ -75,10 +84,7 @@ def open_store(
 
 
 def _redacted(url: str) -> str:
-    """A URL without its password (`user:secret@host` -> `user:***@host`), for messages."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    creds, at, host = rest.rpartition("@")
-    user, colon, _password = creds.partition(":")
-    return f"{scheme}{sep}{user}{':***' if colon else ''}{at}{host}"
+    """A URL without its password, for messages (`sources._postgres._driver.redact`)."""
+    from ._postgres._driver import redact  # noqa: PLC0415 - the PostgreSQL package only when named
+
+    return redact(url)

@@ -14,7 +14,7 @@ import contextlib
 import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from broker import ConfigError
 from sources._exceptions import StoreError
@@ -56,17 +56,27 @@ def _load(name: str) -> ModuleType:
 
 def is_postgres_url(url: str) -> bool:
     """True when `url` names a PostgreSQL server (`postgresql://` or `postgres://`)."""
-    return urlsplit(url).scheme.lower() in SCHEMES
+    scheme, sep, _ = url.strip().partition("://")
+    return bool(sep) and scheme.lower() in SCHEMES
 
 
 def check_url(url: str) -> str:
     """Return `url` if it is a well-formed PostgreSQL URL; ConfigError otherwise.
 
     Checked before anything connects, so a typo is a configuration error, not a timeout.
-    The password is never repeated in the message.
+    The password is never repeated in the message. An `@` inside the user name or password
+    must be percent-encoded (`%40`): libpq and URL parsers disagree on where such a host
+    begins, and the password would then reach a message as part of a host name.
     """
     if not is_postgres_url(url):
         raise ConfigError(f"not a PostgreSQL URL (want postgresql://...): {redact(url)}")
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError as exc:
+        raise ConfigError(f"bad PostgreSQL URL {redact(url)}: {_one_line(exc)}") from exc
+    if netloc.count("@") > 1:
+        msg = f"bad PostgreSQL URL {redact(url)}: percent-encode '@' in the user name or password (%40)"
+        raise ConfigError(msg)
     try:
         psycopg().conninfo.conninfo_to_dict(url)
     except psycopg().ProgrammingError as exc:
@@ -74,16 +84,29 @@ def check_url(url: str) -> str:
     return url
 
 
+_SECRET_KEYS: Final = frozenset({"password", "sslpassword"})
+
+
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its secrets (the password of the user part, and `password=` or
+    `sslpassword=` in the query), for messages and logs; a URL that does not parse is shown
+    by its scheme alone."""
     try:
         parts = urlsplit(url)
-        password = parts.password
+        parts.port  # noqa: B018 - parsing the port raises for a malformed host part
     except ValueError:
-        return "<unparsable URL>"
-    if not password:
-        return url
-    return url.replace(f":{password}@", ":***@", 1)
+        return f"{url.partition('://')[0]}://<unparsable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        name, colon, _password = user.partition(":")
+        netloc = f"{name}{':***' if colon else ''}@{host}"
+    query = "&".join(
+        f"{key}={'***' if key.lower() in _SECRET_KEYS else value}"
+        for key, value in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    tail = (f"?{query}" if parts.query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    return f"{parts.scheme}://{netloc}{parts.path}{tail}"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -107,8 +130,8 @@ def translated(where: str) -> Iterator[None]:
             f"{where}: no connection to the server ({_one_line(exc)})", source="postgres"
         ) from exc
     except pg.OperationalError as exc:
-        raise StoreError(
-            f"{where}: server unreachable or gone ({_one_line(exc)})", source="postgres"
-        ) from exc
+        refused = "authentication failed" in str(exc)
+        what = "login refused" if refused else "server unreachable or gone"
+        raise StoreError(f"{where}: {what} ({_one_line(exc)})", source="postgres") from exc
     except pg.Error as exc:
         raise StoreError(f"{where}: {_one_line(exc)}", source="postgres") from exc
