@@ -81,6 +81,9 @@ def _check_target(path: Path, *, create: bool) -> None:
         raise StoreError(f"{path}: is a directory, not a database file")
     if not create and not path.exists():
         raise StoreError(f"{path}: no such database (this command never creates one)")
+    if not create and path.stat().st_size == 0:
+        # SQLite would take an empty file for an empty database and the migration would fill it.
+        raise StoreError(f"{path}: an empty file, not a database (this command never creates one)")
     if create:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

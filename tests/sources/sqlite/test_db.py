@@ -54,6 +54,17 @@ def test_without_create_a_missing_file_is_an_error_and_nothing_is_made(tmp_path:
     assert not (tmp_path / "typo").exists()
 
 
+def test_without_create_an_empty_file_is_an_error_and_stays_empty(tmp_path: Path) -> None:
+    """A zero-byte file given to a reading command is refused, not turned into a store."""
+    path = tmp_path / "empty.db"
+    path.touch()
+    with pytest.raises(StoreError, match="an empty file, not a database"):
+        MemoryStore.open(path, mode="lexical", create=False)
+    assert path.stat().st_size == 0
+    with MemoryStore.open(path, mode="lexical") as store:  # a writing command may make it a store
+        assert store.stats()["entries"] == 0
+
+
 def test_readers_never_recreate_a_deleted_file(tmp_path: Path) -> None:
     """A reader connecting after the file vanished fails instead of making an empty database."""
     path = tmp_path / "m.db"
