@@ -219,6 +219,10 @@ class Matrix:
         if typed is not None and len(hits) < min(k, len(typed)):
             # The graph's 8k nearest held too few of a type this rare: search its rows exactly.
             return self._exact_rows(typed, query, k)
+        if typed is None and len(hits) < min(k, self.live):
+            # Removed or stale rows took places among the graph's nearest, or removals cut
+            # part of the graph off: fewer than k live rows came back, so search exactly.
+            return self.exact(None).search(query, k)
         return hits[:k]
 
     def _exact_rows(self, positions: npt.NDArray[np.intp], query: Vectors, k: int) -> list[Hit]:

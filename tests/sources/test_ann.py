@@ -407,3 +407,20 @@ def test_reindex_leaves_large_namespaces_searched_through_their_graph(tmp_path: 
             assert index.uses_ann(conn, Slot(1, 0))
     finally:
         store.close()
+
+
+def test_a_graph_that_returns_too_few_live_rows_falls_back_to_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the graph's answer holds fewer than k live rows (removed nodes, a cut-off part), the
+    search is exact: k rows, the exact top k."""
+    rng = np.random.default_rng(16)
+    vecs = unit_vectors(rng, 400)
+    rows: list[Row] = [(i + 1, i, MODEL, _vectors.to_blob(v), "episodic") for i, v in enumerate(vecs)]
+    matrix = Matrix(dim=DIM, exact_limit=LIMIT)
+    matrix.append(rows, MODEL)
+    matrix.ensure_graph()
+    assert matrix.ann is not None
+    search = matrix.ann.search
+    monkeypatch.setattr(matrix.ann, "search", lambda q, n: search(q, max(1, n // 4)))
+    hits = matrix.search(vecs[7], 20, None)
+    assert [h.rowid for h in hits] == [h.rowid for h in matrix.exact(None).search(vecs[7], 20)]
+    assert len(hits) == 20
