@@ -30,6 +30,8 @@ import numpy as np
 
 from broker.log import get_logger
 
+from ._relevance import LexicalHit
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -47,20 +49,6 @@ _CHUNK: Final = 50_000  # documents tokenised at a time while indexing
 _IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement
 _CATCH_UP: Final = 1000  # logged changes a turn applies before it answers (more: FTS this turn)
 _COMPACT_MIN: Final = 4096  # removed documents kept before `warm` builds an index again
-
-
-@attrs.frozen
-class TextHit:
-    """One match: its FTS rowid (corpus in the low bits), FTS5's rank (lower is better), body."""
-
-    fts_rowid: int
-    rank: float
-    body: str
-
-    @property
-    def rowid(self) -> int:
-        """The match's rowid in its corpus."""
-        return self.fts_rowid // _STRIDE
 
 
 @attrs.define(eq=False)
@@ -243,16 +231,23 @@ class TextIndex:
 
     def top(
         self, conn: Reader, ns_id: int, qterms: Sequence[str], depth: int
-    ) -> tuple[tuple[TextHit, ...], ...] | None:
-        """Each corpus's best `depth` matches, or None without a current index (the caller
-        then runs the FTS query)."""
+    ) -> tuple[tuple[LexicalHit, ...], ...] | None:
+        """Each corpus's best `depth` matches with their indexed terms, or None without a
+        current index (the caller then runs the FTS query)."""
         with self._lock:
             index = self._indexes.get(ns_id)
             if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
                 return None
             found = index.top(qterms, depth)
-        bodies = _bodies(conn, ns_id, [r for hits in found for r, _ in hits])
-        return tuple(tuple(TextHit(r, rank, bodies.get(r, "")) for r, rank in hits) for hits in found)
+        keys = [(code % _STRIDE, code // _STRIDE) for hits in found for code, _ in hits]
+        terms = conn.indexed_terms(ns_id, keys)
+        return tuple(
+            tuple(
+                LexicalHit(code // _STRIDE, rank, tuple(terms.get((code % _STRIDE, code // _STRIDE), ())))
+                for code, rank in hits
+            )
+            for hits in found
+        )
 
     def ranked(
         self, conn: Reader, ns_id: int, qterms: Sequence[str], corpus: int, depth: int
@@ -315,4 +310,4 @@ def _apply(conn: Reader, ns_id: int, index: Postings, last_op: dict[int, int]) -
     index.add([(r, bodies[r]) for r in wanted if r in bodies])
 
 
-__all__ = ["Postings", "TextHit", "TextIndex"]
+__all__ = ["Postings", "TextIndex"]

@@ -130,7 +130,7 @@ def _retrieved(
     query_vector, vindex = dense
     nearest, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
     cosines = {(c, h.rowid): h.cosine for c, corpus_hits in enumerate(nearest) for h in corpus_hits}
-    terms.update(_bodies(conn, ns_id, [k for k in cosines if k not in terms]))
+    terms.update(conn.indexed_terms(ns_id, [k for k in cosines if k not in terms]))
     lexical_only = [k for k in terms if k not in cosines]
     cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
     return _Retrieved(hits=hits, nearest=nearest, terms=terms, cosines=cosines, tops=tops, mean=mean)
@@ -195,10 +195,7 @@ def lexical_hits(
     qterms = sorted(prof.present)
     found = None if texts is None else texts.top(conn, ns_id, qterms, REFERENCE_DEPTH)
     if found is not None:
-        return tuple(
-            tuple(LexicalHit(h.rowid, h.rank, tuple(h.body.split())) for h in found[corpus])
-            for corpus in _CORPORA
-        )
+        return tuple(found[corpus] for corpus in _CORPORA)
     return tuple(
         tuple(conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
         for corpus in _CORPORA
@@ -229,11 +226,6 @@ def _dense_pool(
         total, weighted = total + n, weighted + n * mean
     cosines = sorted((h.cosine for corpus_hits in hits for h in corpus_hits), reverse=True)
     return hits, tuple(cosines[: _gate.TOP_COSINES]), (weighted / total if total else 0.0)
-
-
-def _bodies(conn: Reader, ns_id: int, keys: list[Key]) -> dict[Key, list[str]]:
-    """Analysed FTS bodies of some documents of the namespace."""
-    return conn.indexed_terms(ns_id, keys)
 
 
 def _stored_cosines(
