@@ -4,11 +4,11 @@ abandoned, so no statement outlives the turn that asked for it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import anyio
-import anyio.lowlevel
 from anyio.lowlevel import RunVar
 
 T = TypeVar("T")
@@ -26,34 +26,52 @@ async def run_sync_interruptible(
     (e.g. `conn.interrupt`), wait for the thread to finish, then re-raise the cancellation.
 
     Waiting for a limiter token is cancellable; once the thread runs, the caller waits for
-    it, so the thread never outlives the call.
+    it, so the thread never outlives the call. The usual path is one thread hand-off (no
+    watchdog task): the wait for the thread is abandoned at cancellation only to interrupt
+    the thread and wait for it again, shielded.
     """
     async with limiter:
-        finished = False
+        job = _Job(fn)
+        try:
+            return await anyio.to_thread.run_sync(job.run, abandon_on_cancel=True, limiter=_thread_limiter())
+        except anyio.get_cancelled_exc_class():
+            if job.abandon():
+                interrupt()
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(job.done.wait, limiter=_thread_limiter())
+            raise
 
-        async def watchdog() -> None:
-            try:
-                await anyio.sleep_forever()
-            finally:
-                if not finished:
-                    interrupt()
 
-        error: Exception | None = None
-        result: T | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watchdog)
-            with anyio.CancelScope(shield=True):
-                try:
-                    result = await anyio.to_thread.run_sync(fn, limiter=_thread_limiter())
-                except Exception as exc:  # noqa: BLE001 - re-raised below, after cancellation
-                    error = exc
-            finished = True
-            tg.cancel_scope.cancel()
-        # The thread is done; if our caller was cancelled meanwhile, that wins.
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        if error is not None:
-            raise error
-        return result  # type: ignore[return-value]
+class _Job(Generic[T]):
+    """`fn` as a worker thread runs it, and whether it started: a job abandoned before it
+    started never runs; one that started is waited for."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self._state = "new"
+        self.done = threading.Event()
+
+    def run(self) -> T:
+        with self._lock:
+            if self._state == "abandoned":
+                raise _AbandonedError
+            self._state = "running"
+        try:
+            return self._fn()
+        finally:
+            self.done.set()
+
+    def abandon(self) -> bool:
+        """Mark the job abandoned; True if it had started (its thread must be waited for)."""
+        with self._lock:
+            started = self._state == "running"
+            self._state = "abandoned"
+        return started
+
+
+class _AbandonedError(Exception):
+    """The job was abandoned before its thread started it (the result is never read)."""
 
 
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("broker_thread_limiter")

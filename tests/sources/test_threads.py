@@ -6,6 +6,7 @@ Real threads, so the real clock: these tests assert outcomes, never durations.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 
 import anyio
@@ -127,3 +128,25 @@ async def _waiting_for_token_is_cancellable() -> None:
 def test_waiting_for_a_limiter_token_is_cancellable(backend):
     """The limiter bounds threads; a caller stuck behind it can still be cancelled, and runs nothing."""
     anyio.run(_waiting_for_token_is_cancellable, backend=backend)
+
+
+async def _thread_finishes_before_the_call_returns() -> None:
+    release = threading.Event()
+    finished: list[str] = []
+
+    def blocked() -> None:
+        release.wait(SAFETY_SECONDS)
+        time.sleep(0.05)  # still working a moment after the interrupt
+        finished.append("thread")
+
+    with anyio.move_on_after(0.05) as scope:
+        await run_sync_interruptible(blocked, interrupt=release.set, limiter=anyio.CapacityLimiter(1))
+    finished.append("call")
+    assert scope.cancelled_caught
+    assert finished == ["thread", "call"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cancelled_call_returns_only_after_its_thread_has_finished(backend):
+    """Cancellation interrupts the thread and then waits for it: no thread outlives its call."""
+    anyio.run(_thread_finishes_before_the_call_returns, backend=backend)
