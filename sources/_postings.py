@@ -20,6 +20,7 @@ answers None and the caller runs the FTS query: the same matches, slower.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import threading
@@ -51,6 +52,19 @@ _CATCH_UP: Final = 1000  # logged changes a turn applies before it answers (more
 _COMPACT_MIN: Final = 4096  # removed documents kept before `warm` builds an index again
 
 
+_Part = tuple["npt.NDArray[np.int32]", "npt.NDArray[np.int32]", "npt.NDArray[np.float32]"]
+
+
+@attrs.frozen(eq=False)
+class _Forward:
+    """The terms of a run of slots from `first`: slot `first + i`'s are
+    `ids[offsets[i]:offsets[i + 1]]`, ids of `Postings.words`."""
+
+    first: int
+    offsets: npt.NDArray[np.int64]
+    ids: npt.NDArray[np.int32]
+
+
 @attrs.define(eq=False)
 class Postings:
     """One namespace's index: document slots (FTS rowid, length, alive) and, per term, the
@@ -64,6 +78,10 @@ class Postings:
     terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]] = attrs.field(factory=dict)
     n_live: int = 0
     total_len: int = 0
+    words: list[str] = attrs.field(factory=list)
+    word_id: dict[str, int] = attrs.field(factory=dict)
+    _segments: list[_Forward] = attrs.field(factory=list)
+    _firsts: list[int] = attrs.field(factory=list)
 
     @classmethod
     def build(cls, chunks: Iterable[Sequence[tuple[int, str]]], log_id: int) -> Postings:
@@ -76,19 +94,47 @@ class Postings:
         """Index documents (a rowid already indexed is replaced), a chunk at a time so only one
         chunk's tokens are ever held as Python strings."""
         vocab: dict[str, int] = {}
-        parts = []
+        parts, forwards = [], []
         for rows in chunks:
             self.remove(r for r, _ in rows if r in self.slot_of)
             if rows:
-                parts.append(self._chunk(rows, vocab))
+                first = len(self.rowids)
+                part, ids, lengths = self._chunk(rows, vocab)
+                parts.append(part)
+                forwards.append((first, ids, lengths))
         if parts:
             self._merge(vocab, parts)
+            self._forward(vocab, forwards)
+
+    def indexed_terms(self, rowid: int) -> tuple[str, ...]:
+        """A live document's indexed terms, in order (its analysed body, split)."""
+        slot = self.slot_of[rowid]
+        segment = self._segments[bisect.bisect_right(self._firsts, slot) - 1]
+        at = slot - segment.first
+        words = self.words
+        return tuple(words[i] for i in segment.ids[segment.offsets[at] : segment.offsets[at + 1]].tolist())
+
+    def _forward(
+        self, vocab: dict[str, int], forwards: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]
+    ) -> None:
+        """Keep each document's terms in order, as ids of `words` (the answer's indexed terms
+        without a read): one segment per chunk, the chunk's ids mapped to the global ids."""
+        for term in vocab:
+            if term not in self.word_id:
+                self.word_id[term] = len(self.words)
+                self.words.append(term)
+        to_global = np.fromiter(map(self.word_id.__getitem__, vocab), np.int32, len(vocab))
+        for first, ids, lengths in forwards:
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            self._segments.append(_Forward(first, offsets, to_global[ids]))
+        self._firsts = [segment.first for segment in self._segments]
 
     def _chunk(
         self, rows: Sequence[tuple[int, str]], vocab: dict[str, int]
-    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]:
+    ) -> tuple[_Part, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Give a chunk's documents their slots; return its postings as (term id, slot, term
-        frequency), by term then slot, growing `vocab`."""
+        frequency), by term then slot, growing `vocab`; and its tokens' term ids in order with
+        each document's length."""
         first = len(self.rowids)
         split = [body.split() for _, body in rows]
         lengths = np.fromiter(map(len, split), np.int64, len(split))
@@ -108,12 +154,12 @@ class Postings:
             ids * n + np.repeat(np.arange(n, dtype=np.int64), lengths), return_counts=True
         )
         slots = (keys % n + first).astype(np.int32)
-        return (keys // n).astype(np.int32), slots, counts.astype(np.float32)
+        return ((keys // n).astype(np.int32), slots, counts.astype(np.float32)), ids, lengths
 
     def _merge(
         self,
         vocab: dict[str, int],
-        parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float32]]],
+        parts: list[_Part],
     ) -> None:
         """Append the chunks' postings to each term's, slots ascending within a term.
 
@@ -239,15 +285,10 @@ class TextIndex:
             if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
                 return None
             found = index.top(qterms, depth)
-        keys = [(code % _STRIDE, code // _STRIDE) for hits in found for code, _ in hits]
-        terms = conn.indexed_terms(ns_id, keys)
-        return tuple(
-            tuple(
-                LexicalHit(code // _STRIDE, rank, tuple(terms.get((code % _STRIDE, code // _STRIDE), ())))
-                for code, rank in hits
+            return tuple(
+                tuple(LexicalHit(code // _STRIDE, rank, index.indexed_terms(code)) for code, rank in hits)
+                for hits in found
             )
-            for hits in found
-        )
 
     def ranked(
         self, conn: Reader, ns_id: int, qterms: Sequence[str], corpus: int, depth: int

@@ -88,6 +88,12 @@ def test_the_index_catches_up_with_another_connections_writes(tmp_path: Path) ->
         with store.db.read() as conn:
             for query in (["appl"], ["fig"], ["cherri", "grape"]):
                 _same(_mine(index, conn, ns_id, query, 10), _fts(conn, ns_id, query, 10))
+                found = index.top(conn, ns_id, query, 10)
+                assert found is not None
+                assert [[h.terms for h in hits] for hits in found] == [
+                    [h.terms for h in conn.lexical_candidates(ns_id, query, corpus=c, limit=10)]
+                    for c in CORPORA
+                ]
 
 
 def test_an_index_behind_the_kept_log_defers_to_fts_until_warm(tmp_path: Path) -> None:
@@ -146,6 +152,28 @@ def test_indexing_in_chunks_gives_the_same_postings(notes: list[str], cut: int, 
         assert slots.tolist() == chunked.terms[term][0].tolist()
         assert tf.tolist() == chunked.terms[term][1].tolist()
     assert whole.top(query, 5) == chunked.top(query, 5)
+
+
+@given(
+    notes=st.lists(texts, min_size=1, max_size=20),
+    cut=st.integers(0, 20),
+    removed=st.sets(st.integers(1, 20)),
+    replaced=st.dictionaries(st.integers(1, 25), texts, max_size=6),
+)
+def test_each_documents_terms_are_kept_in_order_through_removes_and_replaces(
+    notes: list[str], cut: int, removed: set[int], replaced: dict[int, str]
+) -> None:
+    """A live document's indexed terms are its current body's, in order, however it was indexed."""
+    bodies = {4 * (i + 1): " ".join(_analysis.terms(t)) for i, t in enumerate(notes)}
+    rows = list(bodies.items())
+    index = Postings.build([rows[:cut], rows[cut:]], log_id=0)
+    index.remove(4 * i for i in removed)
+    index.add([(4 * i, " ".join(_analysis.terms(t))) for i, t in replaced.items()])
+    current = {r: b for r, b in bodies.items() if r // 4 not in removed}
+    current.update({4 * i: " ".join(_analysis.terms(t)) for i, t in replaced.items()})
+    assert {r: index.indexed_terms(r) for r in index.slot_of} == {
+        r: tuple(b.split()) for r, b in current.items()
+    }
 
 
 def test_a_bulk_write_is_absorbed_a_batch_a_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
