@@ -20,6 +20,7 @@ import threading
 from importlib.resources import files
 from typing import TYPE_CHECKING, Final
 
+import attrs
 import numpy as np
 
 from . import _analysis
@@ -79,18 +80,44 @@ def _matrix(embedder: Embedder) -> tuple[tuple[str, ...], npt.NDArray[np.float32
         return found
 
 
+@attrs.frozen(eq=False)
+class _TermSets:
+    """The off-topic tasks' informative term sets, as an inverted index: for each term, the
+    sets holding it; each set's size and task key."""
+
+    holding: dict[str, npt.NDArray[np.intp]]
+    sizes: npt.NDArray[np.float64]
+    keys: tuple[str, ...]
+
+
 @functools.cache
-def _term_sets() -> tuple[tuple[str, frozenset[str]], ...]:
-    return tuple((_key(t), frozenset(_analysis.terms(t))) for t in tasks())
+def _term_sets() -> _TermSets:
+    sets = [(_key(t), frozenset(_analysis.terms(t))) for t in tasks()]
+    sets = [(k, terms) for k, terms in sets if terms]
+    holding: dict[str, list[int]] = {}
+    for i, (_, terms) in enumerate(sets):
+        for term in terms:
+            holding.setdefault(term, []).append(i)
+    return _TermSets(
+        holding={term: np.asarray(ids, dtype=np.intp) for term, ids in holding.items()},
+        sizes=np.asarray([len(terms) for _, terms in sets], dtype=np.float64),
+        keys=tuple(k for k, _ in sets),
+    )
 
 
 def lexical_closeness(task: str, terms: Iterable[str]) -> float:
     """Without vectors (lexical mode): the task's best Jaccard overlap of informative terms with
     an off-topic task other than itself."""
     own, mine = _excluded(task), frozenset(terms)
-    if not mine:
+    index = _term_sets()
+    found = [index.holding[t] for t in mine if t in index.holding]
+    if not found:
         return 0.0
-    return max((len(mine & t) / len(mine | t) for k, t in _term_sets() if k != own and t), default=0.0)
+    shared = np.bincount(np.concatenate(found), minlength=len(index.keys)).astype(np.float64)
+    jaccard = shared / (len(mine) + index.sizes - shared)
+    if own is not None:
+        jaccard[[i for i, k in enumerate(index.keys) if k == own]] = 0.0
+    return float(jaccard.max())
 
 
 def closeness(embedder: Embedder, task: str, query_vector: npt.NDArray[np.float32]) -> float:

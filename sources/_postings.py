@@ -111,8 +111,9 @@ class Postings:
         slot = self.slot_of[rowid]
         segment = self._segments[bisect.bisect_right(self._firsts, slot) - 1]
         at = slot - segment.first
-        words = self.words
-        return tuple(words[i] for i in segment.ids[segment.offsets[at] : segment.offsets[at + 1]].tolist())
+        return tuple(
+            map(self.words.__getitem__, segment.ids[segment.offsets[at] : segment.offsets[at + 1]].tolist())
+        )
 
     def _forward(
         self, vocab: dict[str, int], forwards: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]
