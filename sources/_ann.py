@@ -113,7 +113,8 @@ def _restored(
     if not path.exists():
         return None
     try:
-        from usearch.index import Index, ScalarKind  # noqa: PLC0415 - optional
+        from usearch.compiled import ScalarKind  # noqa: PLC0415 - optional
+        from usearch.index import Index  # noqa: PLC0415 - optional
     except ImportError:
         return None
     try:

@@ -11,6 +11,7 @@ from ._relevance import QueryProfile
 
 if TYPE_CHECKING:
     from ._engine import Reader, Writer
+    from ._postings import TextIndex
 
 
 def add_doc(writer: Writer, ns_id: int, corpus: int, rowid: int, text: str) -> None:
@@ -23,12 +24,19 @@ def remove_doc(writer: Writer, ns_id: int, corpus: int, rowid: int) -> None:
     writer.unindex_document(ns_id, (corpus, rowid))
 
 
-def profile(reader: Reader, ns_id: int | None, query: str) -> QueryProfile:
-    """Profile a query against a namespace's statistics (empty namespace: no statistics)."""
+def profile(reader: Reader, ns_id: int | None, query: str, texts: TextIndex | None = None) -> QueryProfile:
+    """Profile a query against a namespace's statistics (empty namespace: no statistics); the
+    terms' document frequencies from the in-memory text index when it is current (`texts`),
+    the same counts the engine keeps."""
     qterms = _analysis.query_terms(query)
     if ns_id is None or not qterms:
         return QueryProfile.build(qterms, n_docs=0, total_len=0, df={})
-    stats = reader.term_stats(ns_id, qterms)
+    df = None if texts is None else texts.document_frequencies(reader, ns_id, qterms)
+    stats = reader.term_stats(ns_id, qterms if df is None else ())
     return QueryProfile.build(
-        qterms, n_docs=stats.n_docs, total_len=stats.total_len, df=stats.df, generation=stats.generation
+        qterms,
+        n_docs=stats.n_docs,
+        total_len=stats.total_len,
+        df=stats.df if df is None else df,
+        generation=stats.generation,
     )

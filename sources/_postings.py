@@ -78,6 +78,8 @@ class Postings:
     terms: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]] = attrs.field(factory=dict)
     n_live: int = 0
     total_len: int = 0
+    df: dict[str, int] = attrs.field(factory=dict)
+    """Per term, the live documents holding it (FTS5's `doc` count of the term)."""
     words: list[str] = attrs.field(factory=list)
     word_id: dict[str, int] = attrs.field(factory=dict)
     _segments: list[_Forward] = attrs.field(factory=list)
@@ -108,12 +110,13 @@ class Postings:
 
     def indexed_terms(self, rowid: int) -> tuple[str, ...]:
         """A live document's indexed terms, in order (its analysed body, split)."""
-        slot = self.slot_of[rowid]
+        return self._slot_terms(self.slot_of[rowid])
+
+    def _slot_terms(self, slot: int) -> tuple[str, ...]:
         segment = self._segments[bisect.bisect_right(self._firsts, slot) - 1]
         at = slot - segment.first
-        return tuple(
-            map(self.words.__getitem__, segment.ids[segment.offsets[at] : segment.offsets[at + 1]].tolist())
-        )
+        ids = segment.ids[segment.offsets[at] : segment.offsets[at + 1]].tolist()
+        return tuple(map(self.words.__getitem__, ids))
 
     def _forward(
         self, vocab: dict[str, int], forwards: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]
@@ -180,6 +183,7 @@ class Postings:
             slots[dest], tf[dest] = chunk_slots, chunk_tf
             cursor += count
         for term, t in vocab.items():
+            self.df[term] = self.df.get(term, 0) + int(bounds[t + 1] - bounds[t])
             new_slots, new_tf = slots[bounds[t] : bounds[t + 1]], tf[bounds[t] : bounds[t + 1]]
             old = self.terms.get(term)
             if old is not None:
@@ -201,6 +205,8 @@ class Postings:
             self.alive[slot] = False
             self.n_live -= 1
             self.total_len -= int(self.lengths[slot])
+            for term in set(self._slot_terms(slot)):
+                self.df[term] -= 1
 
     def top(
         self, qterms: Sequence[str], depth: int, corpora: Sequence[int] = tuple(range(_CORPORA))
@@ -290,6 +296,19 @@ class TextIndex:
                 tuple(LexicalHit(code // _STRIDE, rank, index.indexed_terms(code)) for code, rank in hits)
                 for hits in found
             )
+
+    def document_frequencies(self, conn: Reader, ns_id: int, terms: Sequence[str]) -> dict[str, int] | None:
+        """The live documents holding each term (those with any), as the engine's term statistics
+        count them; None without an index current at this read's snapshot (the caller then
+        reads the engine's): an index already ahead of the snapshot answers None too, so a
+        profile never mixes the snapshot's document count with later writes' frequencies."""
+        with self._lock:
+            index = self._indexes.get(ns_id)
+            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+                return None
+            if index.log_id > conn.text_log_bounds()[1]:
+                return None
+            return {t: n for t in terms if (n := index.df.get(t, 0)) > 0}
 
     def ranked(
         self, conn: Reader, ns_id: int, qterms: Sequence[str], corpus: int, depth: int

@@ -426,7 +426,9 @@ class MemoryStore:
         if ns_id is None:
             return _index.profile(conn, ns_id, query)
         generation = conn.generation(ns_id)
-        return self._profiles.get((ns_id, query, generation), lambda: _index.profile(conn, ns_id, query))
+        return self._profiles.get(
+            (ns_id, query, generation), lambda: _index.profile(conn, ns_id, query, self._texts)
+        )
 
     def scorer_on(
         self,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _analysis, _engine, _postings
+from sources import MemoryStore, NewEntry, _analysis, _engine, _index, _postings
 from sources._postings import Postings, TextIndex
 from sources._reference import REFERENCE_DEPTH, lexical_hits
 
@@ -94,6 +94,8 @@ def test_the_index_catches_up_with_another_connections_writes(tmp_path: Path) ->
                     [h.terms for h in conn.lexical_candidates(ns_id, query, corpus=c, limit=10)]
                     for c in CORPORA
                 ]
+            every = ["appl", "berri", "cherri", "delta", "fig", "grape", "onli", "now", "absent"]
+            assert index.document_frequencies(conn, ns_id, every) == conn.term_stats(ns_id, every).df
 
 
 def test_an_index_behind_the_kept_log_defers_to_fts_until_warm(tmp_path: Path) -> None:
@@ -160,10 +162,10 @@ def test_indexing_in_chunks_gives_the_same_postings(notes: list[str], cut: int, 
     removed=st.sets(st.integers(1, 20)),
     replaced=st.dictionaries(st.integers(1, 25), texts, max_size=6),
 )
-def test_each_documents_terms_are_kept_in_order_through_removes_and_replaces(
+def test_each_documents_terms_and_each_terms_document_count_follow_removes_and_replaces(
     notes: list[str], cut: int, removed: set[int], replaced: dict[int, str]
 ) -> None:
-    """A live document's indexed terms are its current body's, in order, however it was indexed."""
+    """A live document's indexed terms are its current body's, in order; a term's count is of the live documents holding it."""
     bodies = {4 * (i + 1): " ".join(_analysis.terms(t)) for i, t in enumerate(notes)}
     rows = list(bodies.items())
     index = Postings.build([rows[:cut], rows[cut:]], log_id=0)
@@ -173,6 +175,10 @@ def test_each_documents_terms_are_kept_in_order_through_removes_and_replaces(
     current.update({4 * i: " ".join(_analysis.terms(t)) for i, t in replaced.items()})
     assert {r: index.indexed_terms(r) for r in index.slot_of} == {
         r: tuple(b.split()) for r, b in current.items()
+    }
+    terms = {t for b in current.values() for t in b.split()}
+    assert {t: n for t, n in index.df.items() if n} == {
+        t: sum(t in b.split() for b in current.values()) for t in terms
     }
 
 
@@ -248,3 +254,18 @@ def test_a_typed_recall_reads_deeper_when_the_best_matches_are_of_other_types(tm
         assert [r.memory.id for r in warm] == [r.memory.id for r in cold]
         assert len(warm) == 5
         assert {r.memory.memory_type for r in warm} == {"self"}
+
+
+def test_a_query_profile_is_the_same_from_the_index_as_from_the_engines_statistics(tmp_path: Path) -> None:
+    """Document frequencies from a current index give the profile the engine's term statistics give."""
+    notes = [f"{a} {b}" for a in WORDS[:5] for b in WORDS[4:]]
+    with _store_with(tmp_path / "m.db", notes) as store:
+        store.delete(store.add_entry("apple kiwi", namespace=ACME), namespace=ACME)
+        with store.db.read() as conn:
+            ns_id = conn.namespace_id(ACME)
+            assert ns_id is not None
+            index = TextIndex()
+            index.warm(conn, ns_id)
+            assert index.document_frequencies(conn, ns_id, ["appl", "kiwi"]) == {"appl": 6}
+            for query in ("apple and the hotel", "kiwi juliet berry", "nothing known"):
+                assert _index.profile(conn, ns_id, query, index) == _index.profile(conn, ns_id, query)
