@@ -297,6 +297,21 @@ class TextIndex:
                 for hits in found
             )
 
+    def indexed_terms(
+        self, conn: Reader, ns_id: int, keys: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], list[str]] | None:
+        """`Reader.indexed_terms` of some documents (corpus, rowid) from the index, or None
+        without a current index."""
+        with self._lock:
+            index = self._indexes.get(ns_id)
+            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+                return None
+            return {
+                (corpus, rowid): list(index.indexed_terms(code))
+                for corpus, rowid in keys
+                if (code := _code(corpus, rowid)) in index.slot_of
+            }
+
     def document_frequencies(self, conn: Reader, ns_id: int, terms: Sequence[str]) -> dict[str, int] | None:
         """The live documents holding each term (those with any), as the engine's term statistics
         count them; None without an index current at this read's snapshot (the caller then

@@ -82,7 +82,7 @@ def compute_reference(
     dense = scorer.query_vector if mode in DENSE_MODES and vindex is not None else None
     search = None if dense is None or vindex is None else (dense, vindex)
     hits = lexical_hits(conn, ns_id, prof, texts) if mode != "dense" else ()
-    found = _retrieved(conn, ns_id, hits, dense=search)
+    found = _retrieved(conn, ns_id, hits, dense=search, texts=texts)
     for key, (node_terms, cosine) in _graph_nodes(conn, ns_id, task, dense, embedder).items():
         found.terms[key] = node_terms
         if cosine is not None:
@@ -121,16 +121,20 @@ def _retrieved(
     hits: tuple[tuple[LexicalHit, ...], ...],
     *,
     dense: tuple[npt.NDArray[np.float32], VectorIndex] | None,
+    texts: TextIndex | None = None,
 ) -> _Retrieved:
     """The turn's lexical matches (`hits`, `lexical_hits`) with one search of each corpus's
-    vectors (`dense`: the query vector and the index)."""
+    vectors (`dense`: the query vector and the index); the nearest rows' terms from the text
+    index when it is current (`texts`), else from the engine."""
     terms = _lexical_pool(hits)
     if dense is None:
         return _Retrieved(hits=hits, nearest=(), terms=terms, cosines={})
     query_vector, vindex = dense
     nearest, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
     cosines = {(c, h.rowid): h.cosine for c, corpus_hits in enumerate(nearest) for h in corpus_hits}
-    terms.update(conn.indexed_terms(ns_id, [k for k in cosines if k not in terms]))
+    wanted = [k for k in cosines if k not in terms]
+    kept = None if texts is None else texts.indexed_terms(conn, ns_id, wanted)
+    terms.update(conn.indexed_terms(ns_id, wanted) if kept is None else kept)
     lexical_only = [k for k in terms if k not in cosines]
     cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
     return _Retrieved(hits=hits, nearest=nearest, terms=terms, cosines=cosines, tops=tops, mean=mean)

@@ -96,6 +96,10 @@ def test_the_index_catches_up_with_another_connections_writes(tmp_path: Path) ->
                 ]
             every = ["appl", "berri", "cherri", "delta", "fig", "grape", "onli", "now", "absent"]
             assert index.document_frequencies(conn, ns_id, every) == conn.term_stats(ns_id, every).df
+            keys = [
+                (corpus, rowid) for corpus in CORPORA for rowid in range(1, 8)
+            ]  # some removed, some never
+            assert index.indexed_terms(conn, ns_id, keys) == conn.indexed_terms(ns_id, keys)
 
 
 def test_an_index_behind_the_kept_log_defers_to_fts_until_warm(tmp_path: Path) -> None:
