@@ -20,7 +20,6 @@ answers None and the caller runs the FTS query: the same matches, slower.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 import threading
@@ -58,7 +57,7 @@ _Part = tuple["npt.NDArray[np.int32]", "npt.NDArray[np.int32]", "npt.NDArray[np.
 @attrs.frozen(eq=False)
 class _Forward:
     """The terms of a run of slots from `first`: slot `first + i`'s are
-    `ids[offsets[i]:offsets[i + 1]]`, ids of `Postings.words`."""
+    `ids[offsets[i]:offsets[i + 1]]`, ids of `Postings.word_id`."""
 
     first: int
     offsets: npt.NDArray[np.int64]
@@ -80,8 +79,9 @@ class Postings:
     total_len: int = 0
     df: dict[str, int] = attrs.field(factory=dict)
     """Per term, the live documents holding it (FTS5's `doc` count of the term)."""
-    words: list[str] = attrs.field(factory=list)
     word_id: dict[str, int] = attrs.field(factory=dict)
+    _words: npt.NDArray[np.object_] = attrs.field(factory=lambda: np.empty(0, dtype=object))
+    """The terms by id (`word_id`), with spare room at the end: one gather reads many."""
     _segments: list[_Forward] = attrs.field(factory=list)
     _firsts: list[int] = attrs.field(factory=list)
 
@@ -110,23 +110,44 @@ class Postings:
 
     def indexed_terms(self, rowid: int) -> tuple[str, ...]:
         """A live document's indexed terms, in order (its analysed body, split)."""
-        return self._slot_terms(self.slot_of[rowid])
+        return self._slot_terms([self.slot_of[rowid]])[0]
 
-    def _slot_terms(self, slot: int) -> tuple[str, ...]:
-        segment = self._segments[bisect.bisect_right(self._firsts, slot) - 1]
-        at = slot - segment.first
-        ids = segment.ids[segment.offsets[at] : segment.offsets[at + 1]].tolist()
-        return tuple(map(self.words.__getitem__, ids))
+    def terms_of(self, rowids: Sequence[int]) -> list[tuple[str, ...]]:
+        """`indexed_terms` of many live documents at once."""
+        return self._slot_terms([self.slot_of[r] for r in rowids])
+
+    def _slot_terms(self, slots: Sequence[int]) -> list[tuple[str, ...]]:
+        """The terms of document slots: one gather of ids and words per segment they are in."""
+        where = np.asarray(slots, dtype=np.int64)
+        which = np.searchsorted(self._firsts, where, side="right") - 1
+        out: list[tuple[str, ...]] = [()] * len(where)
+        for seg_no in np.unique(which).tolist():
+            picked = np.flatnonzero(which == seg_no)
+            segment = self._segments[seg_no]
+            at = where[picked] - segment.first
+            starts = segment.offsets[at]
+            ends = np.cumsum(segment.offsets[at + 1] - starts)
+            lengths = np.diff(ends, prepend=0)
+            flat = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))
+            words = self._words[segment.ids[flat]].tolist()
+            for i, end, length in zip(picked.tolist(), ends.tolist(), lengths.tolist(), strict=True):
+                out[i] = tuple(words[end - length : end])
+        return out
 
     def _forward(
         self, vocab: dict[str, int], forwards: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]
     ) -> None:
-        """Keep each document's terms in order, as ids of `words` (the answer's indexed terms
+        """Keep each document's terms in order, as ids of `word_id` (the answer's indexed terms
         without a read): one segment per chunk, the chunk's ids mapped to the global ids."""
-        for term in vocab:
-            if term not in self.word_id:
-                self.word_id[term] = len(self.words)
-                self.words.append(term)
+        new = [term for term in vocab if term not in self.word_id]
+        start = len(self.word_id)
+        if start + len(new) > len(self._words):  # grow by doubling: a catch-up adds a few
+            grown = np.empty(max(2 * len(self._words), start + len(new), 1024), dtype=object)
+            grown[:start] = self._words[:start]
+            self._words = grown
+        for i, term in enumerate(new, start=start):
+            self.word_id[term] = i
+            self._words[i] = term
         to_global = np.fromiter(map(self.word_id.__getitem__, vocab), np.int32, len(vocab))
         for first, ids, lengths in forwards:
             offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -198,14 +219,12 @@ class Postings:
 
     def remove(self, fts_rowids: Iterable[int]) -> None:
         """Forget documents (unknown rowids are ignored); their slots stay, marked dead."""
-        for rowid in list(fts_rowids):
-            slot = self.slot_of.pop(rowid, None)
-            if slot is None:
-                continue
+        slots = [slot for rowid in list(fts_rowids) if (slot := self.slot_of.pop(rowid, None)) is not None]
+        for slot, terms in zip(slots, self._slot_terms(slots), strict=True):
             self.alive[slot] = False
             self.n_live -= 1
             self.total_len -= int(self.lengths[slot])
-            for term in set(self._slot_terms(slot)):
+            for term in set(terms):
                 self.df[term] -= 1
 
     def top(
@@ -292,9 +311,9 @@ class TextIndex:
             if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
                 return None
             found = index.top(qterms, depth)
+            terms = iter(index.terms_of([code for hits in found for code, _ in hits]))
             return tuple(
-                tuple(LexicalHit(code // _STRIDE, rank, index.indexed_terms(code)) for code, rank in hits)
-                for hits in found
+                tuple(LexicalHit(code // _STRIDE, rank, next(terms)) for code, rank in hits) for hits in found
             )
 
     def indexed_terms(
@@ -306,11 +325,9 @@ class TextIndex:
             index = self._indexes.get(ns_id)
             if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
                 return None
-            return {
-                (corpus, rowid): list(index.indexed_terms(code))
-                for corpus, rowid in keys
-                if (code := _code(corpus, rowid)) in index.slot_of
-            }
+            held = [(key, code) for key in keys if (code := _code(*key)) in index.slot_of]
+            terms = index.terms_of([code for _, code in held])
+            return {key: list(found) for (key, _), found in zip(held, terms, strict=True)}
 
     def document_frequencies(self, conn: Reader, ns_id: int, terms: Sequence[str]) -> dict[str, int] | None:
         """The live documents holding each term (those with any), as the engine's term statistics
