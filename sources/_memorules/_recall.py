@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 import attrs
 
 from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
-from sources import _analysis, _index, _validate
+from sources import _analysis, _validate
 from sources._engine import CORPUS_ENTRIES, Slot
 from sources._entries import Recalled, types_errors
 from sources._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
@@ -180,7 +180,7 @@ class _Probe:
             query=query.query,
             mode=mode,
             depth=depth,
-            asking=None if own_ns is None else _index.profile(conn, own_ns, query.query),
+            asking=None if own_ns is None else store.profile_on(conn, own_ns, query.query),
             asking_ns=own_ns,
             embedder=_query_embedder(store, mode, query.embedder),
         )
@@ -193,7 +193,7 @@ class _Probe:
         # Most namespaces hold no memorule: an indexed look-up spares the FTS query.
         if not self.conn.memorules.holds_any(ns_id):
             return []
-        home = _index.profile(self.conn, ns_id, self.query)
+        home = self.store.profile_on(self.conn, ns_id, self.query)
         if not home.present:
             return []
         found = [c for c in self._matching(ns_id, home, foreign=foreign) if keep is None or keep(c)]
