@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -448,8 +449,8 @@ async def measure_size(
     )
     out["db_bytes"] = db_bytes(path)
     out["peak_rss_mb"] = peak_rss_mb()
-    for p in path.parent.glob(path.name + "*"):
-        p.unlink()
+    for p in path.parent.glob(path.name + "*"):  # the database, its WAL and its graphs' directory
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
     return out
 
 
