@@ -134,7 +134,10 @@ class SqliteReader:
             yield [(_schema.split_fts_rowid(int(r)), str(body)) for r, body in rows]
 
     def text_log_bounds(self) -> tuple[int, int]:
-        row = self.conn.execute("SELECT min(id), max(id) FROM text_log").fetchone()
+        # One aggregate a subquery: SQLite reads min() or max() alone off the key, both together by a scan.
+        row = self.conn.execute(
+            "SELECT (SELECT min(id) FROM text_log), (SELECT max(id) FROM text_log)"
+        ).fetchone()
         return (1, int(row[1] or 0)) if row[0] is None else (int(row[0]), int(row[1]))
 
     def text_changes(self, ns_id: int, after: int, *, limit: int | None = None) -> list[TextChange]:
@@ -176,7 +179,8 @@ class SqliteReader:
 
     def tombstone_bounds(self) -> tuple[int, int]:
         row = self.conn.execute(
-            "SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM vector_tombstones"
+            "SELECT coalesce((SELECT min(id) FROM vector_tombstones), 0), "
+            "coalesce((SELECT max(id) FROM vector_tombstones), 0)"
         ).fetchone()
         return int(row[0]), int(row[1])
 
