@@ -27,7 +27,7 @@ import structlog
 from broker import Namespace, SourceStatus, TurnRequest, open_selector
 from sources import MemoryStore, WriterSession, default_sources, open_store, remember
 
-from . import _synthetic
+from . import _procs, _synthetic
 
 OWNER: Final = re.compile(r"\[owner ([^\]]+)\]")
 _COMPLETE: Final = frozenset((SourceStatus.OK, SourceStatus.EMPTY))
@@ -207,8 +207,7 @@ async def run(cfg: AgentConfig) -> dict[str, Any]:
     agent = Agent(cfg=cfg, store=store, gen=_synthetic.Generator(seed=cfg.seed))
     try:
         async with open_selector(default_sources(store), mode="lexical", deadline=cfg.deadline) as selector:
-            print("ready", flush=True)
-            await anyio.to_thread.run_sync(sys.stdin.readline)
+            await anyio.to_thread.run_sync(_procs.wait_for_go)
             started = time.perf_counter()
             end, i = time.monotonic() + cfg.seconds, 0
             while time.monotonic() < end:

@@ -26,8 +26,6 @@ import contextlib
 import json
 import os
 import secrets
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +36,7 @@ import attrs
 from broker import Namespace
 from sources import open_store
 
-from . import _pgserver
+from . import _pgserver, _procs
 from ._agent import AgentConfig, foreign
 from ._measure import pct
 
@@ -85,47 +83,10 @@ def target(engine: str, url: str | None) -> Iterator[str]:
             yield _pgserver.new_database(admin, "many_agents")
 
 
-def spawn(cfg: AgentConfig) -> subprocess.Popen[str]:
-    """Start one agent process (it says `ready`, then waits for a line on stdin)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "benchmarks._agent", json.dumps(attrs.asdict(cfg))],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
-
-
 def run_agents(configs: list[AgentConfig]) -> list[dict[str, Any]]:
     """Start every agent, release them together once all are ready, collect their reports."""
-    procs = [spawn(cfg) for cfg in configs]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None  # noqa: S101 - piped above
-            line = proc.stdout.readline()
-            if line.strip() != "ready":
-                raise RuntimeError(f"an agent did not start (exit {proc.wait()}): {line!r}")
-        for proc in procs:
-            assert proc.stdin is not None  # noqa: S101 - piped above
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        reports = []
-        for cfg, proc in zip(configs, procs, strict=True):
-            out, _ = proc.communicate(timeout=cfg.seconds + 300)
-            if proc.returncode != 0:
-                raise RuntimeError(f"agent {cfg.tenant} exited {proc.returncode}")
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return reports
+    timeout = max(c.seconds for c in configs) + 300
+    return _procs.run_together("benchmarks._agent", [attrs.asdict(c) for c in configs], timeout=timeout)
 
 
 def verify(url: str, reports: list[dict[str, Any]]) -> dict[str, int]:
