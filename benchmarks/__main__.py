@@ -48,7 +48,9 @@ QUICK = _latency.Config(
     repeats=5,
 )
 QUICK_PEERS = _peers.Config(sizes=(2_000,), turns=30, blocks=3, warm=2, slow_tasks=6, pool=50)
-QUICK_ENGINES = _engines.Config(sizes=(2_000,), turns=30, blocks=2, write_seconds=1.0, pool=50)
+QUICK_ENGINES = _engines.Config(
+    sizes=(2_000,), turns=30, blocks=2, write_seconds=1.0, write_blocks=1, pool=50
+)
 
 
 def _sizes(text: str) -> tuple[int, ...]:

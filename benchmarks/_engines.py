@@ -55,6 +55,7 @@ class Config:
     writers: tuple[int, ...] = (1, 8)
     write_seconds: float = 3.0
     """Seconds each block of writers writes, per engine and level."""
+    write_blocks: int = 3
     pool: int = 1000
     seed: int = 0
 
@@ -195,10 +196,10 @@ def summary(samples: Sequence[Sample]) -> dict[str, Any]:
 
 
 def alternated_writes(targets: dict[str, str], level: int, cfg: Config) -> dict[str, Any]:
-    """`level` writer processes per engine, `cfg.blocks` blocks of `cfg.write_seconds`, the
+    """`level` writer processes per engine, `cfg.write_blocks` blocks of `cfg.write_seconds`, the
     engines alternated (the first rotating); entries/s over every block."""
     blocks: dict[str, list[list[dict[str, Any]]]] = {e: [] for e in targets}
-    for b in range(cfg.blocks):
+    for b in range(cfg.write_blocks):
         for engine in rotated(ENGINES, b):
             configs = [
                 {
