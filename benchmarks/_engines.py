@@ -192,7 +192,17 @@ def summary(samples: Sequence[Sample]) -> dict[str, Any]:
         "share_every_source_completed": round(complete / max(len(samples), 1), 4),
         "statuses": statuses,
         "mean_selected": round(sum(s.selected for s in samples) / max(len(samples), 1), 2),
+        "per_source_p50_ms": per_source_p50(samples),
     }
+
+
+def per_source_p50(samples: Sequence[Sample]) -> dict[str, float]:
+    """Each source's own p50 latency as the selector reports it: where an engine's turn goes."""
+    by: dict[str, list[float]] = {}
+    for s in samples:
+        for name, ms in s.source_ms:
+            by.setdefault(name, []).append(ms)
+    return {name: pct(values)["p50"] for name, values in by.items()}
 
 
 def alternated_writes(targets: dict[str, str], level: int, cfg: Config) -> dict[str, Any]:

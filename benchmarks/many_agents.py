@@ -124,6 +124,7 @@ def summarise(
     foreign_reads = sum(r["foreign"] for r in reports) + checked["foreign_stored"]
     errors = sum(r["errors"] for r in reports)
     min_turns = min(r["turns"] for r in reports)
+    turn_ms = [ms for r in reports for ms in r["turn_ms"]]
     return {
         "engine": args.engine,
         "agents": len(reports),
@@ -133,7 +134,10 @@ def summarise(
         "writes_acked_per_s": round(acked / seconds, 1),
         "turns": turns,
         "turns_per_s": round(turns / seconds, 1),
-        "turn_latency_ms": pct([ms for r in reports for ms in r["turn_ms"]]),
+        "turn_latency_ms": pct(turn_ms),
+        "share_turns_over_deadline_plus_10ms": round(
+            sum(ms > 1000 * args.deadline + 10 for ms in turn_ms) / max(turns, 1), 4
+        ),
         "share_every_source_complete": round(sum(r["complete_turns"] for r in reports) / max(turns, 1), 4),
         "candidates_checked": sum(r["candidates"] for r in reports),
         "recalls": sum(r["recalls"] for r in reports),
@@ -161,6 +165,7 @@ def table(result: dict[str, Any]) -> str:
         ("turns/s (total)", result["turns_per_s"]),
         ("turn p50 / p99 ms", f"{lat['p50']} / {lat['p99']}"),
         ("turns with every source complete", f"{100 * result['share_every_source_complete']:.1f} %"),
+        ("turns over deadline + 10 ms", f"{100 * result['share_turns_over_deadline_plus_10ms']:.1f} %"),
         ("lost writes", result["lost_writes"]),
         ("foreign reads", result["foreign_reads"]),
         ("errors", result["errors"]),
