@@ -507,8 +507,8 @@ _ENGINES_NOTE = (
     "the corpus's namespace (so PostgreSQL's writers queue on that namespace's lock, as SQLite's on the "
     "file's); entries/s = all writes over the blocks' wall time. Build: the corpus's rows (memories/s over all "
     "six sources) then its vectors, before any turn; then PostgreSQL's tables are ANALYZEd, as autovacuum "
-    "would within a minute (right after the bulk load its planner's estimates are the empty tables'), and "
-    "SQLite is left as the library leaves it."
+    "would on its own (right after the bulk load its planner's estimates are far too low), and SQLite is "
+    "left as the library leaves it."
 )
 
 
