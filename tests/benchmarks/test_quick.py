@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -110,3 +111,27 @@ def test_peers_results_have_every_figure(results: Path) -> None:
     assert "## Peers at N=" in summary
     assert "bm25s retrieve p50" in summary
     assert (results / "peers.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_engines_results_have_both_engines_side_by_side(results: Path) -> None:
+    """engines.json holds SQLite and PostgreSQL turns (lexical and hybrid) and writes (1 and 8
+    writers) on the same corpus, or why PostgreSQL was skipped."""
+    engines = json.loads((results / "engines.json").read_text(encoding="utf-8"))
+    summary = (results / "SUMMARY.md").read_text(encoding="utf-8")
+    assert "## SQLite and PostgreSQL side by side" in summary
+    if "skipped" in engines:
+        assert not os.environ.get("CONTEXT_BROKER_REQUIRE_PG"), engines["skipped"]
+        assert "not installed" in engines["skipped"]
+        assert engines["skipped"] in summary
+        return
+    size = next(iter(engines["sizes"].values()))
+    assert set(size["turns"]) == {"lexical", "hybrid"}
+    for per in size["turns"].values():
+        assert set(per) == {"sqlite", "postgresql"}
+        assert len({s["latency_ms"]["n"] for s in per.values()}) == 1  # the same turns on both
+        assert all(0.0 <= s["share_every_source_completed"] <= 1.0 for s in per.values())
+    assert set(size["writes"]) == {"1", "8"}
+    for per in size["writes"].values():
+        assert all(w["entries_per_s"] > 0 and w["errors"] == 0 for w in per.values())
+    assert {b["bytes"] > 0 for b in size["build"].values()} == {True}
+    assert (results / "engines.png").read_bytes().startswith(b"\x89PNG")
