@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 from urllib.parse import parse_qsl, urlsplit
@@ -49,9 +50,24 @@ def pgvector_psycopg() -> ModuleType:
 
 def _load(name: str) -> ModuleType:
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
     except ImportError as exc:
         raise ConfigError(f"PostgreSQL needs the optional dependencies: pip install '{EXTRA}'") from exc
+    _quiet_unless_configured()
+    return module
+
+
+def _quiet_unless_configured() -> None:
+    """Give the driver's logger (`psycopg`, the pool's `psycopg.pool` below it) a NullHandler.
+
+    The driver logs warnings of its own (a rollback refused after a cancel that arrived late, a
+    connection returned to the pool mid-transaction); in a host that configured no logging,
+    Python would print them on stderr as its last resort, and the library prints nothing. A host
+    that configured logging still gets every record: levels and propagation are untouched.
+    """
+    driver = logging.getLogger("psycopg")
+    if not any(isinstance(h, logging.NullHandler) for h in driver.handlers):
+        driver.addHandler(logging.NullHandler())
 
 
 def is_postgres_url(url: str) -> bool:

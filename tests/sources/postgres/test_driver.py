@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from broker import ConfigError
@@ -57,3 +61,24 @@ def test_a_libpq_key_value_string_is_refused_not_made_a_file() -> None:
     with pytest.raises(ConfigError) as info:
         store_target(target)
     assert "Kw3rtyZ" not in str(info.value)
+
+
+def test_the_drivers_warnings_never_reach_stderr_in_a_host_that_configured_no_logging() -> None:
+    """Loading the driver quiets Python's last-resort printing of its warnings; a configured host still gets them."""
+    pytest.importorskip("psycopg")
+    script = textwrap.dedent(
+        """
+        import logging, sys
+        from sources._postgres import _driver
+        _driver.psycopg_pool()
+        logging.getLogger("psycopg").warning("error ignored in rollback")
+        logging.getLogger("psycopg.pool").warning("rolling back returned connection")
+        logging.basicConfig(stream=sys.stdout, format="%(name)s: %(message)s")
+        logging.getLogger("psycopg").warning("seen by a configured host")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stderr == ""
+    assert done.stdout == "psycopg: seen by a configured host\n"
