@@ -28,7 +28,9 @@ async def run_sync_interruptible(
     Waiting for a limiter token is cancellable; once the thread runs, the caller waits for
     it, so the thread never outlives the call. The usual path is one thread hand-off (no
     watchdog task): the wait for the thread is abandoned at cancellation only to interrupt
-    the thread and wait for it again, shielded.
+    the thread and wait for it again, shielded. The interrupt itself runs in a worker thread
+    too: it may block (PostgreSQL's cancel is a round trip to the server), and the event loop
+    serves other turns meanwhile.
     """
     async with limiter:
         job = _Job(fn)
@@ -36,9 +38,8 @@ async def run_sync_interruptible(
             return await anyio.to_thread.run_sync(job.run, abandon_on_cancel=True, limiter=_thread_limiter())
         except anyio.get_cancelled_exc_class():
             if job.abandon():
-                interrupt()
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(job.done.wait, limiter=_thread_limiter())
+                    await anyio.to_thread.run_sync(job.stop, interrupt, limiter=_thread_limiter())
             raise
 
 
@@ -61,6 +62,11 @@ class _Job(Generic[T]):
             return self._fn()
         finally:
             self.done.set()
+
+    def stop(self, interrupt: Callable[[], None]) -> None:
+        """Interrupt the running job and wait until its thread is done with it."""
+        interrupt()
+        self.done.wait()
 
     def abandon(self) -> bool:
         """Mark the job abandoned; True if it had started (its thread must be waited for)."""

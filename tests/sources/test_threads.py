@@ -150,3 +150,36 @@ async def _thread_finishes_before_the_call_returns() -> None:
 def test_a_cancelled_call_returns_only_after_its_thread_has_finished(backend):
     """Cancellation interrupts the thread and then waits for it: no thread outlives its call."""
     anyio.run(_thread_finishes_before_the_call_returns, backend=backend)
+
+
+async def _slow_interrupt_leaves_the_loop_free() -> None:
+    release = threading.Event()
+    ticks: list[float] = []
+
+    def slow_interrupt() -> None:
+        time.sleep(0.3)  # a cancel that is a round trip to a busy server
+        release.set()
+
+    async def ticking() -> None:
+        for _ in range(20):
+            await anyio.sleep(0.01)
+            ticks.append(time.monotonic())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticking)
+        with anyio.move_on_after(0.02):
+            await run_sync_interruptible(
+                lambda: release.wait(SAFETY_SECONDS),
+                interrupt=slow_interrupt,
+                limiter=anyio.CapacityLimiter(1),
+            )
+        stopped = time.monotonic()
+    assert release.is_set()
+    assert len(ticks) == 20
+    assert sum(t < stopped for t in ticks) >= 10  # the loop ticked on while the interrupt blocked
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_interrupt_that_blocks_never_stalls_the_event_loop(backend):
+    """A slow interrupt runs in a worker thread: other tasks of the loop keep running while it blocks."""
+    anyio.run(_slow_interrupt_leaves_the_loop_free, backend=backend)
