@@ -3,6 +3,8 @@
     python -m benchmarks [--quick] [--out DIR] [--sizes 10000,100000] [--lexical-sizes 1000000]
                          [--turns 300] [--throughput-turns 400] [--dense-n 1000000] [--skip-quality] [--skip-latency] [--no-peers] [--peer-sizes 10000,100000]
                          [--no-engines]
+    python -m benchmarks --render [--out DIR]
+
 
 Full run: about 20 minutes on 2 cores, plus the peers section (chromadb, bm25s and LangGraph's
 `InMemoryStore` beside ours on the same corpus and tasks, each in its own process; about 10
@@ -14,6 +16,9 @@ package is missing is skipped with a message (`pip install -e '.[bench]'` instal
 SQLite and PostgreSQL side by side (`benchmarks._engines`: the latency sizes, a throwaway
 PostgreSQL server; skipped with a message without `pip install -e '.[postgres-test]'`), alone:
 `python -m benchmarks --skip-latency --skip-quality --no-peers`; without it: `--no-engines`.
+`--render` measures nothing: it writes SUMMARY.md and the plots again from the result files in
+`--out` (after a change to how they are presented), with the peers' descriptions of what each
+timed call includes taken from the code (`benchmarks._peer_systems.INCLUDES`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import anyio
 import attrs
 import structlog
 
-from . import _engines, _latency, _locomo, _machine, _peers, _quality, _summary, personal
+from . import _engines, _latency, _locomo, _machine, _peer_systems, _peers, _quality, _summary, personal
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = _latency.Config(
@@ -81,6 +86,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="SQLite and PostgreSQL side by side at the lexical + hybrid sizes (default: on)",
     )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="measure nothing: write the summary and plots from --out's files",
+    )
     return parser.parse_args(argv)
 
 
@@ -127,8 +137,37 @@ def write(out: Path, name: str, data: dict[str, Any]) -> None:
     (out / name).write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def render(args: argparse.Namespace) -> int:
+    """Write SUMMARY.md and the plots again from the result files a full run left in `--out`."""
+    out: Path = args.out
+    found = {n: out / f"{n}.json" for n in ("machine", "latency", "peers", "engines", "quality")}
+    if not found["machine"].exists():
+        print(f"python -m benchmarks: error: no benchmark results in {out}", file=sys.stderr)
+        return 2
+    data = {n: json.loads(f.read_text(encoding="utf-8")) if f.exists() else None for n, f in found.items()}
+    cfg, notes = config(args), []
+    if data["latency"] is not None:
+        notes += _latency_notes(cfg, data["latency"])
+    if data["peers"] is not None:
+        for size in data["peers"]["sizes"].values():
+            for name, system in size["systems"].items():
+                system["includes"] = _peer_systems.INCLUDES.get(name, system["includes"])
+        write(out, "peers.json", data["peers"])
+        notes += _peers_notes(peers_config(args, cfg), data["peers"])
+    _plot(out, data["latency"], data["quality"], data["peers"], notes, engines=data["engines"])
+    machine: dict[str, Any] = json.loads(found["machine"].read_text(encoding="utf-8"))
+    summary = _summary.render(
+        machine, data["latency"], data["quality"], notes, peers=data["peers"], engines=data["engines"]
+    )
+    (out / "SUMMARY.md").write_text(summary, encoding="utf-8")
+    log(f"wrote {out / 'SUMMARY.md'} from the result files")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Measure, then write every result file, the plots and the summary."""
+    if args.render:
+        return render(args)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []

@@ -28,19 +28,22 @@ CHROMA_COLLECTION: Final = "peers"
 
 INCLUDES: Final = {
     "ours-select-lexical": (
-        "`select_for_task`, budget 10: all seven sources concurrently under the 100 ms deadline, "
-        "exact FTS5 search, calibrated floor (may return nothing)"
+        "`select_for_task`, budget 10: all eight sources concurrently under the 100 ms deadline, exact "
+        "BM25 (FTS5's ranks) over the store's in-memory postings, calibrated floor (may return nothing); "
+        "the store warmed before the timed calls"
     ),
     "ours-select-hybrid": (
-        "`select_for_task`, budget 10, hybrid: seven sources, the task's MiniLM embedding inside, "
-        "exact FTS5 and exact cosine over the stored vectors, calibrated floor"
+        "`select_for_task`, budget 10, hybrid: eight sources, the task's MiniLM embedding inside, exact "
+        "BM25 over in-memory postings and cosine search of the stored vectors (an HNSW graph, approximate, "
+        "above 5,000 vectors a corpus, exact below; every hit re-scored exactly), calibrated floor"
     ),
     "ours-recall-lexical": (
-        "`MemoryStore.recall`, limit 10: the store's entries only (one source), exact FTS5, calibrated floor"
+        "`MemoryStore.recall`, limit 10: the store's entries only (one source), exact BM25 over the "
+        "in-memory postings, calibrated floor; the store warmed"
     ),
     "ours-recall-hybrid": (
-        "`MemoryStore.recall`, limit 10, hybrid: entries only, MiniLM embedding inside, exact FTS5 "
-        "and exact cosine, calibrated floor"
+        "`MemoryStore.recall`, limit 10, hybrid: entries only, MiniLM embedding inside, exact BM25 and "
+        "cosine search through the HNSW graph (approximate, hits re-scored exactly), calibrated floor"
     ),
     "minilm": "one query embedding: our int8 MiniLM on onnxruntime (`embed([task])`)",
     "bm25s": (

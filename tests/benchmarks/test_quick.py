@@ -135,3 +135,47 @@ def test_engines_results_have_both_engines_side_by_side(results: Path) -> None:
         assert all(w["entries_per_s"] > 0 and w["errors"] == 0 for w in per.values())
     assert {b["bytes"] > 0 for b in size["build"].values()} == {True}
     assert (results / "engines.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_render_writes_the_summary_again_from_the_result_files_alone(results: Path, tmp_path: Path) -> None:
+    """`--render` measures nothing: the same summary sections from the JSON files, the peers' descriptions from the code."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in results.glob("*.json"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    peers = json.loads((copy / "peers.json").read_text(encoding="utf-8"))
+    for size in peers["sizes"].values():
+        for system in size["systems"].values():
+            system["includes"] = "a stale description"
+    (copy / "peers.json").write_text(json.dumps(peers), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--render", "--out", str(copy)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    again = (copy / "SUMMARY.md").read_text(encoding="utf-8")
+    first = (results / "SUMMARY.md").read_text(encoding="utf-8")
+    assert [line for line in again.splitlines() if line.startswith("## ")] == [
+        line for line in first.splitlines() if line.startswith("## ")
+    ]
+    assert "a stale description" not in again
+    assert (copy / "latency_vs_n.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_render_without_results_is_a_one_line_error(tmp_path: Path) -> None:
+    """`--render` on a directory without results exits 2 with one line, no traceback."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--render", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "no benchmark results" in done.stderr
