@@ -15,18 +15,23 @@ from benchmarks._peer_systems import SYSTEMS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _benchmarks(*args: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    """`python -m benchmarks ARGS` from the repository root, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("matplotlib")
     out = tmp_path_factory.mktemp("bench")
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _benchmarks("--quick", "--out", str(out), timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     return out
 
@@ -148,14 +153,7 @@ def test_render_writes_the_summary_again_from_the_result_files_alone(results: Pa
         for system in size["systems"].values():
             system["includes"] = "a stale description"
     (copy / "peers.json").write_text(json.dumps(peers), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--render", "--out", str(copy)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _benchmarks("--render", "--out", str(copy), timeout=120)
     assert done.returncode == 0, done.stderr[-4000:]
     again = (copy / "SUMMARY.md").read_text(encoding="utf-8")
     first = (results / "SUMMARY.md").read_text(encoding="utf-8")
@@ -168,14 +166,7 @@ def test_render_writes_the_summary_again_from_the_result_files_alone(results: Pa
 
 def test_render_without_results_is_a_one_line_error(tmp_path: Path) -> None:
     """`--render` on a directory without results exits 2 with one line, no traceback."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--render", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _benchmarks("--render", "--out", str(tmp_path), timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0
     assert "no benchmark results" in done.stderr
