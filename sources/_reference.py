@@ -96,7 +96,6 @@ def compute_reference(
         offtopic=offtopic,
         lexical_hits=found.hits,
         dense_hits=found.nearest,
-        cosines=found.cosines if dense is not None else None,
         depth=REFERENCE_DEPTH,
     )
     features = _gate.qpp_features(mode, task, prof, ref)
@@ -136,9 +135,7 @@ def _retrieved(
     wanted = [k for k in cosines if k not in terms]
     kept = None if texts is None else texts.indexed_terms(conn, ns_id, wanted)
     terms.update(conn.indexed_terms(ns_id, wanted) if kept is None else kept)
-    # The pool's lexical members and every corpus's FTS matches (which the sources score).
-    matched = [(c, h.rowid) for c, corpus_hits in enumerate(hits) for h in corpus_hits]
-    lexical_only = [k for k in dict.fromkeys((*terms, *matched)) if k not in cosines]
+    lexical_only = [k for k in terms if k not in cosines]
     cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
     return _Retrieved(hits=hits, nearest=nearest, terms=terms, cosines=cosines, tops=tops, mean=mean)
 

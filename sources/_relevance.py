@@ -169,10 +169,6 @@ class Reference:
     `REFERENCE_DEPTH` deep: the turn's one dense retrieval (empty in lexical mode)."""
     depth: int = 0
     """How deep `lexical_hits` and `dense_hits` were retrieved per corpus."""
-    cosines: Mapping[tuple[int, int], float] | None = attrs.field(default=None, eq=False, repr=False)
-    """Dense modes: the query's cosine with the stored vector of each (corpus, rowid) the
-    retrieval met (the nearest rows and every corpus's FTS matches), so the sources scoring
-    those rows read no vector again. None: none kept."""
     known: dict[tuple[str, ...], LexicalFeatures] | None = attrs.field(default=None, eq=False, repr=False)
     """The lexical features of texts already scored for the query the reference was computed
     for (by their terms): the pool's members, then whatever the sources score; the turn's

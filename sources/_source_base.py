@@ -254,23 +254,13 @@ def score_rows(scorer: Scorer, conn: Reader, batch: Batch) -> list[Relevance]:
     """
     texts = batch.texts
     terms = list(batch.terms) if batch.terms is not None else [_analysis.terms(t) for t in texts]
+    vectors: list[npt.NDArray[np.float32] | None] = [None] * len(texts)
     emb = scorer.embedder
     dense = scorer.mode in DENSE_MODES and not scorer.abstains and texts
-    if not (dense and emb is not None and batch.slot is not None):
-        return scorer.relevances(terms, texts, [None] * len(texts))
-    slot = batch.slot
-    known = scorer.reference.cosines or {}
-    cosines = [known.get((slot.corpus, r)) for r in batch.rowids]
-    rest = [i for i, c in enumerate(cosines) if c is None]
-    stored = conn.stored_vectors(slot, [batch.rowids[i] for i in rest], emb.model_id, emb.dim) if rest else {}
-    scored = iter(
-        scorer.relevances(
-            [terms[i] for i in rest], [texts[i] for i in rest], [stored.get(batch.rowids[i]) for i in rest]
-        )
-    )
-    return [
-        next(scored) if c is None else scorer.relevance(t, c) for t, c in zip(terms, cosines, strict=True)
-    ]
+    if dense and emb is not None and batch.slot is not None:
+        stored = conn.stored_vectors(batch.slot, list(batch.rowids), emb.model_id, emb.dim)
+        vectors = [stored.get(r) for r in batch.rowids]
+    return scorer.relevances(terms, texts, vectors)
 
 
 def lexical_score(scorer: Scorer, doc_terms: Sequence[str]) -> float:

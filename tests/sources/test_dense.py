@@ -12,7 +12,6 @@ from broker import ConfigError, Namespace, ValidationError
 from sources import MemoryStore, NewEntry, _engine, _vectors
 from sources._abstraction import FactWriter
 from sources._embedder import MiniLMEmbedder, load_default_embedder
-from sources._source_base import Batch, score_rows
 from sources._vectors import Slot
 
 if TYPE_CHECKING:
@@ -334,44 +333,3 @@ def test_a_namespace_without_current_vectors_has_no_dense_reference(
             ref = hybrid.scorer(conn, "did they get a dog?", namespace=A, mode="hybrid").reference
         assert ref.best_cosine is None
         assert hybrid.recall("golden retriever puppy", namespace=A, min_score=0.0)  # embedded on the fly
-
-
-def test_rows_the_retrieval_met_are_scored_from_its_cosines_without_reading_their_vectors(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A hybrid source scores the rows the turn's retrieval met from its cosines: the same relevances, no vector read."""
-    writer = FactWriter(store)
-    for i, note in enumerate(NOTES):
-        writer.add_fact(f"Fact: {note}", namespace=A, id=f"f{i}")
-    with store.db.read() as conn:
-        ns_id = conn.namespace_id(A)
-        assert ns_id is not None
-        scorer = store.scorer_on(conn, ns_id, "the puppy and the violin lessons", mode="hybrid")
-        assert scorer.reference.cosines
-        hits = scorer.reference.hits(_engine.CORPUS_FACTS, 10)
-        assert hits
-        batch = Batch(
-            slot=Slot(ns_id, _engine.CORPUS_FACTS),
-            rowids=[h.rowid for h in hits],
-            texts=["unused: scored on its terms and cosine"] * len(hits),
-            terms=[h.terms for h in hits],
-        )
-        unkept = score_rows(
-            attrs.evolve(scorer, reference=attrs.evolve(scorer.reference, cosines=None)), conn, batch
-        )
-        reads: list[int] = []
-        real = type(conn).stored_vectors
-        monkeypatch.setattr(
-            type(conn), "stored_vectors", lambda self, *a, **k: reads.append(1) or real(self, *a, **k)
-        )
-        kept = score_rows(scorer, conn, batch)
-        # The same cosine, summed by a matrix product or by one dot product: equal to float32 rounding.
-        assert [(r.score, r.band, r.base) for r in kept] == [
-            (
-                pytest.approx(r.score, abs=1e-6),
-                pytest.approx(r.band, abs=1e-6),
-                pytest.approx(r.base, abs=1e-6),
-            )
-            for r in unkept
-        ]
-        assert reads == []
