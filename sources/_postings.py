@@ -307,8 +307,8 @@ class TextIndex:
         """Each corpus's best `depth` matches with their indexed terms, or None without a
         current index (the caller then runs the FTS query)."""
         with self._lock:
-            index = self._indexes.get(ns_id)
-            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+            index = self._current(conn, ns_id)
+            if index is None:
                 return None
             found = index.top(qterms, depth)
             terms = iter(index.terms_of([code for hits in found for code, _ in hits]))
@@ -322,8 +322,8 @@ class TextIndex:
         """`Reader.indexed_terms` of some documents (corpus, rowid) from the index, or None
         without a current index."""
         with self._lock:
-            index = self._indexes.get(ns_id)
-            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+            index = self._current(conn, ns_id)
+            if index is None:
                 return None
             held = [(key, code) for key in keys if (code := _code(*key)) in index.slot_of]
             terms = index.terms_of([code for _, code in held])
@@ -335,8 +335,8 @@ class TextIndex:
         reads the engine's): an index already ahead of the snapshot answers None too, so a
         profile never mixes the snapshot's document count with later writes' frequencies."""
         with self._lock:
-            index = self._indexes.get(ns_id)
-            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+            index = self._current(conn, ns_id)
+            if index is None:
                 return None
             if index.log_id > conn.text_log_bounds()[1]:
                 return None
@@ -349,10 +349,18 @@ class TextIndex:
         For filters the index does not know (a memory's type): the caller reads down the list,
         asking deeper when it runs out."""
         with self._lock:
-            index = self._indexes.get(ns_id)
-            if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+            index = self._current(conn, ns_id)
+            if index is None:
                 return None
             return index.top(qterms, depth, (corpus,))[0]
+
+    def _current(self, conn: Reader, ns_id: int) -> Postings | None:
+        """The namespace's index brought up to the read's log (a batch of changes at most), or
+        None when there is none or changes remain; the caller holds the lock."""
+        index = self._indexes.get(ns_id)
+        if index is None or not self._caught_up(conn, ns_id, index, _CATCH_UP):
+            return None
+        return index
 
     def invalidate(self) -> None:
         """Forget every index (a rebuild of the FTS tables); `warm` builds them again."""
