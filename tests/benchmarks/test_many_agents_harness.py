@@ -84,3 +84,35 @@ def test_verify_counts_a_lost_write_and_a_row_marked_for_another_tenant(tmp_path
         store.add_entry(mark("gamma delta", "b"), namespace=ns, id="a-2")
     checked = verify(str(path), [{"tenant": "a", "acked": ["a-1", "a-2", "a-3"]}])
     assert checked == {"lost": 1, "foreign_stored": 1, "stored": 2}
+
+
+def test_a_run_without_out_prints_its_table_and_writes_no_result_file(tmp_path: Path) -> None:
+    """A quick trial without `--out` leaves the committed results alone: it only prints the table."""
+    committed = ROOT / "benchmarks" / "results" / "many_agents_sqlite.json"
+    before = committed.read_bytes() if committed.exists() else None
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.many_agents",
+            "--engine",
+            "sqlite",
+            "--url",
+            str(tmp_path / "a.db"),
+            "--agents",
+            "1",
+            "--seconds",
+            "1",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "lost writes" in done.stdout
+    assert "wrote" not in done.stdout
+    assert (committed.read_bytes() if committed.exists() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json") == []
