@@ -47,6 +47,15 @@ search time of float32 (77k recycled MiniLM vectors, ef 512: 1.07 vs 2.17 ms a s
 recall@50), since the graph only proposes candidates and every hit is re-scored exactly from
 the stored float32 vector. A graph saved in another precision is rebuilt when restored."""
 _CHECKED: Final = 16  # vectors of a restored graph compared with the stored ones
+SERIAL_BELOW: Final = 20_000
+"""Vectors added to a graph one at a time, on one thread, while the graph holds fewer than this.
+
+usearch adds a batch on every core, and vectors inserted at the same moment do not see each
+other: in a small graph that leaves vectors no search reaches. Measured (`usearch` 2.26, 300
+graphs of 70 random 384-d vectors, f16, 2 cores): a true top-5 missing from the top-10 in 49 of
+1,200 searches built on both cores, 0 of 1,200 built on one; at 6,000 clustered vectors
+recall@10 0.9985 vs 1.0, build 0.41 vs 0.82 s. Large builds keep every core (a 1M build would
+take several times longer on one)."""
 
 Graph = Any  # usearch.index.Index: optional and untyped
 
@@ -59,6 +68,14 @@ def new_graph(dim: int) -> Graph | None:
         logger.warning("store.vectors.no_ann", hint="install usearch for HNSW search of large namespaces")
         return None
     return Index(ndim=dim, metric="ip", dtype=ANN_DTYPE, expansion_search=ANN_EXPANSION)
+
+
+def add(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+    """Add vectors to the graph: on one thread while the graph is small (`SERIAL_BELOW`)."""
+    if len(ids) == 0:
+        return
+    threads = 1 if len(graph) + len(ids) < SERIAL_BELOW else 0
+    graph.add(ids, vectors, threads=threads)
 
 
 def graph_path(directory: Path, ns_id: int, corpus: int, model_id: str) -> Path:
@@ -83,8 +100,7 @@ def open_graph(
     graph = new_graph(dim)
     if graph is None:
         return None
-    if len(ids):
-        graph.add(ids, vectors)
+    add(graph, ids, vectors)
     save(graph, path)
     return graph
 
@@ -154,9 +170,18 @@ def _catch_up(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.
     if len(gone):
         graph.remove(gone)
     new = ~np.isin(ids, keys)
-    if new.any():
-        graph.add(ids[new], vectors[new])
+    add(graph, ids[new], vectors[new])
     return len(gone) + int(new.sum())
 
 
-__all__ = ["ANN_DTYPE", "ANN_EXPANSION", "Graph", "graph_path", "new_graph", "open_graph", "save"]
+__all__ = [
+    "ANN_DTYPE",
+    "ANN_EXPANSION",
+    "SERIAL_BELOW",
+    "Graph",
+    "add",
+    "graph_path",
+    "new_graph",
+    "open_graph",
+    "save",
+]

@@ -101,6 +101,20 @@ def test_a_restored_graph_catches_up_with_writes_made_since_it_was_saved(
     assert built == []
 
 
+def test_a_small_graph_reaches_every_vector_it_holds() -> None:
+    """Small graphs are built one vector at a time: each search's exact top 5 is among the graph's top 10."""
+    missed = 0
+    for seed in range(100):
+        vecs = unit_vectors(np.random.default_rng(seed), 70)
+        graph = _ann.new_graph(DIM)
+        _ann.add(graph, np.arange(70, dtype=np.int64), vecs)
+        found = graph.search(vecs, 10).keys
+        for i in range(70):
+            exact = np.argsort(-(vecs @ vecs[i]))[:5]
+            missed += not set(exact.tolist()) <= set(np.asarray(found[i]).tolist())
+    assert missed == 0
+
+
 def test_a_graph_of_other_vectors_is_rebuilt_never_used(
     db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
