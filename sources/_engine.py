@@ -263,6 +263,12 @@ class Engine(Protocol):
     def vector_dir(self) -> Path | None:
         """A local directory to keep derived vector files (HNSW graphs) in, None: keep none."""
 
+    @property
+    def read_threads(self) -> int:
+        """Worker threads the sources of one store should read in at once: their reads overlap
+        only where the engine's work releases the GIL (a server round trip does; SQLite's
+        in-process work mostly holds it through the Python that scores the rows)."""
+
     def read(self, stop: Stop | None = None) -> AbstractContextManager[Reader]:
         """One snapshot read on a connection of its own, returned to the pool after.
 

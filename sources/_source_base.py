@@ -41,12 +41,18 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_READ_TOKENS = 8
-"""Worker threads the sources of one store may run at once (one limiter shared by all)."""
+"""Worker threads the sources of one store may run at once when its engine does not say."""
 
 
 def new_limiter(tokens: int = DEFAULT_READ_TOKENS) -> anyio.CapacityLimiter:
     """Return a limiter for the reads of one store's sources (usable before a loop runs)."""
     return anyio.CapacityLimiter(tokens)
+
+
+def store_limiter(store: MemoryStore) -> anyio.CapacityLimiter:
+    """The limiter of one store's sources: as many tokens as its engine reads well in at once
+    (`Engine.read_threads`: one for SQLite, the pool's connections for PostgreSQL)."""
+    return new_limiter(store.engine.read_threads)
 
 
 @attrs.define(eq=False)
@@ -64,7 +70,9 @@ class StoreReader:
     """
 
     store: MemoryStore
-    limiter: anyio.CapacityLimiter = attrs.field(factory=new_limiter)
+    limiter: anyio.CapacityLimiter = attrs.field(
+        default=attrs.Factory(lambda self: store_limiter(self.store), takes_self=True)
+    )
     results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)

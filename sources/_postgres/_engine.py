@@ -72,6 +72,11 @@ class PostgresEngine:
         """None: no local files; each process keeps its HNSW graphs in memory only."""
         return None
 
+    @property
+    def read_threads(self) -> int:
+        """The pool's connections: a read waits on the server's round trips, which overlap."""
+        return int(self.database.limiter.total_tokens)
+
     @contextlib.contextmanager
     def read(self, stop: Stop | None = None) -> Iterator[PostgresReader]:
         """One snapshot on a pooled connection (`Engine.read`)."""

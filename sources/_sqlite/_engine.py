@@ -73,6 +73,17 @@ class SqliteEngine:
         """HNSW graphs live beside the file, in `<file>.ann`."""
         return self.database.path.with_name(self.database.path.name + ".ann")
 
+    @property
+    def read_threads(self) -> int:
+        """One: a turn's source reads are Python work under the GIL, and threads only contend.
+
+        Measured (2 cores, 100k-memory benchmark store, 400 distinct tasks, one turn at a time):
+        lexical p50 7.5 ms with one thread against 10.5 ms with eight; hybrid 24.2 against 27.1
+        ms; eight concurrent turns 122.7 turns/s with every source complete in 99.3 % of turns
+        against 90.8 turns/s and 79 % (the same selector and sources, only the limiter's tokens).
+        """
+        return 1
+
     @contextlib.contextmanager
     def read(self, stop: Stop | None = None) -> Iterator[SqliteReader]:
         """One snapshot on a pooled reader connection (`Engine.read`)."""

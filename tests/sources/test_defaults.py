@@ -139,6 +139,13 @@ async def fetch_all(sources: Sequence[Source], request: SourceRequest) -> dict[s
     return out
 
 
+async def test_the_sources_of_a_sqlite_store_read_in_one_thread_by_default(store: MemoryStore) -> None:
+    """Without a limiter given, a SQLite store's sources share one of one token (the engine's read_threads)."""
+    sources = default_sources(store)
+    limiters = {id(s._reader.limiter): s._reader.limiter for s in sources}  # type: ignore[attr-defined]
+    assert [int(lim.total_tokens) for lim in limiters.values()] == [1]
+
+
 async def test_default_sources_in_order_sharing_one_limiter(store: MemoryStore) -> None:
     """default_sources gives every source in DEFAULT_SOURCES order, all on one limiter."""
     limiter = anyio.CapacityLimiter(3)

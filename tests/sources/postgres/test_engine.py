@@ -459,3 +459,8 @@ def test_typed_filters_rowids_by_memory_type_and_changes_come_in_pages(engine: P
         assert [c.rowid for c in r.text_changes(ns_id, 0, limit=2)] == rowids[:2]
         assert len(r.text_changes(ns_id, 0)) == 3
     assert engine.change_stamp() is None
+
+
+def test_its_sources_read_in_as_many_threads_as_the_pool_has_connections(engine: PostgresEngine) -> None:
+    """A PostgreSQL store's sources may wait on as many server round trips at once as it has connections."""
+    assert engine.read_threads == int(engine.database.limiter.total_tokens) > 1
