@@ -15,7 +15,7 @@ from ._memorules import MemorulesSource
 from ._neurons import NeuronSource, NeuronWriter
 from ._past_tasks import PastTaskSource
 from ._results import DEFAULT_RESULT_CACHE, ResultCache
-from ._source_base import ReaderSource, StoreReader, store_limiter
+from ._source_base import ReaderSource, StoreReader
 from ._store_source import PersonaSource, StoreSource
 
 if TYPE_CHECKING:
@@ -60,9 +60,10 @@ def default_sources(
 ) -> list[Source]:
     """Return the sources of `store`, in `DEFAULT_SOURCES` order.
 
-    They share one reader and one CapacityLimiter (`limiter`; default: the store engine's
-    `read_threads`, one worker thread for SQLite, the pool's connections for PostgreSQL), so
-    their worker threads together never exceed it. The reader keeps the sources' last
+    They share one reader. Their reads run in the store's read lane (`MemoryStore.read_lane`:
+    the engine's `read_threads`, one worker thread for SQLite, the pool's connections for
+    PostgreSQL; reads queued at once run back to back), or, given a `limiter`, in anyio's
+    worker threads behind it, never more at once than its tokens. The reader keeps the sources' last
     `result_cache` answers (0: none), so a repeated query on an unchanged namespace is
     answered from memory; any write to the namespace invalidates them. Closing the sources
     does not close the store.
@@ -70,7 +71,7 @@ def default_sources(
     for error in count_errors("result_cache", result_cache, minimum=0, maximum=None):
         raise ConfigError(f"result_cache {error.message}")
     results = ResultCache(result_cache) if result_cache else None
-    reader = StoreReader(store=store, limiter=limiter or store_limiter(store), results=results)
+    reader = StoreReader(store=store, limiter=limiter, results=results)
     out: list[Source] = []
     for name in DEFAULT_SOURCES:
         cls = _SOURCE_TYPES[name]

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_READ_TOKENS = 8
-"""Worker threads the sources of one store may run at once when its engine does not say."""
+"""Worker threads a limiter given to `default_sources` usually has (`new_limiter`)."""
 
 
 def new_limiter(tokens: int = DEFAULT_READ_TOKENS) -> anyio.CapacityLimiter:
@@ -49,19 +49,15 @@ def new_limiter(tokens: int = DEFAULT_READ_TOKENS) -> anyio.CapacityLimiter:
     return anyio.CapacityLimiter(tokens)
 
 
-def store_limiter(store: MemoryStore) -> anyio.CapacityLimiter:
-    """The limiter of one store's sources: as many tokens as its engine reads well in at once
-    (`Engine.read_threads`: one for SQLite, the pool's connections for PostgreSQL)."""
-    return new_limiter(store.engine.read_threads)
-
-
 @attrs.define(eq=False)
 class StoreReader:
-    """Run blocking reads of one store in worker threads behind one shared CapacityLimiter.
+    """Run blocking reads of one store in worker threads: the store's read lane
+    (`MemoryStore.read_lane`: its engine's `read_threads`, queued reads run back to back), or,
+    given a `limiter`, anyio's worker threads behind it.
 
     All the sources of the store share it. The caller's cancel scope owns time: on
     cancellation the running statement is interrupted and the call returns once the thread
-    is done.
+    is done; a read still queued never runs.
 
     It also holds what the sources of a store share: the store's embedder behind a small
     cache of query vectors, so the sources embed one task once, not once each; and the
@@ -70,9 +66,7 @@ class StoreReader:
     """
 
     store: MemoryStore
-    limiter: anyio.CapacityLimiter = attrs.field(
-        default=attrs.Factory(lambda self: store_limiter(self.store), takes_self=True)
-    )
+    limiter: anyio.CapacityLimiter | None = None
     results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -83,7 +77,7 @@ class StoreReader:
 
         Runs in a worker thread with no deadline: the sources call it when they open.
         """
-        await anyio.to_thread.run_sync(self._warm_once, limiter=self.limiter)
+        await anyio.to_thread.run_sync(self._warm_once, limiter=self.limiter)  # None: anyio's default
 
     def _warm_once(self) -> None:
         with self._warm_lock:
@@ -123,9 +117,10 @@ class StoreReader:
     async def run(self, fn: Callable[[Reader], T]) -> T:
         """`fn(reader)` on a snapshot of the store, in a worker thread, stopped at cancellation."""
         stop = ReadStop()
-        return await run_sync_interruptible(
-            functools.partial(self._work, fn, stop), interrupt=stop.trip, limiter=self.limiter
-        )
+        work = functools.partial(self._work, fn, stop)
+        if self.limiter is None:
+            return await self.store.read_lane.run(work, interrupt=stop.trip)
+        return await run_sync_interruptible(work, interrupt=stop.trip, limiter=self.limiter)
 
     def _work(self, fn: Callable[[Reader], T], stop: ReadStop) -> T:
         with self.store.engine.read(stop) as conn, interruptible(lambda: stop.tripped):

@@ -40,6 +40,7 @@ from ._entries import (
     checked_entry,
     content_id,
 )
+from ._lane import ReadLane
 from ._postings import TextIndex
 from ._reference import compute_reference
 from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
@@ -85,6 +86,11 @@ class MemoryStore:
         factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
     )
     _texts: TextIndex = attrs.field(factory=TextIndex, init=False)
+    _lane: ReadLane = attrs.field(init=False)
+
+    @_lane.default
+    def _new_lane(self) -> ReadLane:
+        return ReadLane(self.engine.read_threads)
 
     @classmethod
     def open(
@@ -145,6 +151,11 @@ class MemoryStore:
             _offtopic.warm(self.embedder)  # the gate reads it in every turn: never cold inside one
 
     @property
+    def read_lane(self) -> ReadLane:
+        """The worker threads its sources read in (`Engine.read_threads` of them, `sources._lane`)."""
+        return self._lane
+
+    @property
     def texts(self) -> TextIndex:
         """The store's in-memory text indexes (`sources._postings`), built by `warm`."""
         return self._texts
@@ -181,6 +192,7 @@ class MemoryStore:
     def close(self) -> None:
         """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
         connection."""
+        self._lane.close()
         if self._vindex is not None and not self.engine.closed:
             self._vindex.persist()
         self.engine.close()

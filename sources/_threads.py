@@ -33,17 +33,17 @@ async def run_sync_interruptible(
     serves other turns meanwhile.
     """
     async with limiter:
-        job = _Job(fn)
+        job = Job(fn)
         try:
-            return await anyio.to_thread.run_sync(job.run, abandon_on_cancel=True, limiter=_thread_limiter())
+            return await anyio.to_thread.run_sync(job.run, abandon_on_cancel=True, limiter=thread_limiter())
         except anyio.get_cancelled_exc_class():
             if job.abandon():
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(job.stop, interrupt, limiter=_thread_limiter())
+                    await anyio.to_thread.run_sync(job.stop, interrupt, limiter=thread_limiter())
             raise
 
 
-class _Job(Generic[T]):
+class Job(Generic[T]):
     """`fn` as a worker thread runs it, and whether it started: a job abandoned before it
     started never runs; one that started is waited for."""
 
@@ -83,7 +83,7 @@ class _AbandonedError(Exception):
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("broker_thread_limiter")
 
 
-def _thread_limiter() -> anyio.CapacityLimiter:
+def thread_limiter() -> anyio.CapacityLimiter:
     # Capacity is enforced by the caller's limiter; this one only avoids anyio's default 40.
     # One per event loop: a limiter belongs to the backend that created it.
     try:

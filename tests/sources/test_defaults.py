@@ -139,11 +139,11 @@ async def fetch_all(sources: Sequence[Source], request: SourceRequest) -> dict[s
     return out
 
 
-async def test_the_sources_of_a_sqlite_store_read_in_one_thread_by_default(store: MemoryStore) -> None:
-    """Without a limiter given, a SQLite store's sources share one of one token (the engine's read_threads)."""
+async def test_the_sources_of_a_sqlite_store_read_in_its_one_thread_lane_by_default(store: MemoryStore) -> None:
+    """Without a limiter given, a SQLite store's sources read in the store's lane of one thread."""
     sources = default_sources(store)
-    limiters = {id(s._reader.limiter): s._reader.limiter for s in sources}  # type: ignore[attr-defined]
-    assert [int(lim.total_tokens) for lim in limiters.values()] == [1]
+    assert {s._reader.limiter for s in sources} == {None}  # type: ignore[attr-defined]
+    assert store.read_lane.threads == store.engine.read_threads == 1
 
 
 async def test_default_sources_in_order_sharing_one_limiter(store: MemoryStore) -> None:

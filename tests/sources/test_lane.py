@@ -1,0 +1,167 @@
+"""ReadLane: a store's reads queued to its worker threads, run back to back, cancelled one by one.
+
+Real threads, so the real clock: these tests assert outcomes, never durations.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import anyio
+import pytest
+
+from broker import BrokerClosedError
+from sources._lane import ReadLane
+
+BACKENDS = ["trio", "asyncio"]
+WAIT = 20.0  # a safety net: a broken lane fails the test, never hangs it
+
+
+def _noop() -> None:
+    return None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reads_queued_at_once_run_in_one_thread_in_order_each_answering_its_caller(backend: str) -> None:
+    """Eight reads submitted together run on the lane's one thread, in order; each caller gets its own answer."""
+    lane = ReadLane(1)
+    ran: list[tuple[int, int]] = []
+
+    def read(i: int) -> int:
+        ran.append((i, threading.get_ident()))
+        return i * 10
+
+    async def main() -> list[int]:
+        answers = [0] * 8
+
+        async def one(i: int) -> None:
+            answers[i] = await lane.run(lambda: read(i), interrupt=_noop)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(one, i)
+        return answers
+
+    try:
+        assert anyio.run(main, backend=backend) == [i * 10 for i in range(8)]
+    finally:
+        lane.close()
+    assert len({ident for _, ident in ran}) == 1
+    assert threading.get_ident() not in {ident for _, ident in ran}
+    assert sorted(i for i, _ in ran) == list(range(8))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cancelled_queued_read_never_runs_and_the_others_still_answer(backend: str) -> None:
+    """A read cancelled while queued behind another is dropped; the reads around it complete."""
+    lane = ReadLane(1)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def first() -> str:
+        release.wait(WAIT)
+        ran.append("first")
+        return "first"
+
+    def record(name: str) -> str:
+        ran.append(name)
+        return name
+
+    async def main() -> tuple[str, bool, str]:
+        results: dict[str, str] = {}
+
+        async def run(name: str, fn: object) -> None:
+            results[name] = await lane.run(fn, interrupt=_noop)  # type: ignore[arg-type]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "first", first)
+            await anyio.sleep(0.05)
+            with anyio.move_on_after(0.05) as scope:
+                await lane.run(lambda: record("cancelled"), interrupt=_noop)
+            tg.start_soon(run, "third", lambda: record("third"))
+            await anyio.sleep(0.05)
+            release.set()
+        return results["first"], scope.cancelled_caught, results["third"]
+
+    try:
+        assert anyio.run(main, backend=backend) == ("first", True, "third")
+    finally:
+        lane.close()
+    assert ran == ["first", "third"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cancelled_running_read_is_interrupted_and_waited_for(backend: str) -> None:
+    """A read cancelled while it runs is interrupted; the call returns only once its thread is done with it."""
+    lane = ReadLane(1)
+    interrupted = threading.Event()
+    finished = threading.Event()
+
+    def slow() -> None:
+        interrupted.wait(WAIT)
+        finished.set()
+        raise RuntimeError("interrupted")
+
+    async def main() -> bool:
+        with anyio.move_on_after(0.1) as scope:
+            await lane.run(slow, interrupt=interrupted.set)
+        assert finished.is_set()
+        return scope.cancelled_caught
+
+    try:
+        assert anyio.run(main, backend=backend) is True
+    finally:
+        lane.close()
+    assert interrupted.is_set()
+
+
+def test_an_error_reaches_only_the_caller_whose_read_raised() -> None:
+    """A read that raises fails its own call; the next read on the lane answers."""
+    lane = ReadLane(1)
+
+    def bad() -> int:
+        raise ValueError("bad row")
+
+    async def main() -> int:
+        with pytest.raises(ValueError, match="bad row"):
+            await lane.run(bad, interrupt=_noop)
+        return await lane.run(lambda: 7, interrupt=_noop)
+
+    try:
+        assert anyio.run(main, backend="trio") == 7
+    finally:
+        lane.close()
+
+
+def test_a_closed_lane_refuses_reads_and_drops_the_queued_ones() -> None:
+    """Closing the lane fails its queued reads and every later one with BrokerClosedError."""
+    lane = ReadLane(1)
+    release = threading.Event()
+    outcomes: list[str] = []
+
+    async def main() -> None:
+        async def queued() -> None:
+            try:
+                await lane.run(lambda: outcomes.append("ran"), interrupt=_noop)
+            except BrokerClosedError:
+                outcomes.append("closed")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(lane.run, lambda: release.wait(WAIT), interrupt=_noop))
+            await anyio.sleep(0.05)
+            tg.start_soon(queued)
+            await anyio.sleep(0.05)
+            lane.close()
+            release.set()
+        with pytest.raises(BrokerClosedError):
+            await lane.run(lambda: None, interrupt=_noop)
+
+    anyio.run(main, backend="trio")
+    assert outcomes == ["closed"]
+
+
+def test_a_lane_needs_a_thread() -> None:
+    """A lane of no threads is refused when it is made."""
+    with pytest.raises(ValueError, match="threads"):
+        ReadLane(0)
