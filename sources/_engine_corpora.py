@@ -177,6 +177,12 @@ class EntryReads(Protocol):
         19:25 UTC; for reading down an in-memory ranking with a typed filter)."""
         ...
 
+    def memory_types(self, ns_id: int, rowids: Sequence[int] | None) -> dict[int, str | None]:
+        """The memory type (None: unclassified) of each entry of the namespace among `rowids`,
+        or of every entry (None); absent rowids left out. For the in-memory text index's
+        typed filter."""
+        ...
+
 
 class EntryWrites(EntryReads, Protocol):
     """Entry writes, inside the caller's transaction."""

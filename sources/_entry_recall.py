@@ -121,9 +121,13 @@ class _Recall:
 
     def _typed_best(self, types: Sequence[str], k: int) -> list[int] | None:
         """The entries' first `k` matches whose type is one of `types` or none (what a typed FTS
-        query keeps), read down the store's in-memory ranking, four times deeper each time it
-        runs out; None without a current index."""
+        query keeps): from the store's in-memory index, which knows the entries' types; else
+        read down its ranking, four times deeper each time it runs out; None without a
+        current index."""
         qterms, depth, seen = sorted(self.scorer.profile.present), max(4 * k, 256), 0
+        typed = self.store.texts.ranked_typed(self.conn, self.ns_id, qterms, types, k)
+        if typed is not None:  # the index knows every match's type
+            return [r >> 2 for r, _ in typed]
         picked: list[int] = []
         while True:
             ranked = self.store.texts.ranked(self.conn, self.ns_id, qterms, CORPUS_ENTRIES, depth)

@@ -44,6 +44,7 @@ logger = get_logger(__name__)
 K1: Final = 1.2
 B: Final = 0.75
 _CORPORA: Final = 3  # entries, facts, knowledge (fts rowid & 3)
+_ENTRIES: Final = 0  # the entries' corpus (`sources._engine.CORPUS_ENTRIES`)
 _STRIDE: Final = 4  # a document's key: rowid * 4 + corpus, the corpus in the low two bits
 _CHUNK: Final = 50_000  # documents tokenised at a time while indexing
 _IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement
@@ -84,6 +85,23 @@ class Postings:
     """The terms by id (`word_id`), with spare room at the end: one gather reads many."""
     _segments: list[_Forward] = attrs.field(factory=list)
     _firsts: list[int] = attrs.field(factory=list)
+    tags: npt.NDArray[np.int16] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int16))
+    """Per slot, its entry's memory type (`type_code`; 0: unclassified; -1: not known)."""
+    type_code: dict[str, int] = attrs.field(factory=dict)
+
+    def set_types(self, types: dict[int, str | None]) -> None:
+        """Record the memory types of some entries (by entry rowid) held by the index."""
+        if len(self.tags) < len(self.rowids):
+            self.tags = np.concatenate([self.tags, np.full(len(self.rowids) - len(self.tags), -1, np.int16)])
+        for rowid, memory_type in types.items():
+            slot = self.slot_of.get(rowid * _STRIDE + _ENTRIES)
+            if slot is not None:
+                code = (
+                    0
+                    if memory_type is None
+                    else self.type_code.setdefault(memory_type, len(self.type_code) + 1)
+                )
+                self.tags[slot] = code
 
     @classmethod
     def build(cls, chunks: Iterable[Sequence[tuple[int, str]]], log_id: int) -> Postings:
@@ -232,17 +250,44 @@ class Postings:
     ) -> tuple[tuple[tuple[int, float], ...], ...]:
         """Each of `corpora`'s best `depth` matches of any of `qterms` (in the order of
         `corpora`), best first, as (FTS rowid, rank)."""
-        empty: tuple[tuple[tuple[int, float], ...], ...] = tuple(() for _ in corpora)
+        scored = self._scored(qterms)
+        if scored is None:
+            return tuple(() for _ in corpora)
+        _, rowids, scores = scored
+        return tuple(_best(rowids, scores, corpus, depth) for corpus in corpora)
+
+    def top_typed(
+        self, qterms: Sequence[str], depth: int, types: Sequence[str]
+    ) -> tuple[tuple[int, float], ...] | None:
+        """The entries' best `depth` matches whose memory type is in `types` or unclassified,
+        as `top`; None when a match's type is not known (`set_types`)."""
+        scored = self._scored(qterms)
+        if scored is None:
+            return ()
+        found, rowids, scores = scored
+        entries = np.flatnonzero((rowids & 3) == _ENTRIES)
+        if len(self.tags) < len(self.rowids):
+            return None
+        tags = self.tags[found[entries]]
+        if (tags < 0).any():
+            return None
+        allowed = [0, *(self.type_code[t] for t in types if t in self.type_code)]
+        kept = entries[np.isin(tags, allowed)]
+        return _best(rowids[kept], scores[kept], _ENTRIES, depth)
+
+    def _scored(
+        self, qterms: Sequence[str]
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+        """Every live match of any of `qterms`: (slots, FTS rowids, BM25 scores), None if none."""
         if self.n_live == 0:
-            return empty
+            return None
         slots, parts = self._contributions(qterms)
         if not slots:
-            return empty
+            return None
         found, where = np.unique(np.concatenate(slots), return_inverse=True)
         # bincount adds each slot's parts in input order: the query's term order, as FTS5 does.
         scores = np.bincount(where, weights=np.concatenate(parts)).astype(np.float64)
-        rowids = self.rowids[found]
-        return tuple(_best(rowids, scores, corpus, depth) for corpus in corpora)
+        return found, self.rowids[found], scores
 
     def _contributions(
         self, qterms: Sequence[str]
@@ -298,7 +343,9 @@ class TextIndex:
                 [(_code(*key), body) for key, body in docs]
                 for docs in conn.indexed_documents(ns_id, chunk=_CHUNK)
             )
-            self._indexes[ns_id] = Postings.build(chunks, newest)
+            index = Postings.build(chunks, newest)
+            index.set_types(conn.entries.memory_types(ns_id, None))
+            self._indexes[ns_id] = index
             self._behind.discard(ns_id)
 
     def top(
@@ -354,6 +401,15 @@ class TextIndex:
                 return None
             return index.top(qterms, depth, (corpus,))[0]
 
+    def ranked_typed(
+        self, conn: Reader, ns_id: int, qterms: Sequence[str], types: Sequence[str], depth: int
+    ) -> tuple[tuple[int, float], ...] | None:
+        """The entries' best `depth` matches (FTS rowid, rank) whose memory type is in `types` or
+        unclassified; None without a current index or with a match of unknown type."""
+        with self._lock:
+            index = self._current(conn, ns_id)
+            return None if index is None else index.top_typed(qterms, depth, types)
+
     def _current(self, conn: Reader, ns_id: int) -> Postings | None:
         """The namespace's index brought up to the read's log (a batch of changes at most), or
         None when there is none or changes remain; the caller holds the lock."""
@@ -408,7 +464,11 @@ def _apply(conn: Reader, ns_id: int, index: Postings, last_op: dict[int, int]) -
     wanted = [r for r, op in last_op.items() if op > 0]
     bodies = _bodies(conn, ns_id, wanted)
     index.remove(r for r in wanted if r not in bodies)  # removed again since it was logged
-    index.add([(r, bodies[r]) for r in wanted if r in bodies])
+    added = [r for r in wanted if r in bodies]
+    index.add([(r, bodies[r]) for r in added])
+    entries = [r // _STRIDE for r in added if r % _STRIDE == _ENTRIES]
+    if entries:
+        index.set_types(conn.entries.memory_types(ns_id, entries))
 
 
 __all__ = ["Postings", "TextIndex"]

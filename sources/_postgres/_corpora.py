@@ -110,6 +110,17 @@ class PostgresEntries:
         )
         return {int(r[0]) for r in rows}
 
+    def memory_types(self, ns_id: int, rowids: Sequence[int] | None) -> dict[int, str | None]:
+        scope = self.scope.ns(ns_id)
+        if rowids is None:
+            rows = scope.rows("SELECT rowid, memory_type FROM entries WHERE ns_id = %s", (ns_id,))
+        else:
+            rows = scope.rows(
+                "SELECT rowid, memory_type FROM entries WHERE ns_id = %s AND rowid = ANY(%s)",
+                (ns_id, [int(r) for r in rowids]),
+            )
+        return {int(r): t for r, t in rows}
+
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
         created = self.scope.ns(ns_id).one(
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "

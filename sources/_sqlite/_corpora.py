@@ -14,7 +14,7 @@ from ._sql import delete_vectors, fts_match, fts_terms, marks, select_in, uninde
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from broker import Namespace
     from sources._entries import EntryRow
@@ -109,6 +109,15 @@ class SqliteEntries:
             f"AND (memory_type IN ({marks(len(types))}) OR memory_type IS NULL) AND rowid IN ({{marks}})"
         )
         return {int(r[0]) for r in select_in(self.conn, sql, list(rowids), (ns_id, *types))}
+
+    def memory_types(self, ns_id: int, rowids: Sequence[int] | None) -> dict[int, str | None]:
+        rows: Iterable[Any]
+        if rowids is None:
+            rows = self.conn.execute("SELECT rowid, memory_type FROM entries WHERE ns_id = ?", (ns_id,))
+        else:
+            sql = "SELECT rowid, memory_type FROM entries WHERE +ns_id = ? AND rowid IN ({marks})"
+            rows = select_in(self.conn, sql, list(rowids), (ns_id,))
+        return {int(r): t for r, t in rows}
 
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
         cur = self.conn.execute(

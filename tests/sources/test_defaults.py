@@ -139,7 +139,9 @@ async def fetch_all(sources: Sequence[Source], request: SourceRequest) -> dict[s
     return out
 
 
-async def test_the_sources_of_a_sqlite_store_read_in_its_one_thread_lane_by_default(store: MemoryStore) -> None:
+async def test_the_sources_of_a_sqlite_store_read_in_its_one_thread_lane_by_default(
+    store: MemoryStore,
+) -> None:
     """Without a limiter given, a SQLite store's sources read in the store's lane of one thread."""
     sources = default_sources(store)
     assert {s._reader.limiter for s in sources} == {None}  # type: ignore[attr-defined]

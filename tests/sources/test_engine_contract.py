@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 import pytest
-from engine_contract import MODEL, NS, OTHER, add_entry, engine, unit
+from engine_contract import MODEL, NS, OTHER, add_entry, engine, entry_row, unit
 
 from sources import _analysis
 from sources._engine import ReadStop, Slot, bm25_rank
@@ -200,3 +200,17 @@ def test_every_index_change_is_logged_in_commit_order(engine: Engine) -> None:
         ((0, rowid), " ".join(_analysis.terms(text)))
         for rowid, text in zip(rowids[1:], TEXTS[1:], strict=True)
     )
+
+
+def test_memory_types_tell_each_entrys_type_within_its_namespace(engine: Engine) -> None:
+    """`memory_types` gives each asked entry's type (None: unclassified), never another namespace's rows."""
+    with engine.write() as w:
+        ns_id, other = w.ensure_namespace(NS), w.ensure_namespace(OTHER)
+        typed = [
+            w.entries.insert(ns_id, NS, entry_row(f"e{i}", "tea", memory_type=t))
+            for i, t in enumerate(("self", None))
+        ]
+        foreign = w.entries.insert(other, OTHER, entry_row("x", "tea", memory_type="self"))
+    with engine.read() as r:
+        assert r.entries.memory_types(ns_id, None) == {typed[0]: "self", typed[1]: None}
+        assert r.entries.memory_types(ns_id, [typed[1], foreign]) == {typed[1]: None}

@@ -273,3 +273,48 @@ def test_a_query_profile_is_the_same_from_the_index_as_from_the_engines_statisti
             assert index.document_frequencies(conn, ns_id, ["appl", "kiwi"]) == {"appl": 6}
             for query in ("apple and the hotel", "kiwi juliet berry", "nothing known"):
                 assert _index.profile(conn, ns_id, query, index) == _index.profile(conn, ns_id, query)
+
+
+def test_entries_typed_after_warm_are_filtered_as_the_typed_fts_query_would(tmp_path: Path) -> None:
+    """Typed entries written after the index was built get their types from the log's catch-up, not a guess."""
+    kinds = [None, "self", "personality", "episodic"]
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
+        store.add_entries(
+            [NewEntry(text=f"apple note {i}", memory_type="episodic") for i in range(50)], namespace=ACME
+        )
+        store.warm()
+        store.add_entries(
+            [NewEntry(text=f"apple {WORDS[i % 10]} later {i}", memory_type=kinds[i % 4]) for i in range(60)],
+            namespace=ACME,
+        )
+        warm = store.recall("apple later", namespace=ACME, types=("self",), min_score=0.0, limit=20)
+        with MemoryStore.open(tmp_path / "m.db", mode="lexical") as cold_store:  # no index: the FTS query
+            cold = cold_store.recall("apple later", namespace=ACME, types=("self",), min_score=0.0, limit=20)
+        assert [(r.memory.id, r.score) for r in warm] == [(r.memory.id, r.score) for r in cold]
+        assert {r.memory.memory_type for r in warm} == {"self", None}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    notes=st.lists(st.tuples(texts, st.sampled_from([None, "self", "episodic"])), min_size=1, max_size=40),
+    query=queries,
+    depth=st.integers(1, 8),
+)
+def test_typed_matches_are_the_ranking_filtered_by_type(
+    notes: list[tuple[str, str | None]], query: list[str], depth: int
+) -> None:
+    """An entry-typed top is the whole ranking of entries kept to the allowed or unclassified types, cut to depth."""
+    index = Postings.build([[(i * 4, " ".join(_analysis.terms(t))) for i, (t, _) in enumerate(notes)]], 0)
+    index.set_types({i: kind for i, (_, kind) in enumerate(notes)})
+    everything = index.top(query, len(notes))[0]
+    expected = [(r, rank) for r, rank in everything if notes[r // 4][1] in ("self", None)][:depth]
+    assert index.top_typed(query, depth, ("self",)) == tuple(expected)
+
+
+def test_a_typed_top_with_a_match_of_unknown_type_answers_none() -> None:
+    """Without every match's type the index does not guess: the caller reads the engine instead."""
+    index = Postings.build([[(0, "apple"), (4, "apple berry")]], 0)
+    index.set_types({0: "self"})
+    assert index.top_typed(["apple"], 5, ("self",)) is None
+    index.set_types({1: None})
+    assert index.top_typed(["apple"], 5, ("self",)) == index.top(["apple"], 5)[0]

@@ -437,7 +437,8 @@ def test_the_text_log_records_every_index_change_in_commit_order(engine: Postgre
 
 
 def test_typed_filters_rowids_by_memory_type_and_changes_come_in_pages(engine: PostgresEngine) -> None:
-    """`typed` keeps the asked types and unclassified entries; `text_changes` honours its limit;
+    """`typed` keeps the asked types and unclassified entries, `memory_types` tells each one's;
+    `text_changes` honours its limit;
     the change stamp is unknown (callers read the generations)."""
     with engine.write() as w:
         ns_id = w.ensure_namespace(ALICE)
@@ -456,6 +457,13 @@ def test_typed_filters_rowids_by_memory_type_and_changes_come_in_pages(engine: P
             w.index_document(ns_id, (CORPUS_ENTRIES, rowids[-1]), ["tea"])
     with engine.read() as r:
         assert r.entries.typed(ns_id, rowids, ["semantic"]) == {rowids[1], rowids[2]}
+        assert r.entries.memory_types(ns_id, None) == dict(
+            zip(rowids, ("episodic", "semantic", None), strict=True)
+        )
+        assert r.entries.memory_types(ns_id, [rowids[2], rowids[0], 10**9]) == {
+            rowids[2]: None,
+            rowids[0]: "episodic",
+        }
         assert [c.rowid for c in r.text_changes(ns_id, 0, limit=2)] == rowids[:2]
         assert len(r.text_changes(ns_id, 0)) == 3
     assert engine.change_stamp() is None
