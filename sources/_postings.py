@@ -88,6 +88,8 @@ class Postings:
     tags: npt.NDArray[np.int16] = attrs.field(factory=lambda: np.zeros(0, dtype=np.int16))
     """Per slot, its entry's memory type (`type_code`; 0: unclassified; -1: not known)."""
     type_code: dict[str, int] = attrs.field(factory=dict)
+    types_read: bool = False
+    """Whether every entry's type was read once (`TextIndex.learn_types`)."""
 
     def set_types(self, types: dict[int, str | None]) -> None:
         """Record the memory types of some entries (by entry rowid) held by the index."""
@@ -343,9 +345,7 @@ class TextIndex:
                 [(_code(*key), body) for key, body in docs]
                 for docs in conn.indexed_documents(ns_id, chunk=_CHUNK)
             )
-            index = Postings.build(chunks, newest)
-            index.set_types(conn.entries.memory_types(ns_id, None))
-            self._indexes[ns_id] = index
+            self._indexes[ns_id] = Postings.build(chunks, newest)
             self._behind.discard(ns_id)
 
     def top(
@@ -400,6 +400,17 @@ class TextIndex:
             if index is None:
                 return None
             return index.top(qterms, depth, (corpus,))[0]
+
+    def learn_types(self, conn: Reader, ns_id: int) -> None:
+        """Read the memory type of every entry of a built index that does not know them yet.
+
+        `MemoryStore.warm` calls it in a read of its own after building: a damaged entries
+        table then fails that read alone, and typed searches read the engine instead."""
+        with self._lock:
+            index = self._indexes.get(ns_id)
+            if index is not None and not index.types_read:
+                index.set_types(conn.entries.memory_types(ns_id, None))
+                index.types_read = True
 
     def ranked_typed(
         self, conn: Reader, ns_id: int, qterms: Sequence[str], types: Sequence[str], depth: int

@@ -40,6 +40,7 @@ from ._entries import (
     checked_entry,
     content_id,
 )
+from ._exceptions import StoreError
 from ._lane import ReadLane
 from ._postings import TextIndex
 from ._reference import compute_reference
@@ -188,6 +189,17 @@ class MemoryStore:
                 if self._vindex is not None:
                     for corpus in CORPORA:
                         self._vindex.warm(conn, Slot(ns_id, corpus))
+        for ns_id in ids:
+            self._learn_types(ns_id)
+
+    def _learn_types(self, ns_id: int) -> None:
+        """The entries' memory types for the text index (`TextIndex.learn_types`), in a read of
+        their own: a damaged entries table leaves them unknown, and warm goes on."""
+        try:
+            with self.engine.read() as conn:
+                self._texts.learn_types(conn, ns_id)
+        except StoreError as exc:
+            logger.warning("store.text_index.types_unread", ns_id=ns_id, error=str(exc))
 
     def close(self) -> None:
         """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
