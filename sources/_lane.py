@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
@@ -40,6 +41,7 @@ class ReadLane:
 
     threads: int = attrs.field(validator=attrs.validators.ge(1))
     _pool: ThreadPoolExecutor | None = attrs.field(default=None, init=False)
+    _pid: int = attrs.field(factory=os.getpid, init=False)  # a forked child starts threads of its own
     _closed: bool = attrs.field(default=False, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
@@ -80,6 +82,8 @@ class ReadLane:
         with self._lock:
             if self._closed:
                 raise BrokerClosedError("the store is closed")
+            if self._pid != os.getpid():  # forked: the parent's threads do not exist here
+                self._pool, self._pid = None, os.getpid()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
                     max_workers=self.threads, thread_name_prefix="context-broker-read"

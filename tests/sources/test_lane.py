@@ -6,6 +6,7 @@ Real threads, so the real clock: these tests assert outcomes, never durations.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 
 import anyio
@@ -165,3 +166,23 @@ def test_a_lane_needs_a_thread() -> None:
     """A lane of no threads is refused when it is made."""
     with pytest.raises(ValueError, match="threads"):
         ReadLane(0)
+
+
+def test_a_forked_child_reads_in_threads_of_its_own() -> None:
+    """A lane used before a fork still answers in the child (the parent's threads are not there)."""
+    lane = ReadLane(1)
+    assert anyio.run(functools.partial(lane.run, lambda: 1, interrupt=_noop), backend="trio") == 1
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the read answers (in time: a lost read hangs)
+
+        async def child() -> int | None:
+            with anyio.move_on_after(WAIT):
+                return await lane.run(lambda: 2, interrupt=_noop)
+            return None
+
+        os._exit(0 if anyio.run(child, backend="trio") == 2 else 1)
+    try:
+        _, status = os.waitpid(pid, 0)
+    finally:
+        lane.close()
+    assert os.waitstatus_to_exitcode(status) == 0
