@@ -1,10 +1,12 @@
-"""Stores the source tests share: a namespace with a few unrelated notes, so it has statistics."""
+"""Stores the source tests share, on both engines (`store_kit.ENGINES`): a namespace with a few
+unrelated notes, so it has statistics."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
 import pytest
+from store_kit import ENGINES, SQLITE, StoreOpener
 
 from broker import Namespace
 from broker.testing import background_memories
@@ -33,21 +35,37 @@ def add_filler(store: MemoryStore, namespace: Namespace = ALICE) -> None:
     store.add_entries([NewEntry(text=t, id=f"f{i}") for i, t in enumerate(FILLER)], namespace=namespace)
 
 
+@pytest.fixture(params=ENGINES)
+def engine_name(request: pytest.FixtureRequest) -> str:
+    """The storage engine of this run of the test: "sqlite" or "postgres"."""
+    name: str = request.param
+    return name
+
+
 @pytest.fixture
-def filler_store(tmp_path: Path) -> Iterator[MemoryStore]:
+def make_store(engine_name: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StoreOpener]:
+    """Open stores on one fresh database of the engine under test (`store_kit`)."""
+    target = str(tmp_path / "m.db") if engine_name == SQLITE else request.getfixturevalue("pg_url")
+    opener = StoreOpener(engine_name, target)
+    yield opener
+    opener.close_all()
+
+
+@pytest.fixture
+def filler_store(make_store: StoreOpener) -> MemoryStore:
     """A lexical store whose tenant `alice` holds FILLER."""
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
-        add_filler(s)
-        yield s
+    s = make_store(mode="lexical")
+    add_filler(s)
+    return s
 
 
 @pytest.fixture
-def background_store(tmp_path: Path) -> Iterator[MemoryStore]:
+def background_store(make_store: StoreOpener) -> MemoryStore:
     """A lexical store whose tenant `alice` holds the varied sample notes and FILLER."""
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
-        s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=ALICE)
-        add_filler(s)
-        yield s
+    s = make_store(mode="lexical")
+    s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=ALICE)
+    add_filler(s)
+    return s
 
 
 @pytest.fixture

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+
+from store_kit import StoreOpener, indexed, sql_rows, text_index_ok
 
 from broker import Namespace, SessionContext, ValidationError
 from sources import MemoryStore, WriterSession, remember, semantic_recall
+from sources._engine import CORPUS_ENTRIES
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
     import pytest
 
 NS = Namespace(tenant_id="acme", project_id="web")
@@ -26,12 +25,12 @@ _FILLER_TEXT = (
 _FILLER_WORDS = tuple(_FILLER_TEXT.split())
 
 
-@contextmanager
-def open_store(tmp_path: Path) -> Iterator[MemoryStore]:
-    """Open a lexical store (no model) with unrelated notes, so term statistics are realistic."""
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
-        fill(s, NS)
-        yield s
+def open_store(make_store: StoreOpener) -> MemoryStore:
+    """A lexical store (no model) on the engine under test, with unrelated notes in NS, so
+    term statistics are realistic."""
+    s = make_store(mode="lexical")
+    fill(s, NS)
+    return s
 
 
 def fill(store: MemoryStore, ns: Namespace, n: int = 60) -> None:
@@ -56,9 +55,8 @@ def write_rule(store: MemoryStore, ns: Namespace = NS, **kw: Any) -> str:
 
 
 def count(store: MemoryStore, sql: str) -> int:
-    """The one integer a query returns."""
-    with store.db.read() as conn:
-        return int(conn.execute(sql).fetchone()[0])
+    """The one integer a query returns (on either engine, past the tenant wall)."""
+    return int(sql_rows(store, sql)[0][0])
 
 
 def field_codes(exc: pytest.ExceptionInfo[ValidationError]) -> set[tuple[str, str]]:
@@ -74,29 +72,31 @@ def recall_ids(store: MemoryStore, context: SessionContext, ns: Namespace = NS) 
 
 
 def fts_consistent(store: MemoryStore) -> bool:
-    """Whether every namespace's FTS index passes its check and holds one row per entry."""
-    with store.db.write() as conn:
-        for (ns_id,) in conn.execute("SELECT ns_id FROM namespaces").fetchall():
-            table = f"fts_{int(ns_id)}"
-            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
-            fts_rows = conn.execute(f"SELECT count(*) FROM {table} WHERE (rowid & 3) = 0").fetchone()[0]
-            entries = conn.execute("SELECT count(*) FROM entries WHERE ns_id = ?", (ns_id,)).fetchone()[0]
-            if fts_rows != entries:
-                return False
+    """Whether every namespace's text index passes its check and holds one row per entry."""
+    if not text_index_ok(store):
+        return False
+    for ns_id, entries in sql_rows(
+        store, "SELECT n.ns_id, (SELECT count(*) FROM entries e WHERE e.ns_id = n.ns_id) FROM namespaces n"
+    ):
+        if indexed(store, ns_id, CORPUS_ENTRIES) != entries:
+            return False
     return True
 
 
 def damage_state(store: MemoryStore, rule_id: str, version: int, applies_to: str = "{oops") -> None:
     """Overwrite one stored state's applies_to with text that is not a JSON object."""
-    with store.db.write() as conn:
-        rowids = [
-            r[0]
-            for r in conn.execute(
-                "SELECT s.rowid FROM memorule_states s JOIN entries e ON e.rowid = s.entry_rowid "
-                "WHERE e.id = ? ORDER BY s.rowid",
-                (rule_id,),
-            )
-        ]
-        conn.execute(
-            "UPDATE memorule_states SET applies_to = ? WHERE rowid = ?", (applies_to, rowids[version - 1])
+    rowids = [
+        r[0]
+        for r in sql_rows(
+            store,
+            "SELECT s.rowid FROM memorule_states s JOIN entries e ON e.rowid = s.entry_rowid "
+            "WHERE e.id = ? ORDER BY s.rowid",
+            (rule_id,),
         )
+    ]
+    sql_rows(
+        store,
+        "UPDATE memorule_states SET applies_to = ? WHERE rowid = ?",
+        (applies_to, rowids[version - 1]),
+        write=True,
+    )

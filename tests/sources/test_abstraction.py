@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
+from store_kit import StoreOpener, indexed, sql_rows
 
 from broker import Namespace, ValidationError
 from broker.abc import SourceRequest
@@ -13,9 +12,6 @@ from sources import MemoryStore, NewEntry
 from sources._abstraction import AbstractionSource, FactWriter, NewFact
 from sources._source_base import StoreReader
 from sources._store_source import StoreSource
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")
@@ -33,12 +29,11 @@ def source(store: MemoryStore) -> AbstractionSource:
 
 
 def stats(store: MemoryStore, ns: Namespace) -> tuple[int, int, int]:
-    with store.db.read() as conn:
-        ns_id, n_docs, total = conn.execute(
-            "SELECT ns_id, n_docs, total_len FROM namespaces WHERE tenant_id = ?", (ns.tenant_id,)
-        ).fetchone()
-        fts = conn.execute(f"SELECT count(*) FROM fts_{ns_id}").fetchone()[0]
-    return n_docs, total, fts
+    """The namespace's document count, total length and text-index size."""
+    ((ns_id, n_docs, total),) = sql_rows(
+        store, "SELECT ns_id, n_docs, total_len FROM namespaces WHERE tenant_id = ?", (ns.tenant_id,)
+    )
+    return n_docs, total, indexed(store, ns_id)
 
 
 async def test_equal_text_scores_equal_as_entry_and_fact(store: MemoryStore) -> None:
@@ -55,9 +50,9 @@ async def test_equal_text_scores_equal_as_entry_and_fact(store: MemoryStore) -> 
     assert (fact.source, fact.block, fact.memory_type) == ("abstraction", "memory", "semantic")
 
 
-async def test_equal_text_scores_equal_in_hybrid_mode(tmp_path: Path) -> None:
+async def test_equal_text_scores_equal_in_hybrid_mode(make_store: StoreOpener) -> None:
     """Equal relevance means equal score in a dense mode too (stored vectors on both sides)."""
-    with MemoryStore.open(tmp_path / "h.db", mode="hybrid") as store:
+    with make_store(mode="hybrid") as store:
         store.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
         store.add_entry(SHARED, namespace=NS, id="e-shared")
         FactWriter(store).add_fact(SHARED, namespace=NS, id="shared")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from store_kit import indexed, sql_rows
 
 from broker import RECALL_MIN_SCORE, Namespace, ValidationError
 from broker.abc import SourceRequest
 from sources import MemoryStore
 from sources._abstraction import AbstractionSource, FactWriter
 from sources._consolidated import ConsolidatedSource, KnowledgeWriter
+from sources._engine import CORPUS_KNOWLEDGE
 from sources._source_base import StoreReader
 
 NS = Namespace(tenant_id="alice")
@@ -72,22 +74,19 @@ def test_invalid_knowledge_reports_every_field(store: MemoryStore) -> None:
     assert [e.field for e in info.value.errors] == ["provenance[1]"]
     with pytest.raises(ValidationError):
         writer.add_knowledge("ok text", namespace=NS, provenance=[])
-    with store.db.read() as conn:
-        assert conn.execute("SELECT count(*) FROM knowledge").fetchone()[0] == 0
+    assert sql_rows(store, "SELECT count(*) FROM knowledge") == [(0,)]
 
 
 def test_delete_keeps_index_and_statistics_consistent(store: MemoryStore) -> None:
-    """Deleting knowledge removes it from the FTS index and the namespace statistics."""
-    query = "SELECT n_docs, total_len FROM namespaces WHERE tenant_id = 'alice'"
-    with store.db.read() as conn:
-        before = conn.execute(query).fetchone()
+    """Deleting knowledge removes it from the text index and the namespace statistics."""
+    query = "SELECT ns_id, n_docs, total_len FROM namespaces WHERE tenant_id = 'alice'"
+    before = sql_rows(store, query)
     writer = KnowledgeWriter(store)
     writer.add_knowledge(SUMMARY, namespace=NS, provenance=["D1:3"], id="k")
     assert writer.delete_knowledge("k", namespace=NS) is True
     assert writer.delete_knowledge("k", namespace=NS) is False
-    with store.db.read() as conn:
-        assert conn.execute(query).fetchone() == before
-        assert conn.execute("SELECT count(*) FROM fts_1 WHERE (rowid & 3) = 2").fetchone()[0] == 0
+    assert sql_rows(store, query) == before
+    assert indexed(store, before[0][0], CORPUS_KNOWLEDGE) == 0
 
 
 async def test_namespace_isolation(store: MemoryStore) -> None:

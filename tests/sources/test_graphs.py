@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from store_kit import StoreOpener, sql_rows
 
 from broker import RECALL_MIN_SCORE, Candidate, Namespace, ValidationError
 from broker.abc import SourceRequest
@@ -15,7 +16,6 @@ from sources._source_base import StoreReader
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     import numpy.typing as npt
 
@@ -151,9 +151,8 @@ def test_edges_are_idempotent_and_deletes_are_clean(store: MemoryStore) -> None:
     assert g.delete_edge("melanie", "friend of", "caroline", namespace=NS) is False
     assert g.delete_node("caroline", namespace=NS) is True
     assert g.delete_node("caroline", namespace=NS) is False
-    with store.db.read() as conn:
-        assert conn.execute("SELECT count(*) FROM graph_edges").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM graph_keys WHERE key = 'carolin'").fetchone()[0] == 0
+    assert sql_rows(store, "SELECT count(*) FROM graph_edges") == [(0,)]
+    assert sql_rows(store, "SELECT count(*) FROM graph_keys WHERE key = 'carolin'") == [(0,)]
 
 
 async def test_replace_rekeys_a_node_and_keeps_its_edges(store: MemoryStore) -> None:
@@ -180,10 +179,10 @@ class UnitEmbedder:
         return np.tile(np.array([[1.0, 0.0]], dtype=np.float32), (len(texts), 1))
 
 
-async def test_dense_modes_embed_only_a_few_rendered_texts(tmp_path: Path) -> None:
+async def test_dense_modes_embed_only_a_few_rendered_texts(make_store: StoreOpener) -> None:
     """In a dense mode at most DENSE_SCORED graph texts are embedded and returned per turn."""
     fake = UnitEmbedder()
-    with MemoryStore.open(tmp_path / "d.db", mode="hybrid", embedder=fake) as store:
+    with make_store(mode="hybrid", embedder=fake) as store:
         g = GraphWriter(store)
         g.add_node("Hub", namespace=NS, id="hub", description="the central hub station")
         for i in range(10):

@@ -1,4 +1,8 @@
-"""Tenant isolation: no read path returns another namespace's memory, across processes."""
+"""Tenant isolation: no read path returns another namespace's memory, across processes.
+
+Every test runs on both engines (`store_kit.ENGINES`) except the version-3 file's migration,
+which is SQLite's own history.
+"""
 
 from __future__ import annotations
 
@@ -6,39 +10,50 @@ import random
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from store_kit import StoreOpener, fresh_databases, sql_rows
 
 from broker import Namespace
 from sources import MemoryStore, NewEntry, _analysis, _vectors, load_default_embedder
 from sources._sqlite import _schema
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ACME = Namespace(tenant_id="acme", project_id="web")
 BOBCO = Namespace(tenant_id="bobco")
 LEAKED = "BOBCO SECRET: payroll export password is hunter2"
 
 
-def _python(db: Path, code: str) -> None:
-    script = "from broker import Namespace\nfrom sources import MemoryStore\n" + textwrap.dedent(code)
-    subprocess.run([sys.executable, "-c", script, str(db)], check=True, capture_output=True, timeout=120)
+def _python(db: str, code: str) -> None:
+    """Run `code` in another process, with the store's path or URL as argv[1]."""
+    script = "from broker import Namespace\nfrom sources import open_store\n" + textwrap.dedent(code)
+    subprocess.run([sys.executable, "-c", script, db], check=True, capture_output=True, timeout=120)
 
 
-def test_stale_vector_index_across_processes_never_leaks_another_tenant(tmp_path: Path) -> None:
+def test_stale_vector_index_across_processes_never_leaks_another_tenant(make_store: StoreOpener) -> None:
     """The issue's recipe: rowids freed by a delete and reused by two other processes leak nothing."""
-    db = tmp_path / "m.db"
+    db = make_store.target
     notes = [
         "The staging cluster runs on three nodes in Frankfurt.",
         "Code review needs one approval before merging.",
         "The on-call rotation changes every Monday at nine.",
     ]
     last = "The quarterly roadmap review with the design team is on Thursday afternoon."
-    with MemoryStore.open(db, mode="hybrid") as store:
+    with make_store(mode="hybrid") as store:
         store.add_entries([NewEntry(text=t) for t in notes], namespace=ACME)
         store.add_entry(last, id="a-last", namespace=ACME)
         first = store.recall(
@@ -49,7 +64,7 @@ def test_stale_vector_index_across_processes_never_leaks_another_tenant(tmp_path
             db,
             """
             import sys
-            with MemoryStore.open(sys.argv[1], mode="lexical") as s:
+            with open_store(sys.argv[1], mode="lexical") as s:
                 assert s.delete("a-last", namespace=Namespace(tenant_id="acme", project_id="web"))
             """,
         )
@@ -57,7 +72,7 @@ def test_stale_vector_index_across_processes_never_leaks_another_tenant(tmp_path
             db,
             f"""
             import sys
-            with MemoryStore.open(sys.argv[1], mode="lexical") as s:
+            with open_store(sys.argv[1], mode="lexical") as s:
                 s.add_entry({LEAKED!r}, namespace=Namespace(tenant_id="bobco"))
             """,
         )
@@ -67,7 +82,7 @@ def test_stale_vector_index_across_processes_never_leaks_another_tenant(tmp_path
                 "-m",
                 "context_broker",
                 "--db",
-                str(db),
+                db,
                 "--tenant",
                 "acme",
                 "--project",
@@ -89,7 +104,8 @@ def test_stale_vector_index_across_processes_never_leaks_another_tenant(tmp_path
 
 
 def test_a_version_3_file_migrates_its_vectors_and_keeps_them_findable(tmp_path: Path) -> None:
-    """Schema v4 rebuilds `vectors` with never-reused ids: old vectors keep their ids and stay searchable."""
+    """Schema v4 rebuilds `vectors` with never-reused ids: old vectors keep their ids and stay
+    searchable (SQLite-only: a migration of SQLite files)."""
     db = tmp_path / "v3.db"
     old = "Backups of the billing database run nightly at two."
     embedder = load_default_embedder()
@@ -135,9 +151,9 @@ def _version(db: Path) -> int:
         conn.close()
 
 
-def test_every_write_of_a_namespace_bumps_only_its_generation(tmp_path: Path) -> None:
+def test_every_write_of_a_namespace_bumps_only_its_generation(make_store: StoreOpener) -> None:
     """Inserts, replaces and deletes of any process bump the namespace's write generation, never another's."""
-    with MemoryStore.open(tmp_path / "g.db", mode="lexical") as store:
+    with make_store(mode="lexical") as store:
         store.add_entry("first note", id="x", namespace=ACME)
         store.add_entry("other tenant note", id="y", namespace=BOBCO)
         before = _generations(store)
@@ -151,8 +167,7 @@ def test_every_write_of_a_namespace_bumps_only_its_generation(tmp_path: Path) ->
 
 
 def _generations(store: MemoryStore) -> dict[str, int]:
-    with store.db.read() as conn:
-        rows = conn.execute("SELECT tenant_id, project_id, generation FROM namespaces").fetchall()
+    rows = sql_rows(store, "SELECT tenant_id, project_id, generation FROM namespaces")
     return {f"{t}/{p}": int(g) for t, p, g in rows}
 
 
@@ -174,28 +189,29 @@ _SPACES = tuple(Namespace(tenant_id=t, project_id=p) for t in ("acme", "bobco") 
 
 
 class Tenants(RuleBasedStateMachine):
-    """Interleaved writes, replaces, deletes and reindexes through three handles on one file."""
+    """Interleaved writes, replaces, deletes and reindexes through three handles on one database."""
+
+    databases: Callable[[], tuple[StoreOpener, Callable[[], None]]]
+    """A fresh database of the engine under test, and how to remove it (set by the test)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.dir = tempfile.TemporaryDirectory()
-        path = Path(self.dir.name) / "t.db"
+        self.opener, self.remove = self.databases()
         embedder = _shared_embedder()
         # Two hybrid handles (each with its own vector index, as two processes) and one
         # lexical handle that writes no vectors, as in the leak recipe.
         self.handles = (
-            MemoryStore.open(path, mode="hybrid", embedder=embedder),
-            MemoryStore.open(path, mode="hybrid", embedder=embedder),
-            MemoryStore.open(path, mode="lexical"),
+            self.opener(mode="hybrid", embedder=embedder),
+            self.opener(mode="hybrid", embedder=embedder),
+            self.opener(mode="lexical"),
         )
         self.model: dict[tuple[Namespace, str], str] = {}
         self.serial = 0
 
     def teardown(self) -> None:
-        """Close every handle and remove the file."""
-        for h in self.handles:
-            h.close()
-        self.dir.cleanup()
+        """Close every handle and remove the database."""
+        self.opener.close_all()
+        self.remove()
 
     @rule(
         h=st.integers(0, 2),
@@ -264,5 +280,9 @@ def _shared_embedder() -> Any:
     return _EMBEDDER[0]
 
 
-Tenants.TestCase.settings = settings(max_examples=15, stateful_step_count=15, deadline=None)
-test_no_read_path_crosses_namespaces = Tenants.TestCase
+def test_no_read_path_crosses_namespaces(engine_name: str, request: pytest.FixtureRequest) -> None:
+    """Whatever the handles write, replace, delete and reindex, no read leaves its namespace."""
+    Tenants.databases = staticmethod(fresh_databases(engine_name, request))  # type: ignore[assignment]
+    run_state_machine_as_test(
+        Tenants, settings=settings(max_examples=15, stateful_step_count=15, deadline=None)
+    )

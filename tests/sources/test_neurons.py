@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from store_kit import indexed, sql_rows
 
 from broker import RECALL_MIN_SCORE, Namespace, ValidationError
 from broker.abc import SourceRequest
@@ -35,8 +36,7 @@ def test_writer_stamps_associative_and_records_triggers(store: MemoryStore) -> N
     memory = store.get(nid, namespace=NS)
     assert memory is not None
     assert (memory.kind, memory.memory_type) == ("neuron", "associative")
-    with store.db.read() as conn:
-        terms = sorted(r[0] for r in conn.execute("SELECT term FROM neuron_triggers"))
+    terms = sorted(r[0] for r in sql_rows(store, "SELECT term FROM neuron_triggers"))
     assert terms == ["bakeri", "quarter", "return", "tax"]
 
 
@@ -92,28 +92,26 @@ def test_invalid_neuron_reports_every_field_and_writes_nothing(store: MemoryStor
         writer.add_neuron("text", namespace=NS, triggers="bakery")
     with pytest.raises(ValidationError, match="triggers"):
         writer.add_neuron("text", namespace=NS, triggers=[])
-    with store.db.read() as conn:
-        assert conn.execute("SELECT count(*) FROM neuron_triggers").fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM entries WHERE kind = 'neuron'").fetchone()[0] == 0
+    assert sql_rows(store, "SELECT count(*) FROM neuron_triggers") == [(0,)]
+    assert sql_rows(store, "SELECT count(*) FROM entries WHERE kind = 'neuron'") == [(0,)]
 
 
 def test_delete_and_replace_keep_the_indexes_consistent(store: MemoryStore) -> None:
-    """Replacing or deleting a neuron leaves no stale trigger, FTS row or statistic behind."""
-    query = "SELECT n_docs, total_len FROM namespaces WHERE tenant_id = 'alice'"
-    with store.db.read() as conn:
-        before = conn.execute(query).fetchone()
+    """Replacing or deleting a neuron leaves no stale trigger, index row or statistic behind."""
+    query = "SELECT ns_id, n_docs, total_len FROM namespaces WHERE tenant_id = 'alice'"
+    before = sql_rows(store, query)
+    index_size = indexed(store, before[0][0])
     writer = NeuronWriter(store)
     writer.add_neuron("Bakery taxes.", namespace=NS, triggers=["bakery"], id="n")
     with pytest.raises(ValidationError, match="exists"):
         writer.add_neuron("Vendors.", namespace=NS, triggers=["vendors"], id="n")
     writer.add_neuron("Payroll dates.", namespace=NS, triggers=["payroll"], id="n", replace=True)
-    with store.db.read() as conn:
-        assert [r[0] for r in conn.execute("SELECT term FROM neuron_triggers")] == ["payrol"]
+    assert sql_rows(store, "SELECT term FROM neuron_triggers") == [("payrol",)]
     assert writer.delete_neuron("f0", namespace=NS) is False  # not a neuron
     assert writer.delete_neuron("n", namespace=NS) is True
-    with store.db.read() as conn:
-        assert conn.execute(query).fetchone() == before
-        assert conn.execute("SELECT count(*) FROM neuron_triggers").fetchone()[0] == 0
+    assert sql_rows(store, query) == before
+    assert indexed(store, before[0][0]) == index_size
+    assert sql_rows(store, "SELECT count(*) FROM neuron_triggers") == [(0,)]
 
 
 async def test_namespace_isolation(store: MemoryStore) -> None:

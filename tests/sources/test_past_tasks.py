@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from store_kit import StoreOpener
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import SourceRequest
@@ -13,7 +14,6 @@ from sources import MemoryStore, NewEntry, PastTaskSource, SqliteTaskRepository,
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 NS = Namespace(tenant_id="acme", project_id="ops")
 RELATED = "Upgrade the Postgres replica of the reporting database"
@@ -22,8 +22,10 @@ TASK = "Plan the Postgres upgrade of the billing database"
 
 
 @pytest.fixture(params=["lexical", "hybrid"])
-def store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
-    with MemoryStore.open(tmp_path / "m.db", mode=request.param) as s:
+def store(make_store: StoreOpener, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+    """Background notes, a note on the billing database and four tasks, in the recall mode
+    under test, on the engine under test."""
+    with make_store(mode=request.param) as s:
         s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
         s.add_entry("The billing database runs Postgres 13 on three nodes.", namespace=NS)
         repo = SqliteTaskRepository.from_store(s)

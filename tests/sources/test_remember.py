@@ -35,15 +35,13 @@ from sources import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
+    from store_kit import StoreOpener
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    """A lexical store with unrelated notes in NS, so term statistics are realistic."""
-    with open_store(tmp_path) as s:
-        yield s
+def store(make_store: StoreOpener) -> MemoryStore:
+    """A lexical store with unrelated notes in NS, so term statistics are realistic (on each engine)."""
+    return open_store(make_store)
 
 
 @pytest.mark.parametrize("confidence", CONFIDENCE_LEVELS)

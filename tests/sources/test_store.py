@@ -1,7 +1,13 @@
-"""The memory store: namespaces, types, migrations, calibrated lexical recall, bad input."""
+"""The memory store: namespaces, types, migrations, calibrated lexical recall, bad input.
+
+Every test that takes `store` or `make_store` runs on both engines (`store_kit.ENGINES`); the
+tests of SQLite's files (FTS5 integrity, a file that is not a database, a directory at the
+path, a missing file, the schema-1 migration) are SQLite-only by nature: they open a path.
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from pathlib import Path
@@ -9,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from store_kit import StoreOpener, text_index_ok
 
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, ValidationError
 from broker.testing import background_memories
@@ -16,13 +23,13 @@ from sources import MemoryStore, NewEntry, StoreError, _entry_recall, ensure_mem
 
 A = Namespace(tenant_id="acme", project_id="p1")
 B = Namespace(tenant_id="globex", project_id="p1")
+_EXAMPLES = itertools.count()
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MemoryStore:
-    s = MemoryStore.open(tmp_path / "m.db", mode="lexical")
-    yield s
-    s.close()
+def store(make_store: StoreOpener) -> MemoryStore:
+    """An empty lexical store on the engine under test."""
+    return make_store(mode="lexical")
 
 
 FILLER = (
@@ -44,6 +51,12 @@ def fill(store: MemoryStore, ns: Namespace) -> None:
 
 
 def _fts_ok(store: MemoryStore) -> None:
+    """The text index is consistent (`store_kit.text_index_ok`)."""
+    assert text_index_ok(store)
+
+
+def _fts_integrity_check(store: MemoryStore) -> None:
+    """FTS5's own integrity-check passes on every FTS table of the file (SQLite only)."""
     conn = sqlite3.connect(store.db.path)
     try:
         tables = [
@@ -108,7 +121,8 @@ def test_delete_removes_from_every_index(store: MemoryStore) -> None:
 def test_fts_integrity_holds_after_any_writes_and_deletes(
     tmp_path: Path, ops: list[tuple[str, int, str]]
 ) -> None:
-    """Any sequence of writes, replaces and deletes leaves FTS5's integrity-check passing."""
+    """Any sequence of writes, replaces and deletes leaves FTS5's integrity-check passing
+    (SQLite-only: FTS5's own check)."""
     db = tmp_path / f"h{abs(hash(tuple(ops)))}.db"
     with MemoryStore.open(db, mode="lexical") as s:
         for op, i, text in ops:
@@ -118,7 +132,7 @@ def test_fts_integrity_holds_after_any_writes_and_deletes(
                 s.add_entry(text + " again", namespace=A, id=str(i), replace=True)
             else:
                 s.delete(str(i), namespace=A)
-        _fts_ok(s)
+        _fts_integrity_check(s)
 
 
 def test_typed_query_includes_unclassified_and_excludes_other_types(store: MemoryStore) -> None:
@@ -193,13 +207,15 @@ def test_namespaces_never_leak(store: MemoryStore) -> None:
 )
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_reads_stay_in_tenant_and_scores_ignore_other_tenants(
-    tmp_path: Path, writes: list[tuple[str, str]]
+    make_store: StoreOpener, writes: list[tuple[str, str]]
 ) -> None:
     """Random writes across tenants: reads return only their tenant's rows, and a tenant's
     scores do not change when another tenant writes (per-namespace term statistics)."""
-    db = tmp_path / f"iso{abs(hash(tuple(writes)))}.db"
-    with MemoryStore.open(db, mode="lexical") as s:
-        home = Namespace(tenant_id="home")
+    # One database for every example (a fresh PostgreSQL database per example would cost
+    # seconds); each example writes to namespaces of its own project, so it starts empty.
+    project = f"x{next(_EXAMPLES)}"
+    with make_store(mode="lexical") as s:
+        home = Namespace(tenant_id="home", project_id=project)
         s.add_entries(
             [NewEntry(text="kiwi mango smoothie", id="h1"), NewEntry(text="guava jam on toast", id="h2")],
             namespace=home,
@@ -209,11 +225,11 @@ def test_reads_stay_in_tenant_and_scores_ignore_other_tenants(
             for q in ("kiwi smoothie", "guava jam", "papaya")
         }
         for tenant, text in writes:
-            s.add_entry(text, namespace=Namespace(tenant_id=tenant))
+            s.add_entry(text, namespace=Namespace(tenant_id=tenant, project_id=project))
         for q, expected in before.items():
             assert [(h.memory.id, h.score) for h in s.recall(q, namespace=home, min_score=0.0)] == expected
         for tenant in ("t1", "t2", "t3"):
-            ns = Namespace(tenant_id=tenant)
+            ns = Namespace(tenant_id=tenant, project_id=project)
             assert all(
                 h.memory.namespace == ns
                 for h in s.recall("kiwi mango papaya guava", namespace=ns, min_score=0.0)
@@ -240,6 +256,7 @@ def test_bad_input_is_a_typed_error_and_writes_nothing(
     store: MemoryStore, kwargs: dict[str, object], field: str, code: str
 ) -> None:
     """Bad input raises ValidationError naming the field, and nothing is written."""
+    kwargs = dict(kwargs)  # the parameter's dict is shared by both engines' runs
     text = kwargs.pop("text")
     with pytest.raises(ValidationError) as err:
         store.add_entry(text, namespace=A, **kwargs)  # type: ignore[arg-type]
@@ -279,9 +296,9 @@ def test_missing_database_reads_as_empty(tmp_path: Path) -> None:
         assert s.get("x", namespace=A) is None
 
 
-def test_closed_store_raises(tmp_path: Path) -> None:
+def test_closed_store_raises(make_store: StoreOpener) -> None:
     """Using a closed store is a typed error."""
-    s = MemoryStore.open(tmp_path / "c.db", mode="lexical")
+    s = make_store(mode="lexical")
     s.close()
     with pytest.raises(BrokerClosedError):
         s.recall("x y", namespace=A)
@@ -343,7 +360,7 @@ def test_ensure_memory_type_column_is_idempotent_and_self_healing(tmp_path: Path
 
 
 def test_trivial_tasks_recall_nothing_from_a_whole_conversation(
-    tmp_path: Path, trivial_tasks: list[str], locomo_path: Path
+    make_store: StoreOpener, trivial_tasks: list[str], locomo_path: Path
 ) -> None:
     """Stop words and punctuation never make a memory relevant: every trivial task abstains."""
     conv = json.loads(locomo_path.read_text(encoding="utf-8"))[0]["conversation"]
@@ -353,7 +370,7 @@ def test_trivial_tasks_recall_nothing_from_a_whole_conversation(
         if key.startswith("session_") and isinstance(turns, list)
         for t in turns
     ]
-    with MemoryStore.open(tmp_path / "conv.db", mode="lexical") as s:
+    with make_store(mode="lexical") as s:
         s.add_entries(entries, namespace=A)
         recalled = {t: [h.memory.id for h in s.recall(t, namespace=A)] for t in trivial_tasks}
     assert {t: ids for t, ids in recalled.items() if ids} == {}
@@ -365,7 +382,7 @@ def test_a_query_profile_is_shared_until_the_namespace_changes(store: MemoryStor
     store.add_entry("Caroline joined a pottery class in May.", namespace=ns)
     task = "when did Caroline join the pottery class"
     with store.db.read() as conn:
-        ns_id = conn.execute("SELECT ns_id FROM namespaces WHERE tenant_id = 'profiles'").fetchone()[0]
+        ns_id = conn.namespace_id(ns)
         first, again = store.profile_on(conn, ns_id, task), store.profile_on(conn, ns_id, task)
     assert again is first
     store.add_entry("The pottery class moved to Tuesdays.", namespace=ns)

@@ -8,14 +8,12 @@ import pytest
 from memorule_kit import open_store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
+    from store_kit import StoreOpener
 
     from sources import MemoryStore
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    """A lexical store with unrelated notes in NS, so term statistics are realistic."""
-    with open_store(tmp_path) as s:
-        yield s
+def store(make_store: StoreOpener) -> MemoryStore:
+    """A lexical store with unrelated notes in NS, so term statistics are realistic (on each engine)."""
+    return open_store(make_store)

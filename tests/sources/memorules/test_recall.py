@@ -16,6 +16,7 @@ from memorule_kit import (
     recall_ids,
     write_rule,
 )
+from store_kit import StoreOpener
 
 from broker import (
     ConfigError,
@@ -32,7 +33,6 @@ from sources._memorules import context_overlap
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     import numpy.typing as npt
 
@@ -274,10 +274,10 @@ class QueryCountingEmbedder:
         return np.full((len(texts), self.dim), 0.5, dtype=np.float32)
 
 
-def test_query_is_embedded_once_across_visited_projects(tmp_path: Path) -> None:
+def test_query_is_embedded_once_across_visited_projects(make_store: StoreOpener) -> None:
     """Recall that probes several projects of a tenant embeds the query once, not once per project."""
     fake = QueryCountingEmbedder(QUERY)
-    with MemoryStore.open(tmp_path / "e.db", mode="hybrid", embedder=fake) as store:
+    with make_store(mode="hybrid", embedder=fake) as store:
         for project in ("web", "api", "ops"):
             ns = Namespace(tenant_id="acme", project_id=project)
             fill(store, ns, 10)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 import structlog
 from memorule_kit import (
@@ -20,6 +20,7 @@ from memorule_kit import (
     recall_ids,
     write_rule,
 )
+from store_kit import StoreOpener, sql_rows
 
 from broker import (
     Namespace,
@@ -36,9 +37,6 @@ from sources import (
     semantic_recall,
     update_memorule,
 )
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def test_a_failing_audit_insert_rolls_back_the_write(
@@ -176,16 +174,21 @@ def test_anonymous_writes_are_refused_with_typed_field_errors(store: MemoryStore
     assert all(e.written_by_session_id and e.written_by_persona for e in audit_events(store))
 
 
-def test_hybrid_store_keeps_one_current_vector_per_memorule(tmp_path: Path) -> None:
+def _vectors_of(store: MemoryStore, rowid: int) -> list[bytes]:
+    """The stored vectors of an entry, as bytes on either engine (a blob, or a pgvector `Vector`)."""
+    rows = sql_rows(store, "SELECT vec FROM vectors WHERE src_rowid = ? AND corpus = 0", (rowid,))
+    return [
+        v if isinstance(v, bytes) else np.asarray(v.to_numpy(), dtype=np.float32).tobytes() for (v,) in rows
+    ]
+
+
+def test_hybrid_store_keeps_one_current_vector_per_memorule(make_store: StoreOpener) -> None:
     """With an embedder, a memorule's vector is written with it and replaced on a text update."""
-    with MemoryStore.open(tmp_path / "h.db") as store:
+    with make_store(mode="hybrid") as store:
         fill(store, NS, 10)
         rid = write_rule(store)
-        with store.db.read() as conn:
-            (rowid,) = conn.execute("SELECT rowid FROM entries WHERE id = ?", (rid,)).fetchone()
-            before = conn.execute(
-                "SELECT vec FROM vectors WHERE src_rowid = ? AND corpus = 0", (rowid,)
-            ).fetchall()
+        ((rowid,),) = sql_rows(store, "SELECT rowid FROM entries WHERE id = ?", (rid,))
+        before = _vectors_of(store, rowid)
         assert len(before) == 1
         update_memorule(
             store,
@@ -194,10 +197,7 @@ def test_hybrid_store_keeps_one_current_vector_per_memorule(tmp_path: Path) -> N
             session=SESSION,
             body="Database migrations ship with a tested rollback script.",
         )
-        with store.db.read() as conn:
-            after = conn.execute(
-                "SELECT vec FROM vectors WHERE src_rowid = ? AND corpus = 0", (rowid,)
-            ).fetchall()
+        after = _vectors_of(store, rowid)
         assert len(after) == 1
         assert after != before
         ctx = SessionContext(scope="project")
