@@ -61,8 +61,7 @@ class StoreOpener:
     def close_all(self) -> None:
         """Close every store this opened (closing twice is harmless)."""
         for store in reversed(self._opened):
-            if not store.engine.closed:
-                store.close()
+            store.close()
 
 
 def fresh_databases(

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from store_kit import StoreOpener, sql_rows
 
 from broker import Namespace, ValidationError
 from sources import MemoryStore, NewEntry, _engine, content_id
 from sources._vectors import Slot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
-    from pathlib import Path
+    from collections.abc import Sequence
 
     import numpy.typing as npt
 
@@ -40,9 +40,9 @@ class TextRecordingEmbedder:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[MemoryStore]:
-    with MemoryStore.open(tmp_path / "d.db", mode="lexical") as s:
-        yield s
+def store(make_store: StoreOpener) -> MemoryStore:
+    """An empty lexical store on the engine under test."""
+    return make_store(mode="lexical")
 
 
 def count(store: MemoryStore, ns: Namespace = A) -> int:
@@ -107,10 +107,10 @@ def test_an_explicit_id_is_the_callers_identity(store: MemoryStore) -> None:
     assert info.value.errors[0].code == "exists"
 
 
-def test_texts_already_stored_are_not_embedded_again(tmp_path: Path) -> None:
+def test_texts_already_stored_are_not_embedded_again(make_store: StoreOpener) -> None:
     """Re-writing a batch embeds only the texts the namespace does not hold yet."""
     fake = TextRecordingEmbedder()
-    with MemoryStore.open(tmp_path / "e.db", mode="lexical", embedder=fake) as store:
+    with make_store(mode="lexical", embedder=fake) as store:
         store.add_entries([NewEntry(text="one"), NewEntry(text="two")], namespace=A)
         store.add_entries([NewEntry(text="two"), NewEntry(text="three")], namespace=A)
         assert fake.texts == ["one", "two", "three"]
@@ -141,14 +141,14 @@ class LengthEmbedder:
         return np.array([[len(t), 1.0] for t in texts], dtype=np.float32).reshape(len(texts), 2)
 
 
-def test_sorting_texts_by_length_keeps_each_vector_with_its_row(tmp_path: Path) -> None:
+def test_sorting_texts_by_length_keeps_each_vector_with_its_row(make_store: StoreOpener) -> None:
     """The write embeds texts shortest first across batches; every row still gets its own vector."""
     texts = [("word " * ((i * 7919) % 300 + 1)).strip() + f" {i}" for i in range(600)]
-    with MemoryStore.open(tmp_path / "l.db", mode="lexical", embedder=LengthEmbedder()) as store:
+    with make_store(mode="lexical", embedder=LengthEmbedder()) as store:
         store.add_entries([NewEntry(text=t) for t in texts], namespace=A)
+        rows = dict(sql_rows(store, "SELECT rowid, text FROM entries"))
+        (ns_id,) = {r[0] for r in sql_rows(store, "SELECT ns_id FROM entries")}
         with store.db.read() as conn:
-            rows = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())
-            (ns_id,) = {r[0] for r in conn.execute("SELECT ns_id FROM entries")}
             vectors = conn.stored_vectors(Slot(ns_id, _engine.CORPUS_ENTRIES), list(rows), "length", 2)
     assert len(vectors) == len(texts)
     assert all(vectors[rowid][0] == len(text) for rowid, text in rows.items())

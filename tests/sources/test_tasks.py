@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 import trio
+from store_kit import StoreOpener
 
 from broker import BrokerClosedError, Namespace, ValidationError
-from sources import MemoryStore
-from sources._sqlite import SqliteEngine
+from sources._engine import Engine
 from sources._tasks import SqliteTaskRepository
 
 NS = Namespace(tenant_id="acme", project_id="atlas")
@@ -13,10 +13,9 @@ OTHER = Namespace(tenant_id="globex", project_id="atlas")
 
 
 @pytest.fixture
-def db(tmp_path):
-    database = SqliteEngine.open(tmp_path / "memory.db")
-    yield database
-    database.close()
+def db(make_store: StoreOpener) -> Engine:
+    """The engine under test, on a fresh database (the store that opened it closes it)."""
+    return make_store(mode="lexical").engine
 
 
 @pytest.fixture
@@ -102,16 +101,13 @@ async def test_bad_history_limit_is_rejected(repo):
     assert await repo.completed_tasks(namespace=NS, limit=0) == []
 
 
-async def test_shares_the_store_file(tmp_path):
-    """Built from a MemoryStore, the repository uses the same SQLite file and tables."""
-    store = MemoryStore.open(tmp_path / "memory.db", mode="lexical")
-    try:
-        repo = SqliteTaskRepository.from_store(store)
-        store.add_entry("a memory", namespace=NS)
-        repo.create_task("Plan", namespace=NS, task_id="t1")
-        assert (await repo.get_task("t1", namespace=NS)) is not None
-    finally:
-        store.close()
+async def test_shares_the_store_file(make_store: StoreOpener):
+    """Built from a MemoryStore, the repository uses the same database and tables."""
+    store = make_store(mode="lexical")
+    repo = SqliteTaskRepository.from_store(store)
+    store.add_entry("a memory", namespace=NS)
+    repo.create_task("Plan", namespace=NS, task_id="t1")
+    assert (await repo.get_task("t1", namespace=NS)) is not None
 
 
 async def test_closed_database_raises_broker_closed(db):

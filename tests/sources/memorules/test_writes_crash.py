@@ -1,4 +1,8 @@
-"""Crash test of memorule atomicity: a writer killed with SIGKILL mid-stream, repeatedly."""
+"""Crash test of memorule atomicity: a writer killed with SIGKILL mid-stream, repeatedly.
+
+SQLite-only: it checks the file (PRAGMA integrity_check, FTS5's integrity-check) after the
+kills; PostgreSQL's kill test is `tests/sources/postgres/test_concurrency.py`.
+"""
 
 from __future__ import annotations
 
