@@ -292,6 +292,10 @@ class Engine(Protocol):
         its own connection, never for a lock of the data. None: unknown (an engine that cannot
         tell always answers None, and callers read the namespaces' generations instead)."""
 
+    def refresh_statistics(self) -> None:
+        """Bring the engine's query-planner statistics up to date after a bulk load (PostgreSQL:
+        ANALYZE of the store's tables; SQLite: nothing, its plans do not use statistics)."""
+
     def size_bytes(self) -> int:
         """The store's bytes on disk (SQLite: the file and its WAL; PostgreSQL: the schema)."""
 

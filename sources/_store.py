@@ -201,6 +201,11 @@ class MemoryStore:
         except StoreError as exc:
             logger.warning("store.text_index.types_unread", ns_id=ns_id, error=str(exc))
 
+    def refresh_statistics(self) -> None:
+        """Refresh the engine's planner statistics after a bulk load (`Engine.refresh_statistics`:
+        ANALYZE on PostgreSQL, nothing on SQLite); `context-broker ingest` calls it. Blocking."""
+        self.engine.refresh_statistics()
+
     def close(self) -> None:
         """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
         connection."""

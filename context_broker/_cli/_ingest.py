@@ -98,6 +98,8 @@ def ingest(args: argparse.Namespace, app: App) -> int:
             writer=writer,
         )
         report = ingest_records(app.store(), app.namespace, parsed, options)
+    if report.written:
+        app.store().refresh_statistics()  # PostgreSQL plans a freshly loaded store badly until ANALYZE
     sys.stderr.write(
         f"ingested {report.written + report.unchanged} records into {app.namespace}: "
         f"{report.written} written, {report.unchanged} already stored\n"

@@ -99,6 +99,20 @@ class PostgresEngine:
         then read the namespaces' write generations, which every commit of their rows bumps."""
         return None
 
+    def refresh_statistics(self) -> None:
+        """ANALYZE the schema's tables: right after a bulk load the planner's estimates are far
+        too low until autovacuum analyzes them (within about a minute), and hybrid turns were
+        about three times slower meanwhile (docs/postgres.md). As the connecting role, not the
+        application role (ANALYZE needs the tables' owner; another role's ANALYZE only warns
+        and skips them, and autovacuum still does it)."""
+        with self.database.transaction(write=True) as session:
+            session.execute("SET LOCAL ROLE NONE")
+            tables = session.execute(
+                "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = %s", ("context_broker",)
+            ).fetchall()
+            if tables:
+                session.execute("ANALYZE " + ", ".join(f"context_broker.{t[0]}" for t in tables))
+
     def size_bytes(self) -> int:
         """Bytes of the schema's tables and indexes on the server."""
         with self.database.transaction() as session:

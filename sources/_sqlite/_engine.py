@@ -84,6 +84,10 @@ class SqliteEngine:
         """
         return 1
 
+    def refresh_statistics(self) -> None:
+        """Nothing: the store runs without ANALYZE statistics (its plans follow the schema's
+        indexes, measured as they are)."""
+
     @contextlib.contextmanager
     def read(self, stop: Stop | None = None) -> Iterator[SqliteReader]:
         """One snapshot on a pooled reader connection (`Engine.read`)."""

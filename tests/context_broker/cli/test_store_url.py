@@ -48,3 +48,18 @@ def test_the_cli_remembers_and_selects_on_a_postgresql_server(cli: Any, pg_url: 
     chosen = cli("--db", pg_url, "--tenant", "acme", "select", "when do deploys freeze", "--mode", "lexical")
     assert chosen.status == 0
     assert "Deploys freeze every Friday" in chosen.out
+
+
+def test_ingest_into_postgresql_leaves_its_tables_analyzed(cli: Any, pg_url: str, tmp_path: Path) -> None:
+    """A bulk `ingest` ends with ANALYZE, so the planner sees the loaded rows, not an empty table."""
+    psycopg = pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("".join(f'{{"text": "note {i} about release {i % 7}"}}\n' for i in range(300)))
+    assert cli("--db", pg_url, "--tenant", "acme", "ingest", str(notes)).status == 0
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute(
+            "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'context_broker' AND c.relname = 'entries'"
+        ).fetchone()
+    assert row is not None
+    assert row[0] >= 300  # -1 until the table is analyzed

@@ -20,6 +20,7 @@ from sources._engine_corpora import AuditRecord, StateRecord
 from sources._entries import EntryRow
 from sources._postgres import StatementCancelledError
 from sources._postgres._engine import PostgresEngine
+from sources._postgres._schema import APP_ROLE
 from sources._relevance import QueryProfile, lexical_features, lexical_probability
 
 if TYPE_CHECKING:
@@ -472,3 +473,20 @@ def test_typed_filters_rowids_by_memory_type_and_changes_come_in_pages(engine: P
 def test_its_sources_read_in_as_many_threads_as_the_pool_has_connections(engine: PostgresEngine) -> None:
     """A PostgreSQL store's sources may wait on as many server round trips at once as it has connections."""
     assert engine.read_threads == int(engine.database.limiter.total_tokens) > 1
+
+
+def test_refreshed_statistics_count_the_loaded_rows_and_the_wall_stays(engine: PostgresEngine) -> None:
+    """`refresh_statistics` ANALYZEs as the owner; the next transaction runs as the application role again."""
+    with engine.write() as w:
+        ns_id = w.ensure_namespace(ALICE)
+        for i in range(50):
+            w.entries.insert(ns_id, ALICE, note(i, f"tea note {i}"))
+    engine.refresh_statistics()
+    with engine.database.transaction() as session:
+        (tuples,) = session.execute(
+            "SELECT c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'context_broker' AND c.relname = 'entries'"
+        ).fetchone() or (None,)
+        (role,) = session.execute("SELECT current_user").fetchone() or (None,)
+    assert tuples == 50
+    assert role == APP_ROLE
