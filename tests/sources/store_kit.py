@@ -77,10 +77,10 @@ def fresh_databases(
             return StoreOpener(SQLITE, str(Path(folder.name) / "t.db")), folder.cleanup
 
         return new_file
+    # The server fixture first: without the extra it skips (or fails, as CI asks) with its message.
+    admin_url: str = request.getfixturevalue("pg_server")
     import psycopg  # noqa: PLC0415 - only where the extra is
     from pg_server import with_database  # noqa: PLC0415 - the plugin, loaded by tests/conftest.py
-
-    admin_url: str = request.getfixturevalue("pg_server")
 
     def new_database() -> tuple[StoreOpener, Callable[[], None]]:
         name = f"cb_test_{secrets.token_hex(6)}"

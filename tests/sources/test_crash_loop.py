@@ -264,7 +264,9 @@ def test_writers_killed_hundreds_of_times_lose_no_acknowledged_write(
                 _check(db, acks)
         zygote.stdin.close()
         assert zygote.wait(timeout=30) == 0
-    assert acks.writes >= cycles  # the kills landed among real writes, not only before them
+    # The kills landed among real writes, not only before them: about one acked write a cycle on
+    # a quiet machine; a loaded one (load 4 on 2 cores) acked 148 in 200 cycles.
+    assert acks.writes >= cycles // 4
     assert acks.deleted
     assert acks.deleted_rules
     assert acks.acked_batches
