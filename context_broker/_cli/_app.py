@@ -42,7 +42,7 @@ class App:
         """The store this invocation uses (`--db`, else `$CONTEXT_BROKER_DB`): a SQLite file (a
         path or a `sqlite:///` URL) or a PostgreSQL URL; ConfigError for another scheme, which
         the CLI reports on one line."""
-        return store_target(self.args.db) if self.args.db else wiring.default_db_path()
+        return store_target(self.args.db) if self.args.db is not None else wiring.default_db_path()
 
     @property
     def namespace(self) -> Namespace:

@@ -64,7 +64,10 @@ def _add_globals(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, defaul
     p.add_argument(
         "--db",
         default=default(None),
-        help=f"SQLite file or sqlite:/// URL (default: ${ENV_DB}, else memory.db in the user data directory)",
+        help=(
+            "SQLite file, sqlite:/// URL or postgresql:// URL (extra [postgres]) "
+            f"(default: ${ENV_DB}, else memory.db in the user data directory)"
+        ),
     )
     p.add_argument("--tenant", default=default("default"), help="tenant id (default: default)")
     p.add_argument("--project", default=default("default"), help="project id (default: default)")

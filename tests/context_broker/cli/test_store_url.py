@@ -63,3 +63,11 @@ def test_ingest_into_postgresql_leaves_its_tables_analyzed(cli: Any, pg_url: str
         ).fetchone()
     assert row is not None
     assert row[0] >= 300  # -1 until the table is analyzed
+
+
+def test_an_empty_db_flag_exits_2_instead_of_using_the_default_store(cli: Any) -> None:
+    """`--db ""` (a script's unset variable) is refused on one line, never taken as the default store."""
+    ran = cli("--db", "", "remember", "hello")
+    assert ran.status == 2
+    assert len(ran.err_lines) == 1
+    assert "empty" in ran.err_lines[0]
