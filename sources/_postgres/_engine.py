@@ -102,7 +102,7 @@ class PostgresEngine:
     def refresh_statistics(self) -> None:
         """ANALYZE the schema's tables: right after a bulk load the planner's estimates are far
         too low until autovacuum analyzes them (within about a minute), and hybrid turns were
-        about three times slower meanwhile (docs/postgres.md). As the connecting role, not the
+        up to twice as slow meanwhile (docs/postgres.md). As the connecting role, not the
         application role (ANALYZE needs the tables' owner; another role's ANALYZE only warns
         and skips them, and autovacuum still does it)."""
         with self.database.transaction(write=True) as session:
