@@ -24,7 +24,7 @@ import trio
 
 from broker import BrokerClosedError
 
-from ._threads import Job, thread_limiter
+from ._threads import Job
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -61,9 +61,7 @@ class ReadLane:
         try:
             await wake.wait()
         except anyio.get_cancelled_exc_class():
-            if job.abandon():
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(job.stop, interrupt, limiter=thread_limiter())
+            await job.abandon_and_stop(interrupt)
             raise
         try:
             return future.result()

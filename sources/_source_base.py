@@ -40,14 +40,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-DEFAULT_READ_TOKENS = 8
-"""Worker threads a limiter given to `default_sources` usually has (`new_limiter`)."""
-
-
-def new_limiter(tokens: int = DEFAULT_READ_TOKENS) -> anyio.CapacityLimiter:
-    """Return a limiter for the reads of one store's sources (usable before a loop runs)."""
-    return anyio.CapacityLimiter(tokens)
-
 
 @attrs.define(eq=False)
 class StoreReader:

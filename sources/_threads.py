@@ -37,9 +37,7 @@ async def run_sync_interruptible(
         try:
             return await anyio.to_thread.run_sync(job.run, abandon_on_cancel=True, limiter=thread_limiter())
         except anyio.get_cancelled_exc_class():
-            if job.abandon():
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(job.stop, interrupt, limiter=thread_limiter())
+            await job.abandon_and_stop(interrupt)
             raise
 
 
@@ -67,6 +65,13 @@ class Job(Generic[T]):
         """Interrupt the running job and wait until its thread is done with it."""
         interrupt()
         self.done.wait()
+
+    async def abandon_and_stop(self, interrupt: Callable[[], None]) -> None:
+        """At the caller's cancellation: a job not started never runs; a started one is
+        interrupted and waited for, shielded (the interrupt in a worker thread: it may block)."""
+        if self.abandon():
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.stop, interrupt, limiter=thread_limiter())
 
     def abandon(self) -> bool:
         """Mark the job abandoned; True if it had started (its thread must be waited for)."""

@@ -23,21 +23,24 @@ AGENTS = 3
 SECONDS = 3.0
 
 
-def _harness(engine: str, url: str, out: Path, seconds: float) -> dict[str, object]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.many_agents",
-            *("--engine", engine, "--url", url, "--agents", str(AGENTS)),
-            *("--seconds", str(seconds), "--out", str(out)),
-        ],
+def _run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m benchmarks.many_agents ARGS` from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.many_agents", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=180 + 2 * seconds,
+        timeout=timeout,
         check=False,
+    )
+
+
+def _harness(engine: str, url: str, out: Path, seconds: float) -> dict[str, object]:
+    done = _run(
+        *("--engine", engine, "--url", url, "--agents", str(AGENTS)),
+        *("--seconds", str(seconds), "--out", str(out)),
+        timeout=180 + 2 * seconds,
     )
     assert out.exists(), done.stderr[-3000:]
     result: dict[str, object] = json.loads(out.read_text(encoding="utf-8"))
@@ -90,26 +93,9 @@ def test_a_run_without_out_prints_its_table_and_writes_no_result_file(tmp_path: 
     """A quick trial without `--out` leaves the committed results alone: it only prints the table."""
     committed = ROOT / "benchmarks" / "results" / "many_agents_sqlite.json"
     before = committed.read_bytes() if committed.exists() else None
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.many_agents",
-            "--engine",
-            "sqlite",
-            "--url",
-            str(tmp_path / "a.db"),
-            "--agents",
-            "1",
-            "--seconds",
-            "1",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
+    done = _run(
+        *("--engine", "sqlite", "--url", str(tmp_path / "a.db"), "--agents", "1", "--seconds", "1"),
         timeout=180,
-        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "lost writes" in done.stdout
