@@ -1,6 +1,6 @@
 """Run every benchmark and write results/*.json, SUMMARY.md and PNG plots.
 
-    python -m benchmarks [--quick] [--out DIR] [--sizes 10000,100000] [--lexical-sizes 1000000]
+    python -m benchmarks [--quick] [--out DIR] [--sizes 10000,100000] [--large-sizes 1000000] [--lexical-sizes N]
                          [--turns 300] [--throughput-turns 400] [--dense-n 1000000] [--skip-quality] [--skip-latency] [--no-peers] [--peer-sizes 10000,100000]
                          [--no-engines]
     python -m benchmarks --render [--out DIR]
@@ -41,6 +41,7 @@ from . import _engines, _latency, _locomo, _machine, _peer_systems, _peers, _qua
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = _latency.Config(
     sizes=(2_000,),
+    large_sizes=(),
     lexical_only_sizes=(),
     turns=30,
     throughput_turns=40,
@@ -67,7 +68,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the harness")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--sizes", type=_sizes, help="lexical + hybrid sizes (default 10000,100000)")
-    parser.add_argument("--lexical-sizes", type=_sizes, help="lexical-only sizes (default 1000000)")
+    parser.add_argument(
+        "--large-sizes",
+        type=_sizes,
+        help="lexical + hybrid sizes without peers and engines (default 1000000)",
+    )
+    parser.add_argument("--lexical-sizes", type=_sizes, help="lexical-only sizes (default none)")
     parser.add_argument("--turns", type=int, help="sequential turns per size and mode (default 300)")
     parser.add_argument("--throughput-turns", type=int, help="turns per concurrency level (default 400)")
     parser.add_argument("--dense-n", type=int, help="bare dense search size (default 1000000; 0 skips)")
@@ -99,6 +105,8 @@ def config(args: argparse.Namespace) -> _latency.Config:
     changes: dict[str, Any] = {}
     if args.sizes is not None:
         changes["sizes"] = args.sizes
+    if args.large_sizes is not None:
+        changes["large_sizes"] = args.large_sizes
     if args.lexical_sizes is not None:
         changes["lexical_only_sizes"] = args.lexical_sizes
     if args.turns is not None:
@@ -268,8 +276,8 @@ def _latency_notes(cfg: _latency.Config, latency: dict[str, Any]) -> list[str]:
         "source, so a slow source shows as `timeout`, never as a fast `open-circuit` skip. Deadline "
         f"{latency['deadline_ms']:g} ms (the default) on every turn."
     )
-    if not cfg.lexical_only_sizes:
-        notes.append("1M lexical: not run in this configuration.")
+    if not cfg.large_sizes:
+        notes.append("1M: not run in this configuration.")
     return notes
 
 

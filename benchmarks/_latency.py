@@ -68,7 +68,9 @@ class Config:
     """Sizes and turn counts of one run."""
 
     sizes: tuple[int, ...] = (10_000, 100_000)
-    lexical_only_sizes: tuple[int, ...] = (1_000_000,)
+    large_sizes: tuple[int, ...] = (1_000_000,)
+    """Measured lexical + hybrid like `sizes`, but not by the peers and engines runs."""
+    lexical_only_sizes: tuple[int, ...] = ()
     turns: int = 300
     throughput_turns: int = 400
     concurrency: tuple[int, ...] = (1, 8, 64)
@@ -485,6 +487,11 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
         )
         out["sizes"] = {}
         for n in cfg.sizes:
+            log(f"size {n}: lexical + hybrid")
+            out["sizes"][str(n)] = await measure_size(
+                tmp=tmp, n=n, modes=("lexical", "hybrid"), cfg=cfg, embedder=embedder, pool=pool, log=log
+            )
+        for n in cfg.large_sizes:
             log(f"size {n}: lexical + hybrid")
             out["sizes"][str(n)] = await measure_size(
                 tmp=tmp, n=n, modes=("lexical", "hybrid"), cfg=cfg, embedder=embedder, pool=pool, log=log

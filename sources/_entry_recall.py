@@ -81,7 +81,7 @@ class _Recall:
         k = recall_depth(limit)
         if self.scorer.mode == "lexical":
             rows = self._lexical_top(types, k)
-            return [(self.scorer.relevance(_row_terms(r)), r) for r in rows]
+            return list(zip(self.scorer.relevances_at([_row_terms(r) for r in rows]), rows, strict=True))
         # hybrid unions two lists: half as deep each keeps the pool the same size
         return self._dense_scored(types, k if self.scorer.mode == "dense" else max(2 * limit, 50))
 
@@ -97,7 +97,9 @@ class _Recall:
             for r in self._lexical_top(types, k):
                 rows.setdefault(int(r[0]), r)
             cosine.update(self._stored_cosines([r for r in rows if r not in cosine]))
-        out = [(scorer.relevance(_row_terms(rows[r]), c), rows[r]) for r, c in cosine.items() if r in rows]
+        held = [r for r in cosine if r in rows]
+        rels = scorer.relevances_at([_row_terms(rows[r]) for r in held], [cosine[r] for r in held])
+        out = [(p, rows[r]) for r, p in zip(held, rels, strict=True)]
         missing = [r for r in rows if r not in cosine]
         if missing:  # stale or missing vectors: embed the texts now, so the score stays right
             terms = [_row_terms(rows[r]) for r in missing]
@@ -150,12 +152,10 @@ class _Recall:
         return vindex.search(self.conn, Slot(self.ns_id, CORPUS_ENTRIES), query, k, types=types)
 
     def _stored_cosines(self, rowids: list[int]) -> dict[int, float]:
-        embedder, query = self.store.embedder, self.scorer.query_vector
-        if embedder is None or query is None or not rowids:
+        vindex, query = self.store.vindex, self.scorer.query_vector
+        if vindex is None or query is None or not rowids:
             return {}
-        slot = Slot(self.ns_id, CORPUS_ENTRIES)
-        stored = self.conn.stored_vectors(slot, rowids, embedder.model_id, embedder.dim)
-        return {r: float(v @ query) for r, v in stored.items()}
+        return vindex.cosines(self.conn, Slot(self.ns_id, CORPUS_ENTRIES), rowids, query)
 
 
 def rows_by_rowid(conn: Reader, ns_id: int, rowids: list[int]) -> list[Any]:

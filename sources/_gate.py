@@ -47,7 +47,7 @@ _WORD: Final = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _FIRST_PERSON: Final = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|our|ours|us)\b", re.IGNORECASE
 )
-_LOGIT_CLIP: Final = 1e-6
+LOGIT_CLIP: Final = 1e-6
 TOP_COSINES: Final = 5
 """How many of the namespace's best cosines the reference keeps."""
 OFFTOPIC_KNEE: Final = 0.5
@@ -59,7 +59,7 @@ tiny store's weak but only match ("what time is it" against "my favourite time o
 
 def logit(p: float) -> float:
     """log(p / (1 - p)), clipped away from 0 and 1."""
-    q = min(max(p, _LOGIT_CLIP), 1.0 - _LOGIT_CLIP)
+    q = min(max(p, LOGIT_CLIP), 1.0 - LOGIT_CLIP)
     return math.log(q / (1.0 - q))
 
 
@@ -164,6 +164,11 @@ def _fitted(table: dict[str, tuple[str, str]], mode: str) -> tuple[tuple[float, 
     return getattr(constants, weights), getattr(constants, bias)
 
 
+def fitted_band(mode: str) -> tuple[tuple[float, ...], float]:
+    """The band logistic's weights and bias in `mode` (read when asked: the fit rewrites them)."""
+    return _fitted(_BAND, mode)
+
+
 def qpp_probability(mode: str, features: tuple[float, ...]) -> float:
     """The calibrated probability that the namespace holds memory that serves the task."""
     weights, bias = _fitted(_QPP, mode)
@@ -197,7 +202,7 @@ def band_features(mode: str, base_logit: float, cosine: float | None, ref: Refer
 
 
 @functools.lru_cache(maxsize=16)
-def _band_at_best(weights: tuple[float, ...], bias: float) -> float:
+def band_at_best(weights: tuple[float, ...], bias: float) -> float:
     """The band logistic of the namespace's best memory (every feature 0), computed once per
     fitted model (keyed by its values: the fit rewrites them in process)."""
     return logistic(weights, bias, (0.0,) * len(weights))
@@ -206,7 +211,7 @@ def _band_at_best(weights: tuple[float, ...], bias: float) -> float:
 def band_probability(mode: str, features: tuple[float, ...]) -> float:
     """The memory's standing in the task's evidence band: 1 for the namespace's best, lower
     behind it (the fitted probability relative to the best's, raised to the mode's exponent)."""
-    weights, bias = _fitted(_BAND, mode)
-    at_best = _band_at_best(weights, bias)
+    weights, bias = fitted_band(mode)
+    at_best = band_at_best(weights, bias)
     relative = min(1.0, logistic(weights, bias, features) / at_best)
     return float(relative ** constants.BAND_EXPONENTS[mode])

@@ -23,7 +23,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 from . import _analysis, _validate
 from ._engine_corpora import Edge, NodeRecord
 from ._relevance import DENSE_MODES
-from ._source_base import Batch, ReaderSource, best_first, lexical_score, score_rows
+from ._source_base import Batch, ReaderSource, best_first, lexical_scores, score_rows
 
 if TYPE_CHECKING:
     from broker.abc import SourceRequest
@@ -270,9 +270,9 @@ class GraphSource(ReaderSource):
                 texts.append(render(node, walk.nodes, None))
             if not texts:
                 continue
-            best = max(texts, key=lambda t: lexical_score(scorer, _analysis.terms(t)))
-            pre = lexical_score(scorer, _analysis.terms(best)) * HOP_DECAY[walk.hops[rowid]]
-            rendered.append((pre, rowid, best))
+            pre = lexical_scores(scorer, [_analysis.terms(t) for t in texts])
+            top = max(range(len(texts)), key=pre.__getitem__)
+            rendered.append((pre[top] * HOP_DECAY[walk.hops[rowid]], rowid, texts[top]))
         rendered.sort(key=lambda r: (-r[0], walk.hops[r[1]], walk.nodes[r[1]].id))
         if scorer.mode in DENSE_MODES:
             limit = min(limit, DENSE_SCORED)

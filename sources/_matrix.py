@@ -124,6 +124,15 @@ class Matrix:
             _ann.add(self.ann, self.vids[start : self.n], block)
             self.dirty = True
 
+    def cosines(self, rowids: Sequence[int], query: Vectors) -> dict[int, float]:
+        """The query's cosines with the current vectors of some source rows, in one product
+        (a row without one is absent)."""
+        held = [(r, pos) for r in rowids if (pos := self.position.get(r)) is not None]
+        if not held:
+            return {}
+        at = np.fromiter((pos for _, pos in held), np.int64, len(held))
+        return dict(zip((r for r, _ in held), (self.buf[at] @ query).tolist(), strict=True))
+
     def ensure_graph(self) -> None:
         """Open the HNSW graph (restored, or built: seconds to minutes) once the matrix is above
         the exact limit. Only when the matrix is warmed, never in a search (which may load a
@@ -211,15 +220,7 @@ class Matrix:
         assert self.ann is not None  # noqa: S101 - the caller checked
         want = min(self.live, k * (_TYPED_OVERFETCH if types is not None else _OVERFETCH))
         allowed = None if types is None else set(self._allowed(types).tolist())
-        hits = []
-        for key in np.asarray(self.ann.search(query, want).keys, dtype=np.int64):
-            pos = self.by_id.get(int(key))
-            if pos is None or not self.alive[pos]:
-                continue
-            if allowed is not None and int(self.tags[pos]) not in allowed:
-                continue
-            hits.append(Hit(rowid=int(self.rowids[pos]), cosine=float(self.buf[pos] @ query)))
-        hits.sort(key=lambda h: -h.cosine)
+        hits = self._rescored(np.asarray(self.ann.search(query, want).keys, dtype=np.int64), query, allowed)
         if typed is not None and len(hits) < min(k, len(typed)):
             # The graph's 8k nearest held too few of a type this rare: search its rows exactly.
             return self._exact_rows(typed, query, k)
@@ -228,6 +229,21 @@ class Matrix:
             # part of the graph off: fewer than k live rows came back, so search exactly.
             return self.exact(None).search(query, k)
         return hits[:k]
+
+    def _rescored(self, keys: npt.NDArray[np.int64], query: Vectors, allowed: set[int] | None) -> list[Hit]:
+        """The graph's hits (vector ids) that are live (and of an allowed type), re-scored exactly
+        from the stored vectors in one product, best first (ties in the graph's order)."""
+        found = np.fromiter(map(self.by_id.get, keys.tolist(), itertools.repeat(-1)), np.int64, len(keys))
+        pos = found[found >= 0]
+        pos = pos[self.alive[pos]]
+        if allowed is not None:
+            pos = pos[np.isin(self.tags[pos], list(allowed))]
+        cosines = self.buf[pos] @ query
+        order = np.argsort(-cosines, kind="stable")
+        return [
+            Hit(rowid=r, cosine=c)
+            for r, c in zip(self.rowids[pos[order]].tolist(), cosines[order].tolist(), strict=True)
+        ]
 
     def _exact_rows(self, positions: npt.NDArray[np.intp], query: Vectors, k: int) -> list[Hit]:
         """Exact top-k among some live positions."""

@@ -235,7 +235,7 @@ class NeuronSource(ReaderSource):
             texts=[r[3] for r in rows],
             terms=[_doc_terms(r[3], triggers[rid]) for r, rid in zip(rows, rowids, strict=True)],
         )
-        scores = score_rows(scorer, conn, batch)
+        scores = score_rows(scorer, conn, batch, self._reader.store.vindex)
         matched = set(prof.terms)
         best = BestRows(entry_id=lambda row: str(row[1]), table="entries", limit=request.limit)
         return best.candidates(

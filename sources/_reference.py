@@ -26,25 +26,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 import attrs
+import numpy as np
 
-from . import _analysis, _gate
+from . import _analysis, _batch, _gate
 from ._engine import CORPORA, Slot
 from ._graphs import mentioned_texts
 from ._offtopic import closeness, lexical_closeness
-from ._relevance import (
-    DENSE_MODES,
-    LexicalFeatures,
-    LexicalHit,
-    QueryProfile,
-    Reference,
-    dense_probability,
-    hybrid_probability,
-    lexical_features,
-    lexical_probability,
-)
+from ._relevance import DENSE_MODES, LexicalHit, QueryProfile, Reference
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
 
     from broker.abc import Embedder
@@ -143,32 +133,18 @@ def _retrieved(
 def _pooled(mode: str, prof: QueryProfile, found: _Retrieved, *, dense: bool) -> Reference:
     """The namespace's best lexical evidence and cosines, and its candidates' base logits."""
     members = [k for k in found.terms if not dense or k in found.cosines]
-    known: dict[tuple[str, ...], LexicalFeatures] = {}
-    for k in members:
-        terms = tuple(found.terms[k])
-        if terms not in known:
-            known[terms] = lexical_features(prof, terms)
-    feats = {k: known[tuple(found.terms[k])] for k in members}
+    lexical = _batch.lexical_matrix(prof, [found.terms[k] for k in members])
     partial = Reference(
-        best_bm25=max((f.bm25_norm for f in feats.values()), default=0.0),
-        best_coverage=max((f.coverage for f in feats.values()), default=0.0),
+        best_bm25=float(lexical.bm25_norm.max(initial=0.0)),
+        best_coverage=float(lexical.coverage.max(initial=0.0)),
         best_cosine=found.tops[0] if found.tops else None,
         top_cosines=found.tops,
         mean_cosine=found.mean,
-        known=known,
     )
-    bases = [_base(mode, prof, feats[k], found.cosines.get(k), partial) for k in members]
-    return attrs.evolve(partial, pool=tuple(sorted((_gate.logit(b) for b in bases if b > 0.0), reverse=True)))
-
-
-def _base(
-    mode: str, prof: QueryProfile, feats: LexicalFeatures, cosine: float | None, ref: Reference
-) -> float:
-    if mode == "lexical" or cosine is None:
-        return lexical_probability(feats)
-    if mode == "dense":
-        return dense_probability(prof, cosine, ref)
-    return hybrid_probability(prof, feats, cosine, ref)
+    cosines = np.array([found.cosines[k] for k in members], dtype=np.float64) if dense else None
+    bases = _batch.base_probabilities(mode, prof, lexical, cosines, partial)
+    pool = -np.sort(-_batch.logits(bases[bases > 0.0]))
+    return attrs.evolve(partial, pool=tuple(pool.tolist()))
 
 
 def _graph_nodes(
@@ -244,8 +220,8 @@ def _stored_cosines(
     for corpus in _CORPORA:
         rowids = [r for c, r in keys if c == corpus]
         if rowids:
-            stored = conn.stored_vectors(Slot(ns_id, corpus), rowids, vindex.model_id, vindex.dim)
-            out.update({(corpus, r): float(v @ query_vector) for r, v in stored.items()})
+            found = vindex.cosines(conn, Slot(ns_id, corpus), rowids, query_vector)
+            out.update({(corpus, r): cosine for r, cosine in found.items()})
     return out
 
 

@@ -122,7 +122,7 @@ class QueryProfile:
         )
 
 
-_TIE: Final = 1e-5
+TIE: Final = 1e-5
 """Tolerance of "equals the namespace's best" (float rounding of one dot product)."""
 
 
@@ -169,22 +169,6 @@ class Reference:
     `REFERENCE_DEPTH` deep: the turn's one dense retrieval (empty in lexical mode)."""
     depth: int = 0
     """How deep `lexical_hits` and `dense_hits` were retrieved per corpus."""
-    known: dict[tuple[str, ...], LexicalFeatures] | None = attrs.field(default=None, eq=False, repr=False)
-    """The lexical features of texts already scored for the query the reference was computed
-    for (by their terms): the pool's members, then whatever the sources score; the turn's
-    sources share it. A cache of a pure function of the query's profile, which is keyed like
-    the reference (namespace, query, write generation). None: nothing is kept (no reference)."""
-
-    def features(self, profile: QueryProfile, terms: Sequence[str]) -> LexicalFeatures:
-        """`lexical_features(profile, terms)` for `profile`, the profile this reference was
-        computed with; computed once per text."""
-        if self.known is None:
-            return lexical_features(profile, terms)
-        key = tuple(terms)
-        found = self.known.get(key)
-        if found is None:
-            found = self.known[key] = lexical_features(profile, terms)
-        return found
 
     def hits(self, corpus: int, depth: int) -> tuple[LexicalHit, ...] | None:
         """The best `depth` FTS matches of one corpus, or None if the reference has not
@@ -212,7 +196,7 @@ def lexical_relative(features: LexicalFeatures, ref: Reference) -> tuple[float, 
     standing out counts as much as the namespace knows the query's terms (a foreign
     question's best match stands out among texts that lack its names). Gaps are <= 0.
     """
-    best = features.presence if features.matched and features.bm25_norm >= ref.best_bm25 - _TIE else 0.0
+    best = features.presence if features.matched and features.bm25_norm >= ref.best_bm25 - TIE else 0.0
     return (
         best,
         min(0.0, features.bm25_norm - ref.best_bm25),
@@ -227,7 +211,7 @@ def dense_relative(cosine: float, ref: Reference, presence: float) -> float:
     saw such a namespace."""
     if ref.best_cosine is None:
         return 0.0
-    return presence if cosine >= ref.best_cosine - _TIE else 0.0
+    return presence if cosine >= ref.best_cosine - TIE else 0.0
 
 
 @attrs.frozen(kw_only=True)

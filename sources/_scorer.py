@@ -16,16 +16,13 @@ import numpy as np
 
 from broker import ConfigError
 
-from . import _analysis, _gate
+from . import _analysis, _batch
 from ._relevance import (
     DENSE_MODES,
     NO_REFERENCE,
     QueryProfile,
     Reference,
     check_mode,
-    dense_probability,
-    hybrid_probability,
-    lexical_probability,
 )
 
 if TYPE_CHECKING:
@@ -95,31 +92,38 @@ class Scorer:
         """The task's gate in this namespace (shared by every text)."""
         return self.reference.qpp
 
-    def base(self, text_terms: Sequence[str], cosine: float | None = None) -> float:
-        """A text's base relevance in the scorer's mode (it orders candidates; not the score)."""
-        if not self.profile.terms:
-            return 0.0
-        if self.mode == "lexical":
-            return lexical_probability(self.reference.features(self.profile, text_terms))
-        if cosine is None:
-            msg = "dense and hybrid scores need the text's cosine"
-            raise ValueError(msg)
-        if self.mode == "dense":
-            return dense_probability(self.profile, cosine, self.reference)
-        return hybrid_probability(
-            self.profile, self.reference.features(self.profile, text_terms), cosine, self.reference
-        )
-
     def relevance(self, text_terms: Sequence[str], cosine: float | None = None) -> Relevance:
         """A text's score with its parts (`cosine` with the query in dense modes)."""
-        if self.abstains:
-            return ZERO
-        base = self.base(text_terms, cosine)
-        if base <= 0.0:
-            return Relevance(score=0.0, qpp=self.qpp, band=0.0, base=0.0)
-        features = _gate.band_features(self.mode, _gate.logit(base), cosine, self.reference)
-        band = _gate.band_probability(self.mode, features)
-        return Relevance(score=self.qpp * band, qpp=self.qpp, band=band, base=base)
+        return self.relevances_at([text_terms], None if cosine is None else [cosine])[0]
+
+    def relevances_at(
+        self, terms: Sequence[Sequence[str]], cosines: Sequence[float] | None = None
+    ) -> list[Relevance]:
+        """Scores of many texts with their parts, in one pass over arrays (`sources._batch`):
+        each text's analysed terms and, in dense modes, its cosine with the query (ValueError
+        without). A text's score does not depend on the others scored with it."""
+        if self.abstains or not terms:
+            return [ZERO] * len(terms)
+        if self.mode != "lexical" and cosines is None:
+            msg = "dense and hybrid scores need the text's cosine"
+            raise ValueError(msg)
+        cos = None if self.mode == "lexical" or cosines is None else np.asarray(cosines, dtype=np.float64)
+        ref = self.reference
+        lexical = (
+            _batch.lexical_matrix(self.profile, terms)
+            if self.mode != "dense"
+            else _batch.no_match(len(terms))
+        )
+        base = _batch.base_probabilities(self.mode, self.profile, lexical, cos, ref)
+        kept = base > 0.0
+        band = np.where(kept, _batch.band_probabilities(self.mode, _batch.logits(base), cos, ref), 0.0)
+        qpp = self.qpp
+        return [
+            Relevance(score=qpp * b, qpp=qpp, band=b, base=p)
+            if ok
+            else Relevance(score=0.0, qpp=qpp, band=0.0, base=0.0)
+            for ok, b, p in zip(kept.tolist(), band.tolist(), base.tolist(), strict=True)
+        ]
 
     def score(self, text_terms: Sequence[str], text_vector: npt.NDArray[np.float32] | None = None) -> float:
         """The score of a text (its analysed terms, and its vector in dense modes)."""
@@ -129,12 +133,37 @@ class Scorer:
         self, text_terms: Sequence[str], text_vector: npt.NDArray[np.float32] | None = None
     ) -> Relevance:
         """`relevance` of a text given its vector (dense modes) rather than its cosine."""
+        return self.relevances_with([text_terms], [text_vector])[0]
+
+    def relevances_with(
+        self, terms: Sequence[Sequence[str]], vectors: Sequence[npt.NDArray[np.float32] | None]
+    ) -> list[Relevance]:
+        """`relevances_at` of texts given their vectors (dense modes) rather than their cosines."""
         if self.mode == "lexical" or self.abstains:
-            return self.relevance(text_terms)
-        if text_vector is None or self.query_vector is None:
+            return self.relevances_at(terms)
+        query, given = self.query_vector, [v for v in vectors if v is not None]
+        if query is None or len(given) < len(vectors):
             msg = "dense and hybrid scores need the text's vector; use score_texts to embed it"
             raise ValueError(msg)
-        return self.relevance(text_terms, float(np.dot(self.query_vector, text_vector)))
+        return self.relevances_at(terms, [float(np.dot(query, v)) for v in given])
+
+    def relevances_given(
+        self, terms: Sequence[Sequence[str]], texts: Sequence[str], cosines: Sequence[float | None]
+    ) -> list[Relevance]:
+        """`relevances_at` of texts given the cosines known (dense modes: from stored vectors);
+        the texts without one are embedded in one batch."""
+        if self.mode == "lexical" or self.abstains:
+            return self.relevances_at(terms)
+        known = list(cosines)
+        missing = [i for i, c in enumerate(known) if c is None]
+        if missing:
+            if self.embedder is None or self.query_vector is None:
+                msg = "dense and hybrid scores need the text's vector; use score_texts to embed it"
+                raise ValueError(msg)
+            fresh = self.embedder.embed([texts[i] for i in missing])
+            for i, vector in zip(missing, fresh, strict=True):
+                known[i] = float(np.dot(self.query_vector, vector))
+        return self.relevances_at(terms, [c for c in known if c is not None])
 
     def score_cosine(self, text_terms: Sequence[str], cosine: float) -> float:
         """`score` with the text's cosine already computed (by a vector index), dense modes."""
@@ -164,4 +193,4 @@ class Scorer:
                 fresh = self.embedder.embed([texts[i] for i in missing])
                 for i, vec in zip(missing, fresh, strict=True):
                     given[i] = vec
-        return [self.relevance_of(t, v) for t, v in zip(terms, given, strict=True)]
+        return self.relevances_with(terms, given)

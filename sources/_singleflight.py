@@ -88,6 +88,12 @@ class SingleFlight(Generic[K, V]):
                     del self._pending[key]
                 mine.set()
 
+    def holds(self, key: K) -> bool:
+        """Whether a value of `key` is kept (and fresh)."""
+        with self._lock:
+            hit = self._done.get(key)
+            return hit is not None and (self._ttl is None or time.monotonic() - hit[0] < self._ttl)
+
     def clear(self) -> None:
         """Forget every kept value."""
         with self._lock:

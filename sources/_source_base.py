@@ -20,9 +20,9 @@ import numpy as np
 
 from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 
-from . import _analysis, _index, _results, _validate
+from . import _analysis, _batch, _index, _results, _validate
 from ._engine import ReadStop, Slot
-from ._relevance import DENSE_MODES, LexicalHit, lexical_features, lexical_probability
+from ._relevance import DENSE_MODES, LexicalHit
 from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from ._engine import Reader
     from ._store import MemoryStore
+    from ._vectors import VectorIndex
 
 T = TypeVar("T")
 
@@ -61,6 +62,7 @@ class StoreReader:
     limiter: anyio.CapacityLimiter | None = None
     results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
+    _embedding: dict[str, anyio.Event] = attrs.field(factory=dict, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
 
@@ -93,13 +95,33 @@ class StoreReader:
         return self.store.engine.change_stamp(wait=True)
 
     @property
-    def embedder(self) -> Embedder | None:
+    def embedder(self) -> QueryCache | None:
         """The store's embedder, caching single-text (query) embeddings; None if lexical."""
         if self.store.embedder is None:
             return None
         if self._queries is None or self._queries.inner is not self.store.embedder:
             self._queries = QueryCache(self.store.embedder)
         return self._queries
+
+    async def embed_ahead(self, task: str) -> None:
+        """Embed a dense turn's task in a worker thread of its own, once for the sources that
+        ask together, before their reads queue in the lane: the model runs beside the lane
+        (it releases the GIL), not in it, so another turn's reads go on meanwhile. The reads
+        then find the vector in the query cache. A task without an informative term is never
+        embedded (no text can score for it)."""
+        queries = self.embedder
+        if queries is None or queries.holds(task) or not _analysis.query_terms(task):
+            return
+        pending = self._embedding.get(task)
+        if pending is not None:
+            await pending.wait()
+            return
+        self._embedding[task] = done = anyio.Event()
+        try:
+            await anyio.to_thread.run_sync(queries.embed, [task])
+        finally:
+            del self._embedding[task]
+            done.set()
 
     def scorer(self, conn: Reader, ns_id: int | None, task: str, mode: str | None) -> Scorer:
         """Return the calibrated scorer of a task in the request's mode (default: the store's),
@@ -166,6 +188,8 @@ class ReaderSource:
         kept = self._reader.kept((self, resolved))
         if kept is not None:
             return list(kept)
+        if resolved.mode in DENSE_MODES:
+            await self._reader.embed_ahead(resolved.task)
         return await self._reader.run(functools.partial(self._answer, request=resolved))
 
     def _answer(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
@@ -222,6 +246,10 @@ class QueryCache:
     def dim(self) -> int:
         return self.inner.dim
 
+    def holds(self, text: str) -> bool:
+        """Whether the vector of `text` is cached."""
+        return self._vectors.holds(text)
+
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         if len(texts) != 1:
             return self.inner.embed(texts)
@@ -241,26 +269,32 @@ class Batch:
     terms: Sequence[Sequence[str]] | None = None
 
 
-def score_rows(scorer: Scorer, conn: Reader, batch: Batch) -> list[Relevance]:
+def score_rows(
+    scorer: Scorer, conn: Reader, batch: Batch, vindex: VectorIndex | None = None
+) -> list[Relevance]:
     """Relevance of a batch of texts on the one calibrated scale, in the scorer's mode.
 
-    In dense modes each row's stored vector is used; texts without one (or a batch without
-    a slot) are embedded in one batch, as `Scorer.relevances` does.
+    In dense modes each row's stored vector is used (its cosine from `vindex`'s matrix in
+    memory); texts without one (or a batch without a slot) are embedded in one batch, as
+    `Scorer.relevances_given` does.
     """
     texts = batch.texts
     terms = list(batch.terms) if batch.terms is not None else [_analysis.terms(t) for t in texts]
-    vectors: list[npt.NDArray[np.float32] | None] = [None] * len(texts)
-    emb = scorer.embedder
-    dense = scorer.mode in DENSE_MODES and not scorer.abstains and texts
-    if dense and emb is not None and batch.slot is not None:
-        stored = conn.stored_vectors(batch.slot, list(batch.rowids), emb.model_id, emb.dim)
-        vectors = [stored.get(r) for r in batch.rowids]
-    return scorer.relevances(terms, texts, vectors)
+    query = scorer.query_vector
+    if scorer.mode not in DENSE_MODES or scorer.abstains or query is None or not texts:
+        return scorer.relevances(terms, texts)
+    cosines: list[float | None] = [None] * len(texts)
+    if vindex is not None and batch.slot is not None:
+        found = vindex.cosines(conn, batch.slot, list(batch.rowids), query)
+        cosines = [found.get(r) for r in batch.rowids]
+    return scorer.relevances_given(terms, texts, cosines)
 
 
-def lexical_score(scorer: Scorer, doc_terms: Sequence[str]) -> float:
-    """Return the lexical base relevance of analysed terms (a cheap rank before the mode's)."""
-    return lexical_probability(lexical_features(scorer.profile, doc_terms))
+def lexical_scores(scorer: Scorer, docs: Sequence[Sequence[str]]) -> list[float]:
+    """The lexical base relevance of texts (their analysed terms): a cheap rank before the mode's."""
+    matrix = _batch.lexical_matrix(scorer.profile, docs)
+    probabilities = _batch.base_probabilities("lexical", scorer.profile, matrix, None, scorer.reference)
+    return [float(p) for p in probabilities]
 
 
 def type_allowed(types: Sequence[str] | None, memory_type: str) -> bool:
@@ -436,7 +470,7 @@ class CorpusSource(ReaderSource):
             texts=[r[2] for r in rows],
             terms=[terms[int(r[0])] for r in rows],
         )
-        scores = score_rows(scorer, conn, batch)
+        scores = score_rows(scorer, conn, batch, self._reader.store.vindex)
         best = BestRows(
             entry_id=lambda row: f"{self.id_prefix}{row[1]}", table=self.table, limit=request.limit
         )

@@ -122,6 +122,14 @@ class VectorIndex:
                     self._scores.popitem(last=False)
         return snapshot.search(q, k, scores)
 
+    def cosines(self, conn: Reader, slot: Slot, rowids: Sequence[int], query: Vectors) -> dict[int, float]:
+        """The query's cosines with the stored vectors of some rows of one namespace and
+        corpus, from the matrix in memory (the same vectors `Reader.stored_vectors` reads; a
+        row without a vector of this model is absent)."""
+        q = np.asarray(query, dtype=np.float32)
+        with self._lock:
+            return self._fresh(conn, slot.ns_id, slot.corpus).cosines(rowids, q)
+
     def background(self, conn: Reader, slot: Slot, query: Vectors) -> tuple[int, float]:
         """(live rows, mean cosine of the query over them): how close the namespace is to the
         query in general, the background its best match stands out from.

@@ -221,15 +221,13 @@ class _Probe:
         mode = "lexical" if embedder is None else self.mode
         scorer = self.store.scorer_on(self.conn, ns_id, self.query, mode=mode, embedder=embedder)
         if mode == "lexical" or embedder is None:
-            return [scorer.relevance(_analysis.terms(c.text)) for c in found]
-        stored = self.conn.stored_vectors(
-            Slot(home, CORPUS_ENTRIES),
-            [c.rowid for c in found],
-            embedder.model_id,
-            embedder.dim,
-        )
+            return scorer.relevances_at([_analysis.terms(c.text) for c in found])
+        vindex, query = self.store.vindex, scorer.query_vector
+        stored = {}
+        if vindex is not None and query is not None:
+            stored = vindex.cosines(self.conn, Slot(home, CORPUS_ENTRIES), [c.rowid for c in found], query)
         texts = [c.text for c in found]
-        return scorer.relevances(
+        return scorer.relevances_given(
             [_analysis.terms(t) for t in texts], texts, [stored.get(c.rowid) for c in found]
         )
 

@@ -6,6 +6,7 @@ Real threads, so the real clock: these tests assert outcomes, never durations.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import threading
 import warnings
@@ -193,3 +194,44 @@ def test_a_forked_child_reads_in_threads_of_its_own() -> None:
     finally:
         lane.close()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_finished_reads_caller_is_woken_while_a_long_read_behind_it_still_runs(backend: str) -> None:
+    """Callers are woken in batches, but never held back by a read still running: the first answer arrives before the second read ends."""
+    lane = ReadLane(1)
+    second_queued, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    async def main() -> None:
+        async def first() -> None:
+            with anyio.move_on_after(WAIT):
+                await lane.run(lambda: second_queued.wait(WAIT), interrupt=_noop)
+                seen.append("released" if release.is_set() else "running")
+            release.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            await anyio.sleep(0.05)  # the first read runs, waiting for the second to be queued
+            tg.start_soon(functools.partial(lane.run, lambda: release.wait(WAIT), interrupt=_noop))
+            await anyio.sleep(0.05)
+            second_queued.set()
+
+    try:
+        anyio.run(main, backend=backend)
+    finally:
+        lane.close()
+    assert seen == ["running"]
+
+
+def test_a_dropped_lane_ends_its_threads() -> None:
+    """A lane garbage-collected without close lets its worker threads end (they do not pile up)."""
+    lane = ReadLane(2)
+    assert anyio.run(functools.partial(lane.run, lambda: 1, interrupt=_noop), backend="trio") == 1
+    names = {t.name for t in threading.enumerate() if t.name.startswith("context-broker-read")}
+    assert names
+    del lane
+    gc.collect()
+    for thread in [t for t in threading.enumerate() if t.name in names]:
+        thread.join(WAIT)
+        assert not thread.is_alive()

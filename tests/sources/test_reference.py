@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
 import pytest
 
 from broker import Namespace
@@ -181,16 +180,3 @@ def test_a_write_from_another_handle_is_seen_by_the_next_recall(store: MemorySto
     assert not {"n0", "n1"} & {i for i, _ in again}
     with MemoryStore.open(tmp_path / "m.db", mode="lexical") as fresh:
         assert again == _recalled(fresh)
-
-
-def test_the_references_kept_features_are_those_computed_afresh(store: MemoryStore) -> None:
-    """Every text the pool and the sources scored has, in the reference's cache, exactly its features for the task."""
-    with store.db.read() as conn:
-        scorer = store.scorer(conn, TASK, namespace=NS, mode="lexical")
-    fresh = attrs.evolve(scorer, reference=attrs.evolve(scorer.reference, known=None))
-    texts = [_analysis.terms(t) for t in (*NOTES, *background_memories())]
-    assert [scorer.relevance(t) for t in texts] == [fresh.relevance(t) for t in texts]
-    known = scorer.reference.known
-    assert known is not None
-    assert len(known) >= len(NOTES)
-    assert all(known[k] == lexical_features(scorer.profile, k) for k in known)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from typing import TYPE_CHECKING
 
 import anyio
+import attrs
 import numpy as np
 import pytest
 
@@ -168,6 +170,44 @@ async def test_concurrent_sources_embed_one_task_once(tmp_path: Path) -> None:
         cache.embed(["a", "b"])  # batches (texts to score) are never cached
         cache.embed(["a", "b"])
         assert fake.calls == 3
+
+
+class TaskRecordingEmbedder(CountingEmbedder):
+    """A CountingEmbedder that records the thread of each single-text (query) call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[tuple[str, str]] = []
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Record a query and its thread, then embed as CountingEmbedder does."""
+        if len(texts) == 1:
+            self.queries.append((texts[0], threading.current_thread().name))
+        return super().embed(texts)
+
+
+async def test_a_dense_turns_sources_embed_the_task_once_outside_the_read_lane(tmp_path: Path) -> None:
+    """Hybrid sources fetching together embed their task once, in a worker thread that is not the lane's; a task of stop words is never embedded."""
+    fake = TaskRecordingEmbedder()
+    with MemoryStore.open(tmp_path / "e.db", mode="hybrid", embedder=fake) as store:
+        reader = StoreReader(store=store, results=None)
+        sources = [_Empty(reader) for _ in range(4)]
+        request = SourceRequest(task="which database did we pick", namespace=Namespace(tenant_id="t"))
+        async with anyio.create_task_group() as tg:
+            for source in sources:
+                tg.start_soon(source.fetch, request)
+        await sources[0].fetch(attrs.evolve(request, task="what is it"))
+    assert [task for task, _ in fake.queries] == [request.task]
+    thread = fake.queries[0][1]
+    assert thread != threading.main_thread().name
+    assert not thread.startswith("context-broker-read")
+
+
+class _Empty(ReaderSource):
+    name = "empty"
+
+    def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:  # noqa: ARG002
+        return []
 
 
 async def test_open_warms_every_matrix_so_no_turn_loads_one(

@@ -1,0 +1,133 @@
+"""Tests of the scale over arrays: every column equals the scalar definition of `_relevance` and `_gate`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sources import _batch, _gate
+from sources._relevance import (
+    QueryProfile,
+    Reference,
+    dense_probability,
+    hybrid_probability,
+    lexical_features,
+    lexical_probability,
+)
+from sources._scorer import Scorer
+
+WORDS = ["caroline", "support", "group", "lgbtq", "paint", "lake", "sunrise", "a", "b", "c"]
+word = st.sampled_from(WORDS)
+text = st.lists(word, max_size=30)
+query = st.lists(word, min_size=1, max_size=12)
+cosine = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
+dfs = st.dictionaries(word, st.integers(min_value=0, max_value=400))
+pools = st.lists(st.floats(min_value=-14.0, max_value=14.0, allow_nan=False), max_size=8)
+MODES = ["lexical", "dense", "hybrid"]
+
+
+def _profile(terms: list[str], df: dict[str, int]) -> QueryProfile:
+    return QueryProfile.build(terms, n_docs=500, total_len=6000, df=df)
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@settings(max_examples=200)
+@given(terms=query, df=dfs, docs=st.lists(text, max_size=6))
+def test_the_lexical_matrix_holds_each_texts_scalar_features(
+    terms: list[str], df: dict[str, int], docs: list[list[str]]
+) -> None:
+    """Row i of the matrix is `lexical_features` of text i, whatever else is in the batch."""
+    prof = _profile(terms, df)
+    matrix = _batch.lexical_matrix(prof, docs)
+    assert matrix.x.shape == (len(docs), 8)
+    for i, doc in enumerate(docs):
+        scalar = lexical_features(prof, doc)
+        assert int(matrix.matched[i]) == scalar.matched
+        assert all(_close(a, b) for a, b in zip(matrix.x[i].tolist(), scalar.vector(), strict=True))
+
+
+def _scalar_base(mode: str, prof: QueryProfile, doc: list[str], cos: float, ref: Reference) -> float:
+    feats = lexical_features(prof, doc)
+    if mode == "lexical":
+        return lexical_probability(feats)
+    if mode == "dense":
+        return dense_probability(prof, cos, ref)
+    return hybrid_probability(prof, feats, cos, ref)
+
+
+references = st.builds(
+    Reference,
+    best_bm25=st.floats(min_value=0.0, max_value=1.0),
+    best_coverage=st.floats(min_value=0.0, max_value=1.0),
+    best_cosine=st.one_of(st.none(), cosine),
+)
+
+
+@settings(max_examples=200)
+@given(
+    terms=query,
+    df=dfs,
+    docs_cos=st.lists(st.tuples(text, cosine), min_size=1, max_size=6),
+    ref=references,
+    mode=st.sampled_from(MODES),
+)
+def test_base_probabilities_are_the_modes_scalar_ones(
+    terms: list[str], df: dict[str, int], docs_cos: list[tuple[list[str], float]], ref: Reference, mode: str
+) -> None:
+    """Each text's base relevance over arrays equals lexical_, dense_ or hybrid_probability of it."""
+    prof = _profile(terms, df)
+    docs = [d for d, _ in docs_cos]
+    cosines = np.array([c for _, c in docs_cos])
+    got = _batch.base_probabilities(mode, prof, _batch.lexical_matrix(prof, docs), cosines, ref)
+    for i, (doc, cos) in enumerate(docs_cos):
+        assert _close(float(got[i]), _scalar_base(mode, prof, doc, cos, ref))
+
+
+@settings(max_examples=200)
+@given(
+    bases=st.lists(st.floats(min_value=1e-9, max_value=1.0), min_size=1, max_size=6),
+    cos=st.lists(cosine, min_size=6, max_size=6),
+    pool=pools,
+    tops=st.lists(cosine, max_size=3),
+    mode=st.sampled_from(MODES),
+)
+def test_bands_are_the_scalar_band_of_each_text(
+    bases: list[float], cos: list[float], pool: list[float], tops: list[float], mode: str
+) -> None:
+    """Rank, gaps and band over arrays equal `_gate.band_probability(band_features(...))` of each text."""
+    ref = Reference(pool=tuple(sorted(pool, reverse=True)), top_cosines=tuple(sorted(tops, reverse=True)))
+    logits = _batch.logits(np.array(bases))
+    cosines = np.array(cos[: len(bases)])
+    got = _batch.band_probabilities(mode, logits, cosines, ref)
+    for i, base in enumerate(bases):
+        lg = _gate.logit(base)
+        assert _close(float(logits[i]), lg)
+        want = _gate.band_probability(mode, _gate.band_features(mode, lg, cos[i], ref))
+        assert _close(float(got[i]), want)
+
+
+def test_a_scorer_gives_a_text_the_same_relevance_alone_and_in_a_batch() -> None:
+    """Scoring is per text: a batch's relevances are those of each text scored alone, zero ones included."""
+    prof = _profile(["caroline", "support", "group"], {"caroline": 3, "group": 40})
+    ref = Reference(qpp=0.8, pool=(2.0, 0.5, -1.0), best_bm25=0.4, best_coverage=0.6)
+    scorer = Scorer(profile=prof, mode="lexical", reference=ref)
+    docs = [["caroline", "went", "to", "a", "support", "group"], ["nothing", "here"], ["group"]]
+    batch = scorer.relevances_at(docs)
+    assert batch == [scorer.relevance(d) for d in docs]
+    assert batch[1].score == 0.0
+    assert batch[0].score > batch[2].score > 0.0
+
+
+def test_dense_scores_without_cosines_are_refused() -> None:
+    """A dense or hybrid scorer asked to score texts without their cosines raises ValueError."""
+    prof = _profile(["caroline"], {"caroline": 3})
+    scorer = Scorer(profile=prof, mode="hybrid", reference=Reference(qpp=0.5))
+    with pytest.raises(ValueError, match="cosine"):
+        scorer.relevances_at([["caroline"]])
