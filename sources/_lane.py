@@ -130,7 +130,9 @@ class _Queue:
         self._reads: collections.deque[_Read[Any]] = collections.deque()
         self._finished: list[_ThreadWake] = []
         self._since = 0.0
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._queued = threading.Condition(lock)  # the workers wait for reads
+        self._deferred = threading.Condition(lock)  # the flusher waits for wakes held back
         self._closed = False
         for i in range(threads):
             name = f"context-broker-read_{i}"
@@ -138,25 +140,26 @@ class _Queue:
         threading.Thread(target=self._flush_late, name="context-broker-read-wake", daemon=True).start()
 
     def put(self, read: _Read[Any]) -> None:
-        with self._cond:
+        with self._queued:
             self._reads.append(read)
-            self._cond.notify_all()
+            self._queued.notify()
 
     def close(self) -> None:
-        with self._cond:
+        with self._queued:
             self._closed = True
             dropped = list(self._reads)
             self._reads.clear()
-            self._cond.notify_all()
+            self._queued.notify_all()
+            self._deferred.notify_all()
         for read in dropped:
             read.drop()
             read.wake.set()
 
     def _work(self) -> None:
         while True:
-            with self._cond:
+            with self._queued:
                 while not self._reads and not self._closed:
-                    self._cond.wait()
+                    self._queued.wait()
                 if not self._reads:
                     return
                 read = self._reads.popleft()
@@ -167,27 +170,28 @@ class _Queue:
     def _finish(self, wake: _ThreadWake) -> list[_ThreadWake]:
         """Record a finished read; the wakes due now (all, once no read waits or the first
         finished `FLUSH_AFTER` ago)."""
-        with self._cond:
+        with self._queued:
             if not self._finished:
                 self._since = time.monotonic()
-                self._cond.notify_all()  # the late flusher starts timing
             self._finished.append(wake)
-            if self._reads and time.monotonic() - self._since < FLUSH_AFTER:
-                return []
-            return self._take()
+            if not self._reads or time.monotonic() - self._since >= FLUSH_AFTER:
+                return self._take()
+            if len(self._finished) == 1:
+                self._deferred.notify()  # the flusher times the first wake held back
+            return []
 
     def _flush_late(self) -> None:
         """Wake the callers of reads finished `FLUSH_AFTER` ago behind a read still running."""
         while True:
-            with self._cond:
+            with self._deferred:
                 while not self._finished and not self._closed:
-                    self._cond.wait()
+                    self._deferred.wait()
                 if self._closed and not self._finished:
                     return
                 left = self._since + FLUSH_AFTER - time.monotonic()
                 due = self._take() if left <= 0 else []
                 if not due:
-                    self._cond.wait(max(left, 0.0))
+                    self._deferred.wait(left)
             for wake in due:
                 wake.set()
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from broker.log import get_logger
 
+from ._engine import CORPORA, CORPUS_ENTRIES
 from ._relevance import LexicalHit
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ logger = get_logger(__name__)
 
 K1: Final = 1.2
 B: Final = 0.75
-_CORPORA: Final = 3  # entries, facts, knowledge (fts rowid & 3)
-_ENTRIES: Final = 0  # the entries' corpus (`sources._engine.CORPUS_ENTRIES`)
+_CORPORA: Final = len(CORPORA)  # entries, facts, knowledge (fts rowid & 3)
+_ENTRIES: Final = CORPUS_ENTRIES
 _STRIDE: Final = 4  # a document's key: rowid * 4 + corpus, the corpus in the low two bits
 _CHUNK: Final = 50_000  # documents tokenised at a time while indexing
 _IN_CHUNK: Final = 500  # bound on `IN (...)` parameters per statement

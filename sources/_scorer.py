@@ -184,13 +184,9 @@ class Scorer:
         vectors: Sequence[npt.NDArray[np.float32] | None] | None = None,
     ) -> list[Relevance]:
         """Relevance of many texts scored on `terms`; missing vectors are embedded in one batch."""
-        given: list[npt.NDArray[np.float32] | None] = (
-            list(vectors) if vectors is not None else [None] * len(texts)
-        )
-        if self.mode != "lexical" and not self.abstains and self.embedder is not None:
-            missing = [i for i, v in enumerate(given) if v is None]
-            if missing:
-                fresh = self.embedder.embed([texts[i] for i in missing])
-                for i, vec in zip(missing, fresh, strict=True):
-                    given[i] = vec
-        return self.relevances_with(terms, given)
+        if self.mode == "lexical" or self.abstains:
+            return self.relevances_at(terms)
+        query = self.query_vector
+        given = list(vectors) if vectors is not None else [None] * len(texts)
+        cosines = [None if v is None or query is None else float(np.dot(query, v)) for v in given]
+        return self.relevances_given(terms, texts, cosines)

@@ -62,7 +62,7 @@ class StoreReader:
     limiter: anyio.CapacityLimiter | None = None
     results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
-    _embedding: dict[str, anyio.Event] = attrs.field(factory=dict, init=False)
+    _embedding: dict[tuple[int, str], anyio.Event] = attrs.field(factory=dict, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
 
@@ -112,15 +112,16 @@ class StoreReader:
         queries = self.embedder
         if queries is None or queries.holds(task) or not _analysis.query_terms(task):
             return
-        pending = self._embedding.get(task)
+        key = (threading.get_ident(), task)  # an event belongs to its loop, and a loop to its thread
+        pending = self._embedding.get(key)
         if pending is not None:
             await pending.wait()
             return
-        self._embedding[task] = done = anyio.Event()
+        self._embedding[key] = done = anyio.Event()
         try:
             await anyio.to_thread.run_sync(queries.embed, [task])
         finally:
-            del self._embedding[task]
+            del self._embedding[key]
             done.set()
 
     def scorer(self, conn: Reader, ns_id: int | None, task: str, mode: str | None) -> Scorer:
