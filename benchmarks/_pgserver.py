@@ -76,6 +76,17 @@ def drop_database(admin_url: str, url: str) -> None:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def vector_connection(url: str) -> Any:  # noqa: ANN401 - psycopg is optional, loosely typed
+    """An autocommit connection to `url` with pgvector's extension created and its types
+    registered (numpy arrays in and out)."""
+    psycopg = _import("psycopg")
+    register_vector = _import("pgvector.psycopg").register_vector
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    register_vector(conn)
+    return conn
+
+
 def analyze(url: str) -> float:
     """Refresh the planner's statistics of the database `url` names (what autovacuum does within
     a minute of a bulk load); the seconds it took."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -164,8 +165,7 @@ class _Queue:
                     return
                 read = self._reads.popleft()
             read.execute()
-            for wake in self._finish(read.wake):
-                wake.set()
+            _wake_all(self._finish(read.wake))
 
     def _finish(self, wake: _ThreadWake) -> list[_ThreadWake]:
         """Record a finished read; the wakes due now (all, once no read waits or the first
@@ -192,8 +192,7 @@ class _Queue:
                 due = self._take() if left <= 0 else []
                 if not due:
                     self._deferred.wait(left)
-            for wake in due:
-                wake.set()
+            _wake_all(due)
 
     def _take(self) -> list[_ThreadWake]:
         due, self._finished = self._finished, []
@@ -204,21 +203,35 @@ class _ThreadWake:
     """An event of the running loop that another thread may set (without waiting for the loop)."""
 
     def __init__(self) -> None:
-        self._event = anyio.Event()
+        self.event = anyio.Event()
         try:
-            self._post: Callable[[Callable[[], object]], object] = (
+            self.post: Callable[[Callable[[], object]], object] = (
                 asyncio.get_running_loop().call_soon_threadsafe
             )
         except RuntimeError:  # not asyncio: trio
-            self._post = trio.lowlevel.current_trio_token().run_sync_soon
+            self.post = trio.lowlevel.current_trio_token().run_sync_soon
 
-    def set(self, _done: object = None) -> None:
+    def set(self) -> None:
         """Set the event from any thread; nothing if the loop has ended."""
-        with contextlib.suppress(RuntimeError):  # the loop closed, or trio's run finished
-            self._post(self._event.set)
+        _wake_all([self])
 
     async def wait(self) -> None:
-        await self._event.wait()
+        await self.event.wait()
+
+
+def _wake_all(wakes: list[_ThreadWake]) -> None:
+    """Set many wakes with one post to each loop they belong to (one wake-up of its thread)."""
+    by_loop: dict[Callable[[Callable[[], object]], object], list[anyio.Event]] = {}
+    for wake in wakes:
+        by_loop.setdefault(wake.post, []).append(wake.event)
+    for post, events in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop closed, or trio's run finished
+            post(functools.partial(_set_all, events))
+
+
+def _set_all(events: list[anyio.Event]) -> None:
+    for event in events:
+        event.set()
 
 
 __all__ = ["ReadLane"]

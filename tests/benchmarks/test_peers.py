@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_system_says_what_its_call_includes() -> None:
     """The summary explains each timing (search kind, embedding inside or outside, sources)."""
     assert set(SYSTEMS) == set(INCLUDES)
-    assert set(REQUIRES) == {"bm25s", "chromadb", "langgraph"}
-    assert "approximate" in INCLUDES["chromadb"]
-    assert "embedding outside" in INCLUDES["chromadb"]
+    assert set(REQUIRES) == {"bm25s", "chromadb", "langgraph", "pgvector"}
+    for peer in ("chromadb", "pgvector"):
+        assert "approximate" in INCLUDES[peer]
+        assert "embedding outside" in INCLUDES[peer]
     assert "embedding inside" in INCLUDES["ours-select-hybrid"]
 
 
@@ -37,6 +38,7 @@ def test_a_missing_peer_is_named_with_the_install_command() -> None:
     assert _peers.missing("langgraph", find_spec=absent_parent) is not None
     assert _peers.missing("ours-select-lexical", find_spec=lambda _: None) is None
     assert _peers.missing("bm25s", find_spec=lambda _: object()) is None
+    assert "pip install -e '.[postgres-test]'" in (_peers.missing("pgvector", find_spec=lambda _: None) or "")
 
 
 def test_blocks_rotate_and_cover_every_task_once() -> None:
