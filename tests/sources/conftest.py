@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from sources._engine import Engine
+
 ALICE: Final = Namespace(tenant_id="alice")
 FILLER: Final = (
     "Bought groceries for the week: rice, beans and coffee.",
@@ -69,8 +71,14 @@ def background_store(make_store: StoreOpener) -> MemoryStore:
 
 
 @pytest.fixture
+def engine(make_store: StoreOpener) -> Engine:
+    """A migrated engine of the engine under test on a fresh database (the vector-index tests)."""
+    return make_store.open_engine()
+
+
+@pytest.fixture
 def db(tmp_path: Path) -> Iterator[SqliteEngine]:
-    """Open a migrated database file (the vector-index tests)."""
+    """Open a migrated database file (the tests of the HNSW graphs kept beside it)."""
     database = SqliteEngine.open(tmp_path / "v.db")
     yield database
     database.close()

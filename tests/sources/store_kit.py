@@ -4,9 +4,10 @@
 A suite takes the `make_store` fixture (tests/sources/conftest.py), parametrised over
 ENGINES: `make_store(mode=..., embedder=...)` opens a store on the test's one database, as
 many times as the test asks (two stores on it are two processes' views of one memory), and
-closes them all after the test. Without the PostgreSQL extra the `postgres` cases skip,
-saying so (they fail under `CONTEXT_BROKER_REQUIRE_PG=1`). `sql_rows` and the helpers after it
-look at the tables the same way on both engines.
+closes them all after the test; `make_store.open_engine()` opens a bare engine on it the
+same way (the `engine` fixture: the vector-index tests). Without the PostgreSQL extra the
+`postgres` cases skip, saying so (they fail under `CONTEXT_BROKER_REQUIRE_PG=1`). `sql_rows`,
+`engine_rows` and the helpers after them look at the tables the same way on both engines.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from broker.abc import Embedder
+    from sources._engine import Engine
 
 SQLITE: Final = "sqlite"
 POSTGRES: Final = "postgres"
@@ -44,24 +46,42 @@ class StoreOpener:
     target: str
     """The SQLite file's path, or the PostgreSQL database's URL."""
     _opened: list[MemoryStore] = attrs.field(factory=list, init=False)
+    _engines: list[Engine] = attrs.field(factory=list, init=False)
 
-    def __call__(self, *, mode: str = "lexical", embedder: Embedder | None = None) -> MemoryStore:
-        """A store on the test's database (a new connection each call, as another process)."""
+    def __call__(self, *, mode: str | None = "lexical", embedder: Embedder | None = None) -> MemoryStore:
+        """A store on the test's database (a new connection each call, as another process);
+        `mode=None`: the store's own default mode."""
+        modes = {} if mode is None else {"mode": mode}
         if self.engine == SQLITE:
-            store = MemoryStore.open(self.target, mode=mode, embedder=embedder)
+            store = MemoryStore.open(self.target, embedder=embedder, **modes)
         else:
             from sources._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
 
             store = MemoryStore.on(
-                PostgresEngine.open(self.target, connections=2), mode=mode, embedder=embedder
+                PostgresEngine.open(self.target, connections=2), embedder=embedder, **modes
             )
         self._opened.append(store)
         return store
 
+    def open_engine(self) -> Engine:
+        """A migrated engine on the test's database, without a store (a new connection each
+        call, as another process); PostgreSQL: a pool of two connections."""
+        engine: Engine
+        if self.engine == SQLITE:
+            engine = SqliteEngine.open(self.target)
+        else:
+            from sources._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
+
+            engine = PostgresEngine.open(self.target, connections=2)
+        self._engines.append(engine)
+        return engine
+
     def close_all(self) -> None:
-        """Close every store this opened (closing twice is harmless)."""
+        """Close every store and engine this opened (closing twice is harmless)."""
         for store in reversed(self._opened):
             store.close()
+        for engine in reversed(self._engines):
+            engine.close()
 
 
 def fresh_databases(
@@ -101,13 +121,20 @@ def sql_rows(
 ) -> list[tuple[Any, ...]]:
     """The rows of one statement (`?` placeholders) on the store's database, past the tenant
     wall (the tables are the same on both engines); `write`: in a write transaction."""
-    if isinstance(store.engine, SqliteEngine):
-        with store.engine.write() if write else store.engine.read() as conn:
+    return engine_rows(store.engine, sql, params, write=write)
+
+
+def engine_rows(
+    engine: Engine, sql: str, params: Sequence[object] = (), *, write: bool = False
+) -> list[tuple[Any, ...]]:
+    """`sql_rows` on an engine: one statement in a transaction of its own, past the tenant wall."""
+    if isinstance(engine, SqliteEngine):
+        with engine.write() if write else engine.read() as conn:
             return list(conn.execute(sql, params).fetchall())
     from sources._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
 
-    assert isinstance(store.engine, PostgresEngine)
-    with store.engine.database.transaction(write=write) as session, session.all_tenants():
+    assert isinstance(engine, PostgresEngine)
+    with engine.database.transaction(write=write) as session, session.all_tenants():
         cur = session.execute(sql.replace("?", "%s"), tuple(params))
         return list(cur.fetchall()) if cur.description is not None else []
 

@@ -1,4 +1,5 @@
-"""Tests of dense and hybrid recall in the store: the one calibrated floor in every mode."""
+"""Tests of dense and hybrid recall in the store: the one calibrated floor in every mode, on both
+engines (`make_store`, tests/sources/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 import pytest
+from store_kit import sql_rows
 
 from broker import ConfigError, Namespace, ValidationError
 from sources import MemoryStore, NewEntry, _engine, _vectors
@@ -15,11 +17,12 @@ from sources._embedder import MiniLMEmbedder, load_default_embedder
 from sources._vectors import Slot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
     from pathlib import Path
 
     import numpy as np
     import numpy.typing as npt
+    from store_kit import StoreOpener
 
 A = Namespace(tenant_id="alice", project_id="p")
 B = Namespace(tenant_id="bob", project_id="p")
@@ -68,12 +71,11 @@ class RenamedEmbedder:
 
 
 @pytest.fixture
-def store(tmp_path: Path, embedder: MiniLMEmbedder) -> Iterator[MemoryStore]:
+def store(make_store: StoreOpener, embedder: MiniLMEmbedder) -> MemoryStore:
     """Open a hybrid store holding NOTES in namespace A."""
-    s = MemoryStore.open(tmp_path / "m.db", embedder=embedder)
+    s = make_store(mode="hybrid", embedder=embedder)
     s.add_entries([NewEntry(text=t, id=f"n{i}") for i, t in enumerate(NOTES)], namespace=A)
-    yield s
-    s.close()
+    return s
 
 
 def _ids(store: MemoryStore, query: str, *, mode: str, ns: Namespace = A, floor: float = 0.0) -> list[str]:
@@ -122,8 +124,7 @@ def test_delete_removes_the_vector(store: MemoryStore) -> None:
     """Deleting a memory removes its vector row and it is never recalled again, in any mode."""
     assert _ids(store, NOTES[4], mode="dense")[0] == "n4"
     assert store.delete("n4", namespace=A)
-    with store.db.read() as conn:
-        assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == len(NOTES) - 1
+    assert sql_rows(store, "SELECT count(*) FROM vectors") == [(len(NOTES) - 1,)]
     for mode in ("dense", "hybrid"):
         assert "n4" not in _ids(store, NOTES[4], mode=mode)
 
@@ -132,13 +133,12 @@ def test_replace_reembeds(store: MemoryStore) -> None:
     """Replacing a memory's text replaces its vector: dense recall follows the new text."""
     store.add_entry("We bought a sailing boat", namespace=A, id="n2", replace=True)
     assert _ids(store, "a boat on the sea", mode="dense")[0] == "n2"
-    with store.db.read() as conn:
-        assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == len(NOTES)
+    assert sql_rows(store, "SELECT count(*) FROM vectors") == [(len(NOTES),)]
 
 
-def test_typed_filter_applies_to_dense_candidates(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+def test_typed_filter_applies_to_dense_candidates(make_store: StoreOpener, embedder: MiniLMEmbedder) -> None:
     """A typed dense query returns only memories of those types or unclassified ones."""
-    with MemoryStore.open(tmp_path / "t.db", embedder=embedder) as s:
+    with make_store(mode="hybrid", embedder=embedder) as s:
         s.add_entries(
             [
                 NewEntry(text="I love hiking in the mountains", id="e", memory_type="episodic"),
@@ -154,12 +154,13 @@ def test_typed_filter_applies_to_dense_candidates(tmp_path: Path, embedder: Mini
     assert got == {"s", "u"}
 
 
-def test_model_change_is_detected_and_reindex_fixes_it(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+def test_model_change_is_detected_and_reindex_fixes_it(
+    make_store: StoreOpener, embedder: MiniLMEmbedder
+) -> None:
     """Vectors of an older model are stale (dense search ignores them) until reindex re-embeds them."""
-    path = tmp_path / "r.db"
-    with MemoryStore.open(path, embedder=RenamedEmbedder(embedder)) as old:
+    with make_store(mode="hybrid", embedder=RenamedEmbedder(embedder)) as old:
         old.add_entries([NewEntry(text=t, id=f"n{i}") for i, t in enumerate(NOTES)], namespace=A)
-    with MemoryStore.open(path, embedder=embedder) as s:
+    with make_store(mode="hybrid", embedder=embedder) as s:
         assert s.vector_status() == {"current": 0, "stale": len(NOTES), "missing": 0}
         assert _ids(s, "did they get a dog?", mode="dense") == []
         calls: list[tuple[int, int]] = []
@@ -170,13 +171,12 @@ def test_model_change_is_detected_and_reindex_fixes_it(tmp_path: Path, embedder:
         assert s.reindex() == 0
 
 
-def test_lexical_store_loads_no_model_and_refuses_dense(tmp_path: Path) -> None:
+def test_lexical_store_loads_no_model_and_refuses_dense(make_store: StoreOpener) -> None:
     """mode='lexical' writes no vectors and a dense recall on it is a ConfigError, not a silent model load."""
-    with MemoryStore.open(tmp_path / "l.db", mode="lexical") as s:
+    with make_store(mode="lexical") as s:
         assert s.embedder is None
         s.add_entry("I adopted a puppy", namespace=A)
-        with s.db.read() as conn:
-            assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+        assert sql_rows(s, "SELECT count(*) FROM vectors") == [(0,)]
         assert [r.memory.text for r in s.recall("puppy", namespace=A, min_score=0.0)] == ["I adopted a puppy"]
         with pytest.raises(ConfigError):
             s.recall("puppy", namespace=A, mode="hybrid")
@@ -184,12 +184,11 @@ def test_lexical_store_loads_no_model_and_refuses_dense(tmp_path: Path) -> None:
             s.reindex()
 
 
-def test_missing_vectors_are_filled_by_reindex(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+def test_missing_vectors_are_filled_by_reindex(make_store: StoreOpener, embedder: MiniLMEmbedder) -> None:
     """Entries written without a model get vectors from reindex; hybrid still scores them meanwhile."""
-    path = tmp_path / "x.db"
-    with MemoryStore.open(path, mode="lexical") as s:
+    with make_store(mode="lexical") as s:
         s.add_entries([NewEntry(text=t, id=f"n{i}") for i, t in enumerate(NOTES)], namespace=A)
-    with MemoryStore.open(path, embedder=embedder) as s:
+    with make_store(mode="hybrid", embedder=embedder) as s:
         assert s.vector_status()["missing"] == len(NOTES)
         before = {r.memory.id: r.score for r in s.recall("violin lessons", namespace=A, min_score=0.0)}
         assert "n4" in before
@@ -210,11 +209,11 @@ def test_unknown_mode_is_a_validation_error(store: MemoryStore, tmp_path: Path) 
         MemoryStore.open(tmp_path / "y.db", mode="fuzzy")
 
 
-def test_ingest_reports_progress(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+def test_ingest_reports_progress(make_store: StoreOpener, embedder: MiniLMEmbedder) -> None:
     """add_entries reports embedding progress per batch, ending at the total."""
     calls: list[tuple[int, int]] = []
     entries = [NewEntry(text=f"note number {i} about topic {i % 7}") for i in range(300)]
-    with MemoryStore.open(tmp_path / "p.db", embedder=embedder) as s:
+    with make_store(mode="hybrid", embedder=embedder) as s:
         s.add_entries(entries, namespace=A, progress=lambda d, t: calls.append((d, t)))
         assert s.vector_status() == {"current": 300, "stale": 0, "missing": 0}
     assert calls == [(256, 300), (300, 300)]
@@ -234,7 +233,8 @@ def test_scorer_matches_recall_for_texts_without_vectors(store: MemoryStore, mod
 def test_embed_and_store_vectors_for_other_corpora(store: MemoryStore, embedder: MiniLMEmbedder) -> None:
     """Other sources store their vectors with the model id, found by a search of their own corpus."""
     with store.db.write() as conn:
-        ns_id = int(conn.execute("SELECT ns_id FROM namespaces WHERE tenant_id = 'alice'").fetchone()[0])
+        ns_id = conn.namespace_id(A)
+        assert ns_id is not None
         _vectors.embed_and_store_vectors(
             conn,
             Slot(ns_id, _engine.CORPUS_FACTS),
@@ -245,31 +245,33 @@ def test_embed_and_store_vectors_for_other_corpora(store: MemoryStore, embedder:
     index = _vectors.VectorIndex(model_id=embedder.model_id, dim=embedder.dim)
     with store.db.read() as conn:
         hits = index.search(conn, Slot(ns_id, _engine.CORPUS_FACTS), embedder.embed(["peanut allergy"])[0], 5)
-        models = {r[0] for r in conn.execute("SELECT model_id FROM vectors WHERE corpus = 1")}
+    models = {r[0] for r in sql_rows(store, "SELECT model_id FROM vectors WHERE corpus = 1")}
     assert [h.rowid for h in hits] == [7, 8]
     assert models == {embedder.model_id}
 
 
-def test_default_mode_is_hybrid_and_overridable(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+def test_default_mode_is_hybrid_and_overridable(make_store: StoreOpener, embedder: MiniLMEmbedder) -> None:
     """recall() without a mode uses the store's default (hybrid unless opened otherwise)."""
-    with MemoryStore.open(tmp_path / "h.db", embedder=embedder) as s:
+    with make_store(mode=None, embedder=embedder) as s:
         s.add_entry(NOTES[0], namespace=A, id="n0")
         assert s.mode == "hybrid"
         assert [r.memory.id for r in s.recall("did they get a dog?", namespace=A, min_score=0.0)] == ["n0"]
-    with MemoryStore.open(tmp_path / "h.db", embedder=embedder, mode="lexical") as s:
+    with make_store(embedder=embedder, mode="lexical") as s:
         assert s.recall("did they get a dog?", namespace=A, min_score=0.0) == []
         assert [
             r.memory.id for r in s.recall("did they get a dog?", namespace=A, min_score=0.0, mode="dense")
         ] == ["n0"]
 
 
-def test_dense_recall_sees_writes_made_while_reading(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+def test_dense_recall_sees_writes_made_while_reading(
+    make_store: StoreOpener, embedder: MiniLMEmbedder
+) -> None:
     """Readers in threads never fail while a writer adds memories, and afterwards see every one."""
     texts = [
         f"the {w} festival in town number {i}" for i, w in enumerate(("jazz", "kite", "film", "wine") * 5)
     ]
     errors: list[BaseException] = []
-    with MemoryStore.open(tmp_path / "c.db", embedder=embedder) as s:
+    with make_store(mode="hybrid", embedder=embedder) as s:
         s.add_entry("an unrelated first memory about taxes", namespace=A)
 
         def read() -> None:
@@ -323,12 +325,12 @@ def test_typed_recall_scores_like_untyped(store: MemoryStore) -> None:
 
 
 def test_a_namespace_without_current_vectors_has_no_dense_reference(
-    tmp_path: Path, embedder: MiniLMEmbedder
+    make_store: StoreOpener, embedder: MiniLMEmbedder
 ) -> None:
     """Memories written without a model have no vectors: the reference names no best cosine."""
-    with MemoryStore.open(tmp_path / "l.db", mode="lexical") as lexical:
+    with make_store(mode="lexical") as lexical:
         lexical.add_entries([NewEntry(text=t) for t in NOTES], namespace=A)
-    with MemoryStore.open(tmp_path / "l.db", embedder=embedder) as hybrid:
+    with make_store(mode="hybrid", embedder=embedder) as hybrid:
         with hybrid.db.read() as conn:
             ref = hybrid.scorer(conn, "did they get a dog?", namespace=A, mode="hybrid").reference
         assert ref.best_cosine is None
