@@ -67,7 +67,10 @@ def lexical_matrix(profile: QueryProfile, docs: Sequence[Sequence[str]]) -> Lexi
     norm = K1 * (1.0 - B + B * lengths / max(profile.avgdl, 1e-9))
     # Unmatched terms add exact zeros, so each sum is the scalar one's (terms in query order).
     bm25 = (weights * tf * (K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
-    specific = has * (weights / max(profile.max_idf, 1e-9))
+    ratio = weights / max(profile.max_idf, 1e-9)
+    specific = has * ratio
+    # The peak over the matched terms only (an IDF can be negative when the statistics lag).
+    peak = np.where(has, ratio, -np.inf).max(axis=1)
     x[:, 0] = (has * weights).sum(axis=1) / profile.mass
     x[:, 1] = bm25 / (profile.mass * (K1 + 1.0))
     x[:, 2] = np.log1p(matched)
@@ -76,7 +79,7 @@ def lexical_matrix(profile: QueryProfile, docs: Sequence[Sequence[str]]) -> Lexi
     if profile.rarest is not None:
         x[:, 5] = has[:, profile.terms.index(profile.rarest)]
     x[:, 6] = specific.sum(axis=1)
-    x[:, 7] = specific.max(axis=1)
+    x[:, 7] = np.where(matched > 0, peak, 0.0)
     return LexicalMatrix(x=x, matched=matched)
 
 
@@ -188,7 +191,8 @@ def band_probabilities(
         cos_gap = np.maximum(0.0, top - cos)
         x = np.column_stack([rank, cos_gap] if mode == "dense" else [rank, gap, cos_gap])
     weights, bias = _gate.fitted_band(mode)
-    relative = np.minimum(1.0, logistic(weights, bias, x) / _gate.band_at_best(weights, bias))
+    raw = logistic(weights, bias, x) / _gate.band_at_best(weights, bias)
+    relative = np.where(np.isnan(raw), 0.0, np.minimum(1.0, raw))  # NaN (a NaN cosine): no standing
     return np.asarray(relative ** constants.BAND_EXPONENTS[mode], dtype=np.float64)
 
 

@@ -195,7 +195,8 @@ def band_features(mode: str, base_logit: float, cosine: float | None, ref: Refer
     if mode == "lexical":
         return (rank, gap)
     top = ref.top_cosines[0] if ref.top_cosines else (cosine or 0.0)
-    cos_gap = max(0.0, top - (cosine if cosine is not None else 0.0))
+    behind = top - (cosine if cosine is not None else 0.0)
+    cos_gap = behind if math.isnan(behind) else max(0.0, behind)  # NaN: no standing (band 0)
     if mode == "dense":  # the base is a function of the cosine: its gap says nothing more
         return (rank, cos_gap)
     return (rank, gap, cos_gap)
@@ -213,5 +214,7 @@ def band_probability(mode: str, features: tuple[float, ...]) -> float:
     behind it (the fitted probability relative to the best's, raised to the mode's exponent)."""
     weights, bias = fitted_band(mode)
     at_best = band_at_best(weights, bias)
-    relative = min(1.0, logistic(weights, bias, features) / at_best)
-    return float(relative ** constants.BAND_EXPONENTS[mode])
+    raw = logistic(weights, bias, features) / at_best
+    if math.isnan(raw):  # a NaN feature (a NaN cosine): no standing, never the band's top
+        return 0.0
+    return float(min(1.0, raw) ** constants.BAND_EXPONENTS[mode])

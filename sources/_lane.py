@@ -36,9 +36,10 @@ T = TypeVar("T")
 
 
 FLUSH_AFTER: Final = 0.001
-"""Seconds a finished read's caller may be left unwoken while the lane runs the reads queued
-behind it: its callers then wake together, once the queue is empty or this long after the
-first of them finished."""
+"""Seconds a finished read's caller may be left unwoken while the lane runs reads of the same
+event loop queued behind it: its callers then wake together, once no read of their loop waits
+or this long after the first of them finished (longer only while the running read holds the
+GIL: up to the interpreter's switch interval, `sys.getswitchinterval()`)."""
 
 
 @attrs.define(eq=False)
@@ -53,6 +54,7 @@ class ReadLane:
     _pid: int = attrs.field(factory=os.getpid, init=False)  # a forked child starts threads of its own
     _closed: bool = attrs.field(default=False, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _finalizer: weakref.finalize[[], ReadLane] | None = attrs.field(default=None, init=False)
 
     async def run(self, fn: Callable[[], T], *, interrupt: Callable[[], None]) -> T:
         """`fn()` in a thread of the lane; on cancellation, a queued call never runs and a
@@ -64,10 +66,11 @@ class ReadLane:
 
         """
         read = _Read(Job(fn), _ThreadWake())
-        self._submit(read)
+        queue = self._submit(read)
         try:
             await read.wake.wait()
         except anyio.get_cancelled_exc_class():
+            queue.discard(read)  # a read never started leaves the queue: it holds no wake back
             await read.job.abandon_and_stop(interrupt)
             raise
         return read.outcome()
@@ -80,16 +83,24 @@ class ReadLane:
         if queue is not None:
             queue.close()
 
-    def _submit(self, read: _Read[T]) -> None:
+    def _submit(self, read: _Read[T]) -> _Queue:
         with self._lock:
             if self._closed:
                 raise BrokerClosedError("the store is closed")
             if self._pid != os.getpid():  # forked: the parent's threads do not exist here
-                self._queue, self._pid = None, os.getpid()
+                self._forget_parents_queue()
             if self._queue is None:
                 self._queue = _Queue(self.threads)
-                weakref.finalize(self, self._queue.close)  # a dropped lane ends its threads
+                self._finalizer = weakref.finalize(self, self._queue.close)  # a dropped lane ends its threads
             self._queue.put(read)
+            return self._queue
+
+    def _forget_parents_queue(self) -> None:
+        """In a forked child: drop the parent's queue without closing it (its lock may have
+        been held at the fork, and its wakes belong to the parent's loops)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._queue, self._finalizer, self._pid = None, None, os.getpid()
 
 
 class _Read(Generic[T]):
@@ -121,10 +132,11 @@ class _Read(Generic[T]):
 class _Queue:
     """The reads of a lane and the threads running them.
 
-    The callers of finished reads are woken together, not one by one: while more reads wait,
-    for at most `FLUSH_AFTER`. A caller's loop thread woken after each read took the GIL back
-    from the lane's thread at every read (eight a turn), and the two threads' hand-offs across
-    cores cost a lexical turn about a fifth of its time at 100k memories.
+    The callers of finished reads are woken together, not one by one: while more reads of
+    their event loop wait, for about `FLUSH_AFTER`. A caller's loop thread woken after each
+    read took the GIL back from the lane's thread at every read (eight a turn), and the two
+    threads' hand-offs across cores cost a lexical turn about a fifth of its time at 100k
+    memories.
     """
 
     def __init__(self, threads: int) -> None:
@@ -144,6 +156,11 @@ class _Queue:
         with self._queued:
             self._reads.append(read)
             self._queued.notify()
+
+    def discard(self, read: _Read[Any]) -> None:
+        """Take a read its caller abandoned out of the queue, if no worker took it yet."""
+        with self._queued, contextlib.suppress(ValueError):
+            self._reads.remove(read)
 
     def close(self) -> None:
         with self._queued:
@@ -168,17 +185,23 @@ class _Queue:
             _wake_all(self._finish(read.wake))
 
     def _finish(self, wake: _ThreadWake) -> list[_ThreadWake]:
-        """Record a finished read; the wakes due now (all, once no read waits or the first
-        finished `FLUSH_AFTER` ago)."""
+        """Record a finished read; the wakes due now: those of loops with no read queued, and
+        all of them once the first held back finished `FLUSH_AFTER` ago."""
         with self._queued:
-            if not self._finished:
-                self._since = time.monotonic()
+            now = time.monotonic()
+            held_before = bool(self._finished)
+            if not held_before:
+                self._since = now
             self._finished.append(wake)
-            if not self._reads or time.monotonic() - self._since >= FLUSH_AFTER:
+            if now - self._since >= FLUSH_AFTER:
                 return self._take()
-            if len(self._finished) == 1:
+            waiting = {read.wake.post for read in self._reads}
+            due = [w for w in self._finished if w.post not in waiting]
+            if due:
+                self._finished = [w for w in self._finished if w.post in waiting]
+            if self._finished and not held_before:
                 self._deferred.notify()  # the flusher times the first wake held back
-            return []
+            return due
 
     def _flush_late(self) -> None:
         """Wake the callers of reads finished `FLUSH_AFTER` ago behind a read still running."""

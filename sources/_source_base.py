@@ -119,7 +119,8 @@ class StoreReader:
             return
         self._embedding[key] = done = anyio.Event()
         try:
-            await anyio.to_thread.run_sync(queries.embed, [task])
+            # A cancelled turn does not wait for the model: the thread only fills the cache.
+            await anyio.to_thread.run_sync(queries.embed, [task], abandon_on_cancel=True)
         finally:
             del self._embedding[key]
             done.set()

@@ -25,7 +25,8 @@ word = st.sampled_from(WORDS)
 text = st.lists(word, max_size=30)
 query = st.lists(word, min_size=1, max_size=12)
 cosine = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
-dfs = st.dictionaries(word, st.integers(min_value=0, max_value=400))
+# Up to past n_docs + the prior (600): a term's IDF is then negative, as when statistics lag.
+dfs = st.dictionaries(word, st.integers(min_value=0, max_value=700))
 pools = st.lists(st.floats(min_value=-14.0, max_value=14.0, allow_nan=False), max_size=8)
 MODES = ["lexical", "dense", "hybrid"]
 
@@ -131,3 +132,52 @@ def test_dense_scores_without_cosines_are_refused() -> None:
     scorer = Scorer(profile=prof, mode="hybrid", reference=Reference(qpp=0.5))
     with pytest.raises(ValueError, match="cosine"):
         scorer.relevances_at([["caroline"]])
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_a_nan_cosine_has_no_standing_in_either_definition(mode: str) -> None:
+    """A NaN cosine (a degenerate vector) gets band 0 over arrays and in the scalar definition alike."""
+    ref = Reference(pool=(2.0, 0.5), top_cosines=(0.9, 0.4))
+    logits = _batch.logits(np.array([0.7, 0.7]))
+    got = _batch.band_probabilities(mode, logits, np.array([math.nan, 0.9]), ref)
+    want = _gate.band_probability(mode, _gate.band_features(mode, float(logits[0]), math.nan, ref))
+    assert float(got[0]) == want == 0.0
+    assert float(got[1]) > 0.0
+
+
+class _AxisEmbedder:
+    """Embeds a text as the unit vector of its length's axis (4 dimensions): no model, known cosines."""
+
+    dim = 4
+    model_id = "axis"
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.embedded.extend(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, len(t) % self.dim] = 1.0
+        return out
+
+
+def test_relevances_given_embed_only_the_texts_without_a_cosine() -> None:
+    """Known cosines are used as given; the others are embedded in one batch and scored on their
+    dot product with the query: the same relevances as `relevances_at` with every cosine."""
+    embedder = _AxisEmbedder()
+    prof = _profile(["caroline", "support", "group"], {"caroline": 3, "group": 40})
+    ref = Reference(qpp=0.8, pool=(2.0, 0.5, -1.0), best_bm25=0.4, best_coverage=0.6, best_cosine=0.9)
+    scorer = Scorer(
+        profile=prof,
+        mode="hybrid",
+        reference=ref,
+        embedder=embedder,
+        query_vector=np.array([0.0, 1.0, 0.0, 0.0], dtype=np.float32),
+    )
+    texts = ["caroline group", "a", "support group b", "lake"]
+    terms = [t.split() for t in texts]
+    got = scorer.relevances_given(terms, texts, [0.9, None, 0.2, None])
+    assert embedder.embedded == ["a", "lake"]
+    assert got == scorer.relevances_at(terms, [0.9, 1.0, 0.2, 0.0])
+    assert got[1].score > 0.0

@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import subprocess
+import sys
 import threading
 import warnings
 
@@ -82,6 +84,8 @@ def test_a_cancelled_queued_read_never_runs_and_the_others_still_answer(backend:
             await anyio.sleep(0.05)
             with anyio.move_on_after(0.05) as scope:
                 await lane.run(lambda: record("cancelled"), interrupt=_noop)
+            assert lane._queue is not None
+            assert not lane._queue._reads  # out of the queue at once: it holds no wake back
             tg.start_soon(run, "third", lambda: record("third"))
             await anyio.sleep(0.05)
             release.set()
@@ -194,6 +198,41 @@ def test_a_forked_child_reads_in_threads_of_its_own() -> None:
     finally:
         lane.close()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+_FORK_WITH_THE_QUEUE_LOCKED = """
+import functools, os, sys, threading, warnings
+import anyio
+from sources._lane import ReadLane
+
+lane = ReadLane(1)
+assert anyio.run(functools.partial(lane.run, lambda: 1, interrupt=lambda: None), backend="trio") == 1
+held, release = threading.Event(), threading.Event()
+
+def hold() -> None:
+    with lane._queue._queued:  # a parent's thread inside the queue's lock at the fork
+        held.set()
+        release.wait()
+
+threading.Thread(target=hold).start()
+held.wait()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    pid = os.fork()
+if pid == 0:  # the child reads, then exits normally: the interpreter's exit runs the finalizers
+    assert anyio.run(functools.partial(lane.run, lambda: 2, interrupt=lambda: None), backend="trio") == 2
+    sys.exit(0)
+release.set()
+_, status = os.waitpid(pid, 0)
+lane.close()
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_exits_although_the_parents_queue_was_locked_at_the_fork() -> None:
+    """The child forgets the parent's queue without closing it: its exit never waits on a lock a parent's thread held."""
+    done = subprocess.run([sys.executable, "-c", _FORK_WITH_THE_QUEUE_LOCKED], timeout=WAIT * 2, check=False)
+    assert done.returncode == 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -8,7 +8,6 @@ import pytest
 
 from broker import MAX_TEXT_CHARS, FieldError, Namespace, ValidationError
 from sources import MAX_TEXT_CHARS as SOURCES_MAX_TEXT_CHARS
-from sources import MemoryStore
 from sources._validate import build, check, choice, collect, id_errors, key_errors
 
 
@@ -26,14 +25,14 @@ def test_a_visible_id_passes(value):
     assert id_errors("id", value) == []
 
 
-def test_the_store_refuses_an_id_with_a_newline_and_writes_nothing(tmp_path):
-    """The write fails as a ValidationError naming the field; the namespace stays empty."""
-    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
-        ns = Namespace(tenant_id="acme")
-        with pytest.raises(ValidationError) as caught:
-            store.add_entry("a note", namespace=ns, id="m1\nforged")
-        assert [(e.field, e.code) for e in caught.value.errors] == [("id", "invisible")]
-        assert store.stats(namespace=ns)["entries"] == 0
+def test_the_store_refuses_an_id_with_a_newline_and_writes_nothing(make_store):
+    """The write fails as a ValidationError naming the field; the namespace stays empty (both engines)."""
+    store = make_store(mode="lexical")
+    ns = Namespace(tenant_id="acme")
+    with pytest.raises(ValidationError) as caught:
+        store.add_entry("a note", namespace=ns, id="m1\nforged")
+    assert [(e.field, e.code) for e in caught.value.errors] == [("id", "invisible")]
+    assert store.stats(namespace=ns)["entries"] == 0
 
 
 def test_the_text_limit_is_defined_once_in_broker():

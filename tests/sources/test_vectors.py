@@ -72,7 +72,7 @@ def test_path_selection_by_size(engine: Engine) -> None:
         assert index.uses_ann(conn, slot)  # the delete cost no rebuild
 
 
-def test_vectors_never_crossnew_namespaces(engine: Engine) -> None:
+def test_vectors_never_cross_namespaces(engine: Engine) -> None:
     """A namespace's search returns only its own rows, even for an exact copy of another's vector."""
     one, two = new_namespaces(engine, 2)
     rng = np.random.default_rng(3)
@@ -163,6 +163,31 @@ def test_replaced_vector_is_the_new_one(engine: Engine) -> None:
     assert hits[0].rowid == 2
     assert hits[0].cosine == pytest.approx(1.0, abs=1e-5)
     assert len(hits) == 5
+
+
+def test_cosines_from_memory_are_those_of_the_stored_vectors(engine: Engine) -> None:
+    """`cosines` of some rows equal the query's dot products with `stored_vectors` of them, after a
+    replace and a delete; a deleted row, a row of another model and an unknown row are absent."""
+    (ns,) = new_namespaces(engine)
+    slot = Slot(ns, FACTS)
+    rng = np.random.default_rng(12)
+    vecs = unit_vectors(rng, 12)
+    _put(engine, ns, list(range(10)), vecs[:10])
+    _put(engine, ns, [10], vecs[10:11], model="another-model")
+    index = _vectors.VectorIndex(model_id=MODEL, dim=DIM)
+    q = vecs[11]
+    _search(engine, index, ns, q, 1)  # the matrix is in memory
+    _put(engine, ns, [3], vecs[11:12])  # replaced after the load
+    with engine.write() as conn:
+        conn.delete_vectors(FACTS, [4])
+    asked = [0, 3, 4, 7, 10, 99]
+    with engine.read() as conn:
+        got = index.cosines(conn, slot, asked, q)
+        stored = conn.stored_vectors(slot, asked, MODEL, DIM)
+    assert set(got) == set(stored) == {0, 3, 7}
+    for rowid, vector in stored.items():
+        assert got[rowid] == pytest.approx(float(vector @ q), abs=1e-6)
+    assert got[3] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_other_model_rows_are_stale_and_ignored(engine: Engine) -> None:
