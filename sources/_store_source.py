@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 PERSONA_TYPES: tuple[str, ...] = ("self", "personality")
 """The memory types of the persona lane."""
 _MAX_LIMIT = 1000  # MemoryStore.MAX_RECALL_LIMIT
+_OWN_SOURCE = frozenset({"memorule", "neuron"})
+"""Entry kinds another source owns (with a rule of its own for when they enter a turn)."""
 
 
 @attrs.define(eq=False)
@@ -60,8 +62,9 @@ class StoreSource(ReaderSource):
             embedder=self._reader.embedder,
         )
         # Memorules surface only through the memorules source, which applies their
-        # `applies_to` visibility to the session context.
-        return best_first((self._candidate(r) for r in recalled if r.memory.kind != "memorule"), limit)
+        # `applies_to` visibility to the session context; neurons only through the neurons
+        # source, when the task holds one of their triggers.
+        return best_first((self._candidate(r) for r in recalled if r.memory.kind not in _OWN_SOURCE), limit)
 
     def _types(self, asked: tuple[str, ...] | None) -> tuple[str, ...] | None:
         """Return the types to query: the lane's, narrowed by the request's if it has any."""

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
     from ._app import App
 
-EXIT_NOT_FOUND = 1
+EXIT_NOT_FOUND = 2
+"""An unknown memorule id is bad input, as for `memorule update` (and every other bad input)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -216,7 +217,7 @@ def update(args: argparse.Namespace, app: App) -> int:
 
 
 def delete(args: argparse.Namespace, app: App) -> int:
-    """Delete a memorule; exit 1 if there is none with that id."""
+    """Delete a memorule; exit 2 if there is none with that id."""
     session, errors = parse_session(args, app)
     if errors:
         raise ValidationError(errors)
@@ -235,7 +236,7 @@ def delete(args: argparse.Namespace, app: App) -> int:
 
 
 def history(args: argparse.Namespace, app: App) -> int:
-    """Print every state of a memorule, oldest first; exit 1 if there is none."""
+    """Print every state of a memorule, oldest first; exit 2 if there is none."""
     states = memorule_history(app.store(), args.id, namespace=app.namespace)
     if not states:
         _not_found(args.id, app)

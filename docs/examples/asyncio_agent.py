@@ -38,8 +38,8 @@ async def main(path: str) -> None:
         for message in ("Can it go out on Friday?", "OK, schedule it for Monday."):
             # A turn: one user message, one assembled context, one model call.
             tasks.append_turn(task_id, "user", message, namespace=NS)
-            ctx = await broker.assemble(
-                Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=8_000)
+            ctx = await broker.assemble(  # the latest user message joins the task in the query
+                Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=8_000, message=message)
             )
             reply = fake_model(ctx.text, message)
             tasks.append_turn(task_id, "assistant", reply, namespace=NS)

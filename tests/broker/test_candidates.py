@@ -140,11 +140,18 @@ def _p99(values: list[float]) -> float:
 
 
 async def _overshoots(broker, turn: Turn, deadline: float, turns: int) -> list[float]:
-    """Seconds past `deadline` each of `turns` turns took, on the real clock."""
+    """Seconds past `deadline` each of `turns` turns took, on the real clock.
+
+    On a host loaded enough that reading the task itself misses the deadline, `assemble` raises
+    TimeoutError (its documented contract): that turn counts with the time it took to raise."""
     out = []
     for _ in range(turns):
         start = time.perf_counter()
-        ctx = await broker.assemble(turn)
+        try:
+            ctx = await broker.assemble(turn)
+        except TimeoutError:
+            out.append(time.perf_counter() - start - deadline)
+            continue
         out.append(time.perf_counter() - start - deadline)
         assert ctx.trace["memory_candidates"] == 3
         assert ctx.trace["sources"][1]["status"] == "timeout"

@@ -7,6 +7,7 @@ import pytest
 from broker import RECALL_MIN_SCORE, ConfigError, Namespace
 from broker.abc import Source, SourceRequest
 from sources import MemoryStore
+from sources._neurons import NeuronWriter
 from sources._source_base import StoreReader
 from sources._store_source import PersonaSource, StoreSource
 
@@ -93,3 +94,19 @@ async def test_the_requests_mode_reaches_the_store(store: MemoryStore) -> None:
     for source in (src, persona):
         with pytest.raises(ConfigError):
             await source.fetch(SourceRequest(task=TASK, namespace=NS, mode="hybrid"))
+
+
+async def test_a_neuron_enters_only_through_its_triggers_never_the_store_source(store: MemoryStore) -> None:
+    """A neuron whose text matches the task is not a `store` candidate: it fires only when the
+    task holds one of its trigger phrases (the neurons source)."""
+    NeuronWriter(store).add_neuron(
+        "Calm breathing before a violin recital settles stage nerves.",
+        namespace=NS,
+        triggers=["integration suite"],
+        id="n-calm",
+    )
+    source, _ = sources(store)
+    found = await source.fetch(SourceRequest(task=TASK, namespace=NS, limit=50))
+    assert "t-self" in {c.entry_id for c in found}
+    assert "n-calm" not in {c.entry_id for c in found}
+    assert "n-calm" in {r.memory.id for r in store.recall(TASK, namespace=NS, limit=50, min_score=0.0)}

@@ -105,8 +105,8 @@ def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
     assert events[1]["written_by_persona"] == "texi"  # from $CONTEXT_BROKER_PERSONA
     assert events[0]["evidence_signal_id"] == "sig-42"
     assert run(db, "memorule", "delete", rid, "--persona", "donna").returncode == 0
-    assert run(db, "memorule", "delete", rid, "--persona", "donna").returncode == 1
-    assert run(db, "memorule", "history", rid).returncode == 1
+    assert run(db, "memorule", "delete", rid, "--persona", "donna").returncode == 2
+    assert run(db, "memorule", "history", rid).returncode == 2
     assert [e["action"] for e in json.loads(run(db, "audit", "--json").stdout)] == [
         "create",
         "update",
@@ -163,9 +163,9 @@ def test_memorule_commands_report_unknown_ids(tmp_path: Path) -> None:
         line.startswith("error: ID: ") and "(not_found)" in line for line in result.stderr.splitlines()
     )
     deleted = run(db, "memorule", "delete", "nope", "--persona", "donna")
-    assert deleted.returncode == 1
+    assert deleted.returncode == 2  # an unknown id is bad input, as for update
     assert deleted.stderr.startswith("error: ID: no memorule 'nope'")
-    assert run(db, "memorule", "history", "nope", "--json").returncode == 1
+    assert run(db, "memorule", "history", "nope", "--json").returncode == 2
 
 
 # -- the remember handler, in-process -------------------------------------------------------
