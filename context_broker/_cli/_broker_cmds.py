@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def demo(args: argparse.Namespace, app: App) -> int:
     """Seed the sample data if the namespace is empty, create the task, assemble, print."""
     if args.message is not None and not args.message.strip():
-        raise UsageError("error: --message: must be a non-empty string")
+        raise UsageError("error: --message: must not be empty (empty)")
     store = app.store()
     namespace = app.namespace
     repo = SqliteTaskRepository.from_store(store)

@@ -84,9 +84,9 @@ def explain(args: argparse.Namespace, app: App) -> int:
     if not math.isfinite(args.deadline_ms) or args.deadline_ms <= 0:
         problems.append("error: --deadline-ms: must be a number of milliseconds > 0")
     if not args.task.strip():
-        problems.append("error: TASK: must be a non-empty string")
+        problems.append("error: TASK: must not be empty (empty)")
     if args.message is not None and not args.message.strip():
-        problems.append("error: --message: must be a non-empty string")
+        problems.append("error: --message: must not be empty (empty)")
     if problems:
         raise UsageError(*problems)
     report = anyio.run(_explain, args, app, backend="trio")

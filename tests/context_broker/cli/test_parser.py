@@ -81,7 +81,7 @@ def test_global_options_after_a_nested_subcommand(tmp_path):
     db = tmp_path / "other.db"
     assert run(tmp_path, "remember", "a note", "--db", str(db)).returncode == 0
     done = run(tmp_path, "memorule", "history", "nope", "--tenant", "t2", "--db", str(db))
-    assert done.returncode == 1
+    assert done.returncode == 2  # not found: bad input
     assert "in t2/default" in done.stderr
     assert not (tmp_path / "p.db").exists()  # the default database was never used
 
@@ -101,6 +101,21 @@ def test_an_empty_task_names_the_task_argument(tmp_path):
     """`demo ""` names the TASK argument, not the repository's `description` field."""
     done = run(tmp_path, "demo", "  ", "--mode", "lexical")
     assert (done.returncode, done.stderr) == (2, "error: TASK: must not be empty (empty)\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (("select", " "), "error: TASK: must not be empty (empty)"),
+        (("explain", " "), "error: TASK: must not be empty (empty)"),
+        (("explain", "a task", "--message", " "), "error: --message: must not be empty (empty)"),
+        (("demo", "a task", "--message", " "), "error: --message: must not be empty (empty)"),
+    ],
+)
+def test_every_command_words_an_empty_task_or_message_alike(tmp_path, argv, line):
+    """`select`, `explain` and `demo` refuse an empty TASK or --message with the same line, exit 2."""
+    done = run(tmp_path, *argv)
+    assert (done.returncode, done.stderr.splitlines()) == (2, [line])
 
 
 def test_field_label_keeps_the_index_and_leaves_unknown_fields():
