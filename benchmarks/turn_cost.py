@@ -35,7 +35,7 @@ from sources._embedder import load_default_embedder
 POOL = 1000  # real embeddings recycled for the stored vectors (as in the latency run)
 
 
-def _store(path: Path, n: int, *, vectors: bool) -> None:
+def build_store(path: Path, n: int, *, vectors: bool) -> None:
     """Build the synthetic store at `path` unless it is there."""
     if path.exists():
         return
@@ -89,7 +89,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     path = Path(args.db) / f"turn-cost-{args.n}-{'vec' if args.mode != 'lexical' else 'lex'}.db"
-    _store(path, args.n, vectors=args.mode != "lexical")
+    build_store(path, args.n, vectors=args.mode != "lexical")
     tasks = [t for t, _ in _synthetic.Generator(seed=11).tasks(args.turns, _synthetic.trivial_tasks())]
     embedder = load_default_embedder() if args.mode != "lexical" else None
     store = MemoryStore.open(path, embedder=embedder, mode=args.mode)
