@@ -1,4 +1,4 @@
-"""The concurrency benchmark measures one turn at a time, then several at once, on a store it builds once."""
+"""benchmarks.concurrency (named apart from tests/sources/postgres/test_concurrency.py): one turn at a time, then several at once, on a store built once."""
 
 from __future__ import annotations
 
