@@ -486,12 +486,7 @@ async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
             lambda: ingest(tmp, gen, embedder, cfg.pool, cfg.single_writes, lines=cfg.ingest_lines)
         )
         out["sizes"] = {}
-        for n in cfg.sizes:
-            log(f"size {n}: lexical + hybrid")
-            out["sizes"][str(n)] = await measure_size(
-                tmp=tmp, n=n, modes=("lexical", "hybrid"), cfg=cfg, embedder=embedder, pool=pool, log=log
-            )
-        for n in cfg.large_sizes:
+        for n in (*cfg.sizes, *cfg.large_sizes):
             log(f"size {n}: lexical + hybrid")
             out["sizes"][str(n)] = await measure_size(
                 tmp=tmp, n=n, modes=("lexical", "hybrid"), cfg=cfg, embedder=embedder, pool=pool, log=log

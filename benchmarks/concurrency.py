@@ -25,7 +25,6 @@ import anyio
 from benchmarks import _latency, _synthetic, turn_cost
 from broker import open_selector
 from sources import MemoryStore
-from sources._embedder import load_default_embedder
 
 
 async def _measure(store: MemoryStore, mode: str, tasks: list[str], concurrency: int) -> list[dict[str, Any]]:
@@ -38,10 +37,8 @@ async def _measure(store: MemoryStore, mode: str, tasks: list[str], concurrency:
 
 def run(*, n: int, mode: str, concurrency: int, turns: int, db: Path) -> list[dict[str, Any]]:
     """Build (or reuse) the store and measure one turn at a time, then `concurrency` at once."""
-    path = db / f"turn-cost-{n}-{'vec' if mode != 'lexical' else 'lex'}.db"
-    turn_cost.build_store(path, n, vectors=mode != "lexical")
-    tasks = [t for t, _ in _synthetic.Generator(seed=11).tasks(turns, _synthetic.trivial_tasks())]
-    store = MemoryStore.open(path, embedder=load_default_embedder() if mode != "lexical" else None, mode=mode)
+    store = turn_cost.open_bench_store(db, n, mode)
+    tasks = turn_cost.bench_tasks(turns)
     try:
         store.warm()  # vectors and graphs load here, never inside a measured turn
         store.recall(tasks[0], namespace=_synthetic.NS, mode=mode, min_score=0.0)

@@ -46,6 +46,18 @@ def build_store(path: Path, n: int, *, vectors: bool) -> None:
     print(f"built {n} in {built.seconds:.1f} s (+{built.vector_seconds:.1f} s vectors)")
 
 
+def open_bench_store(db: Path, n: int, mode: str) -> MemoryStore:
+    """The synthetic store of `n` memories for `mode` kept in `db` (built the first time), open."""
+    path = db / f"turn-cost-{n}-{'vec' if mode != 'lexical' else 'lex'}.db"
+    build_store(path, n, vectors=mode != "lexical")
+    return MemoryStore.open(path, embedder=load_default_embedder() if mode != "lexical" else None, mode=mode)
+
+
+def bench_tasks(turns: int) -> list[str]:
+    """The measured tasks (the same every run): held-aside memories' words and trivial tasks."""
+    return [t for t, _ in _synthetic.Generator(seed=11).tasks(turns, _synthetic.trivial_tasks())]
+
+
 async def _turns(store: MemoryStore, mode: str, tasks: list[str]) -> tuple[list[float], float]:
     async with open_selector(default_sources(store, result_cache=0), mode=mode, deadline=1.0) as sel:
         for task in tasks[:5]:  # warm the path
@@ -88,11 +100,8 @@ def main() -> None:
         "--db", default=os.environ.get("BENCH_TMP", tempfile.gettempdir()), help="where stores are kept"
     )
     args = parser.parse_args()
-    path = Path(args.db) / f"turn-cost-{args.n}-{'vec' if args.mode != 'lexical' else 'lex'}.db"
-    build_store(path, args.n, vectors=args.mode != "lexical")
-    tasks = [t for t, _ in _synthetic.Generator(seed=11).tasks(args.turns, _synthetic.trivial_tasks())]
-    embedder = load_default_embedder() if args.mode != "lexical" else None
-    store = MemoryStore.open(path, embedder=embedder, mode=args.mode)
+    store = open_bench_store(Path(args.db), args.n, args.mode)
+    tasks = bench_tasks(args.turns)
     try:
         ms, cpu = anyio.run(_turns, store, args.mode, tasks, backend="trio")
         again = anyio.run(_repeats, store, args.mode, tasks[:20], args.repeats, backend="trio")

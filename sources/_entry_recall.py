@@ -97,15 +97,12 @@ class _Recall:
             for r in self._lexical_top(types, k):
                 rows.setdefault(int(r[0]), r)
             cosine.update(self._stored_cosines([r for r in rows if r not in cosine]))
-        held = [r for r in cosine if r in rows]
-        rels = scorer.relevances_at([_row_terms(rows[r]) for r in held], [cosine[r] for r in held])
-        out = [(p, rows[r]) for r, p in zip(held, rels, strict=True)]
-        missing = [r for r in rows if r not in cosine]
-        if missing:  # stale or missing vectors: embed the texts now, so the score stays right
-            terms = [_row_terms(rows[r]) for r in missing]
-            fresh = scorer.relevances(terms, [rows[r][6] for r in missing])
-            out += [(p, rows[r]) for r, p in zip(missing, fresh, strict=True)]
-        return out
+        # Rows without a cosine (stale or missing vectors) are embedded now, so the score stays right.
+        order = [r for r in cosine if r in rows] + [r for r in rows if r not in cosine]
+        rels = scorer.relevances_given(
+            [_row_terms(rows[r]) for r in order], [rows[r][6] for r in order], [cosine.get(r) for r in order]
+        )
+        return [(p, rows[r]) for r, p in zip(order, rels, strict=True)]
 
     def _lexical_top(self, types: Sequence[str] | None, k: int) -> list[Any]:
         """The entries' best `k` matches with their columns and analysed bodies: untyped, from

@@ -171,7 +171,7 @@ class _Queue:
             self._deferred.notify_all()
         for read in dropped:
             read.drop()
-            read.wake.set()
+        _wake_all([read.wake for read in dropped])
 
     def _work(self) -> None:
         while True:
@@ -233,10 +233,6 @@ class _ThreadWake:
             )
         except RuntimeError:  # not asyncio: trio
             self.post = trio.lowlevel.current_trio_token().run_sync_soon
-
-    def set(self) -> None:
-        """Set the event from any thread; nothing if the loop has ended."""
-        _wake_all([self])
 
     async def wait(self) -> None:
         await self.event.wait()

@@ -212,14 +212,13 @@ class Matrix:
     def _search_ann(self, query: Vectors, k: int, types: frozenset[str] | None) -> list[Hit]:
         """The graph's top-k, re-scored exactly; a typed search stays exact while its rows are
         few, and when the graph's nearest hold fewer than k of them."""
-        typed = None
-        if types is not None:
-            typed = np.flatnonzero(self.alive[: self.n] & np.isin(self.tags[: self.n], self._allowed(types)))
+        typed, allowed = None, None if types is None else self._allowed(types)
+        if allowed is not None:
+            typed = np.flatnonzero(self.alive[: self.n] & np.isin(self.tags[: self.n], allowed))
             if len(typed) <= self.exact_limit:
                 return self._exact_rows(typed, query, k)
         assert self.ann is not None  # noqa: S101 - the caller checked
         want = min(self.live, k * (_TYPED_OVERFETCH if types is not None else _OVERFETCH))
-        allowed = None if types is None else set(self._allowed(types).tolist())
         hits = self._rescored(np.asarray(self.ann.search(query, want).keys, dtype=np.int64), query, allowed)
         if typed is not None and len(hits) < min(k, len(typed)):
             # The graph's 8k nearest held too few of a type this rare: search its rows exactly.
@@ -230,14 +229,16 @@ class Matrix:
             return self.exact(None).search(query, k)
         return hits[:k]
 
-    def _rescored(self, keys: npt.NDArray[np.int64], query: Vectors, allowed: set[int] | None) -> list[Hit]:
+    def _rescored(
+        self, keys: npt.NDArray[np.int64], query: Vectors, allowed: npt.NDArray[np.int16] | None
+    ) -> list[Hit]:
         """The graph's hits (vector ids) that are live (and of an allowed type), re-scored exactly
         from the stored vectors in one product, best first (ties in the graph's order)."""
         found = np.fromiter(map(self.by_id.get, keys.tolist(), itertools.repeat(-1)), np.int64, len(keys))
         pos = found[found >= 0]
         pos = pos[self.alive[pos]]
         if allowed is not None:
-            pos = pos[np.isin(self.tags[pos], list(allowed))]
+            pos = pos[np.isin(self.tags[pos], allowed)]
         cosines = self.buf[pos] @ query
         order = np.argsort(-cosines, kind="stable")
         return [

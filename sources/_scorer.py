@@ -107,7 +107,7 @@ class Scorer:
         if self.mode != "lexical" and cosines is None:
             msg = "dense and hybrid scores need the text's cosine"
             raise ValueError(msg)
-        cos = None if self.mode == "lexical" or cosines is None else np.asarray(cosines, dtype=np.float64)
+        cos = None if cosines is None or self.mode == "lexical" else np.asarray(cosines, dtype=np.float64)
         ref = self.reference
         lexical = (
             _batch.lexical_matrix(self.profile, terms)
@@ -133,19 +133,12 @@ class Scorer:
         self, text_terms: Sequence[str], text_vector: npt.NDArray[np.float32] | None = None
     ) -> Relevance:
         """`relevance` of a text given its vector (dense modes) rather than its cosine."""
-        return self.relevances_with([text_terms], [text_vector])[0]
-
-    def relevances_with(
-        self, terms: Sequence[Sequence[str]], vectors: Sequence[npt.NDArray[np.float32] | None]
-    ) -> list[Relevance]:
-        """`relevances_at` of texts given their vectors (dense modes) rather than their cosines."""
         if self.mode == "lexical" or self.abstains:
-            return self.relevances_at(terms)
-        query, given = self.query_vector, [v for v in vectors if v is not None]
-        if query is None or len(given) < len(vectors):
+            return self.relevance(text_terms)
+        if text_vector is None or self.query_vector is None:
             msg = "dense and hybrid scores need the text's vector; use score_texts to embed it"
             raise ValueError(msg)
-        return self.relevances_at(terms, [float(np.dot(query, v)) for v in given])
+        return self.relevance(text_terms, float(np.dot(self.query_vector, text_vector)))
 
     def relevances_given(
         self, terms: Sequence[Sequence[str]], texts: Sequence[str], cosines: Sequence[float | None]

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 import attrs
 
 from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
-from sources import _analysis, _validate
+from sources import _validate
 from sources._engine import CORPUS_ENTRIES, Slot
 from sources._entries import Recalled, types_errors
 from sources._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
-from sources._source_base import QueryCache, recall_depth
+from sources._source_base import Batch, QueryCache, recall_depth, score_rows
 from sources._store import MemoryStore
 
 from ._state import Current, current
@@ -220,16 +220,10 @@ class _Probe:
         embedder = self.embedder
         mode = "lexical" if embedder is None else self.mode
         scorer = self.store.scorer_on(self.conn, ns_id, self.query, mode=mode, embedder=embedder)
-        if mode == "lexical" or embedder is None:
-            return scorer.relevances_at([_analysis.terms(c.text) for c in found])
-        vindex, query = self.store.vindex, scorer.query_vector
-        stored = {}
-        if vindex is not None and query is not None:
-            stored = vindex.cosines(self.conn, Slot(home, CORPUS_ENTRIES), [c.rowid for c in found], query)
-        texts = [c.text for c in found]
-        return scorer.relevances_given(
-            [_analysis.terms(t) for t in texts], texts, [stored.get(c.rowid) for c in found]
+        batch = Batch(
+            slot=Slot(home, CORPUS_ENTRIES), rowids=[c.rowid for c in found], texts=[c.text for c in found]
         )
+        return score_rows(scorer, self.conn, batch, self.store.vindex)
 
 
 def recall_memorules_on(store: MemoryStore, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
