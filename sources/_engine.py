@@ -382,8 +382,8 @@ class Reader(Protocol):
         self, slot: Slot, rowids: Sequence[int], model_id: str, dim: int
     ) -> dict[int, npt.NDArray[np.float32]]:
         """The `model_id` vectors (float32, shape (dim,)) of some rows of the slot; rows
-        without one are absent. (Turns read cosines from `VectorIndex.cosines`' matrix in
-        memory; this read of the rows is what the tests hold that matrix to.)"""
+        without one are absent. Turns read cosines from `VectorIndex.cosines`' matrix in
+        memory; this read of the rows is what the tests hold that matrix to."""
 
     # -- upkeep
 
