@@ -11,17 +11,18 @@ these to them on random queries and texts.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import attrs
 import numpy as np
 
 from . import _calibration_constants as constants
 from . import _gate
+from ._doc_terms import IndexedTerms, shared_vocab
 from ._relevance import K1, TIE, B
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import numpy.typing as npt
 
@@ -91,12 +92,33 @@ def _term_counts(
     column = {t: j for j, t in enumerate(terms)}
     n, q = len(docs), len(terms)
     lengths = np.fromiter(map(len, docs), np.int64, n)
+    vocab = shared_vocab(docs)
+    if vocab is not None:  # the texts index's own term ids: no string per token
+        return _id_counts(column, vocab, cast("Sequence[IndexedTerms]", docs), lengths)
     tokens = itertools.chain.from_iterable(docs)
     codes = np.fromiter(map(column.get, tokens, itertools.repeat(-1)), np.int64, int(lengths.sum()))
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
     hit = codes >= 0
     counts = np.bincount(owner[hit] * q + codes[hit], minlength=n * q)
     return counts.reshape(n, q).astype(np.float64), lengths.astype(np.float64)
+
+
+def _id_counts(
+    column: dict[str, int],
+    vocab: Mapping[str, int],
+    docs: Sequence[IndexedTerms],
+    lengths: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """`_term_counts` of texts of one text index, over their term ids."""
+    n = len(docs)
+    flat = np.concatenate([d.ids for d in docs])
+    owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    counts = np.zeros((n, len(column)))
+    for term, j in column.items():
+        word = vocab.get(term)
+        if word is not None:
+            counts[:, j] = np.bincount(owner[flat == word], minlength=n)
+    return counts, lengths.astype(np.float64)
 
 
 def logistic(weights: Sequence[float], bias: float, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -219,28 +219,33 @@ class Matrix:
                 return self._exact_rows(typed, query, k)
         assert self.ann is not None  # noqa: S101 - the caller checked
         want = min(self.live, k * (_TYPED_OVERFETCH if types is not None else _OVERFETCH))
-        hits = self._rescored(np.asarray(self.ann.search(query, want).keys, dtype=np.int64), query, allowed)
-        if typed is not None and len(hits) < min(k, len(typed)):
+        pos = self._kept(np.asarray(self.ann.search(query, want).keys, dtype=np.int64), allowed)
+        if typed is not None and len(pos) < min(k, len(typed)):
             # The graph's 8k nearest held too few of a type this rare: search its rows exactly.
             return self._exact_rows(typed, query, k)
-        if typed is None and len(hits) < min(k, self.live):
+        if typed is None and len(pos) < min(k, self.live):
             # Removed or stale rows took places among the graph's nearest, or removals cut
             # part of the graph off: fewer than k live rows came back, so search exactly.
             return self.exact(None).search(query, k)
-        return hits[:k]
+        return self._rescored(pos, query, k)
 
-    def _rescored(
-        self, keys: npt.NDArray[np.int64], query: Vectors, allowed: npt.NDArray[np.int16] | None
-    ) -> list[Hit]:
-        """The graph's hits (vector ids) that are live (and of an allowed type), re-scored exactly
-        from the stored vectors in one product, best first (ties in the graph's order)."""
+    def _kept(
+        self, keys: npt.NDArray[np.int64], allowed: npt.NDArray[np.int16] | None
+    ) -> npt.NDArray[np.int64]:
+        """The positions of the graph's hits (vector ids) that are live (and of an allowed type),
+        in the graph's order."""
         found = np.fromiter(map(self.by_id.get, keys.tolist(), itertools.repeat(-1)), np.int64, len(keys))
         pos = found[found >= 0]
         pos = pos[self.alive[pos]]
         if allowed is not None:
             pos = pos[np.isin(self.tags[pos], allowed)]
+        return pos
+
+    def _rescored(self, pos: npt.NDArray[np.int64], query: Vectors, k: int) -> list[Hit]:
+        """The best `k` of some positions re-scored exactly from the stored vectors in one
+        product, best first (ties in the graph's order)."""
         cosines = self.buf[pos] @ query
-        order = np.argsort(-cosines, kind="stable")
+        order = np.argsort(-cosines, kind="stable")[:k]
         return [
             Hit(rowid=r, cosine=c)
             for r, c in zip(self.rowids[pos[order]].tolist(), cosines[order].tolist(), strict=True)

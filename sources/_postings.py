@@ -23,13 +23,14 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import attrs
 import numpy as np
 
 from broker.log import get_logger
 
+from ._doc_terms import IndexedTerms
 from ._engine import CORPORA, CORPUS_ENTRIES
 from ._relevance import LexicalHit
 
@@ -131,29 +132,27 @@ class Postings:
 
     def indexed_terms(self, rowid: int) -> tuple[str, ...]:
         """A live document's indexed terms, in order (its analysed body, split)."""
-        return self._slot_terms([self.slot_of[rowid]])[0]
+        return tuple(self._slot_terms([self.slot_of[rowid]])[0])
 
-    def terms_of(self, rowids: Sequence[int]) -> list[tuple[str, ...]]:
-        """`indexed_terms` of many live documents at once."""
+    def terms_of(self, rowids: Sequence[int]) -> list[IndexedTerms]:
+        """`indexed_terms` of many live documents at once, as ids of this index's words."""
         return self._slot_terms([self.slot_of[r] for r in rowids])
 
-    def _slot_terms(self, slots: Sequence[int]) -> list[tuple[str, ...]]:
-        """The terms of document slots: one gather of ids and words per segment they are in."""
+    def _slot_terms(self, slots: Sequence[int]) -> list[IndexedTerms]:
+        """The terms of document slots: views of their segments' ids, with the words."""
         where = np.asarray(slots, dtype=np.int64)
         which = np.searchsorted(self._firsts, where, side="right") - 1
-        out: list[tuple[str, ...]] = [()] * len(where)
+        words, vocab = self._words, self.word_id
+        out: list[IndexedTerms | None] = [None] * len(where)
         for seg_no in np.unique(which).tolist():
             picked = np.flatnonzero(which == seg_no)
             segment = self._segments[seg_no]
             at = where[picked] - segment.first
-            starts = segment.offsets[at]
-            ends = np.cumsum(segment.offsets[at + 1] - starts)
-            lengths = np.diff(ends, prepend=0)
-            flat = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))
-            words = self._words[segment.ids[flat]].tolist()
-            for i, end, length in zip(picked.tolist(), ends.tolist(), lengths.tolist(), strict=True):
-                out[i] = tuple(words[end - length : end])
-        return out
+            ids = segment.ids
+            starts, ends = segment.offsets[at].tolist(), segment.offsets[at + 1].tolist()
+            for i, start, end in zip(picked.tolist(), starts, ends, strict=True):
+                out[i] = IndexedTerms(ids[start:end], words, vocab)
+        return cast("list[IndexedTerms]", out)
 
     def _forward(
         self, vocab: dict[str, int], forwards: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]
@@ -366,7 +365,7 @@ class TextIndex:
 
     def indexed_terms(
         self, conn: Reader, ns_id: int, keys: Sequence[tuple[int, int]]
-    ) -> dict[tuple[int, int], list[str]] | None:
+    ) -> dict[tuple[int, int], Sequence[str]] | None:
         """`Reader.indexed_terms` of some documents (corpus, rowid) from the index, or None
         without a current index."""
         with self._lock:
@@ -375,7 +374,7 @@ class TextIndex:
                 return None
             held = [(key, code) for key in keys if (code := _code(*key)) in index.slot_of]
             terms = index.terms_of([code for _, code in held])
-            return {key: list(found) for (key, _), found in zip(held, terms, strict=True)}
+            return dict(zip((key for key, _ in held), terms, strict=True))
 
     def document_frequencies(self, conn: Reader, ns_id: int, terms: Sequence[str]) -> dict[str, int] | None:
         """The live documents holding each term (those with any), as the engine's term statistics

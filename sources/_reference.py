@@ -35,6 +35,8 @@ from ._offtopic import closeness, lexical_closeness
 from ._relevance import DENSE_MODES, LexicalHit, QueryProfile, Reference
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy.typing as npt
 
     from broker.abc import Embedder
@@ -99,7 +101,7 @@ class _Retrieved:
 
     hits: tuple[tuple[LexicalHit, ...], ...]
     nearest: tuple[tuple[Hit, ...], ...]
-    terms: dict[Key, list[str]]
+    terms: dict[Key, Sequence[str]]
     cosines: dict[Key, float]
     tops: tuple[float, ...] = ()
     mean: float = 0.0
@@ -182,7 +184,7 @@ def lexical_hits(
     )
 
 
-def _lexical_pool(hits: tuple[tuple[LexicalHit, ...], ...]) -> dict[Key, list[str]]:
+def _lexical_pool(hits: tuple[tuple[LexicalHit, ...], ...]) -> dict[Key, Sequence[str]]:
     """The namespace's best FTS matches over every corpus: (corpus, rowid) -> analysed terms.
 
     The best `REFERENCE_DEPTH` of all corpora are among the best `REFERENCE_DEPTH` of each.
@@ -191,7 +193,7 @@ def _lexical_pool(hits: tuple[tuple[LexicalHit, ...], ...]) -> dict[Key, list[st
         ((hit.rank, corpus, hit) for corpus, corpus_hits in enumerate(hits) for hit in corpus_hits),
         key=lambda item: item[0],
     )
-    return {(corpus, hit.rowid): list(hit.terms) for _, corpus, hit in ranked[:REFERENCE_DEPTH]}
+    return {(corpus, hit.rowid): hit.terms for _, corpus, hit in ranked[:REFERENCE_DEPTH]}
 
 
 def _dense_pool(

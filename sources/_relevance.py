@@ -129,11 +129,12 @@ TIE: Final = 1e-5
 @attrs.frozen
 class LexicalHit:
     """One FTS match of a task: the source rowid of its corpus, its BM25 rank (FTS5's,
-    lower is better) and its analysed terms (the indexed body, so no text is re-analysed)."""
+    lower is better) and its analysed terms (the indexed body, so no text is re-analysed:
+    a tuple from the engine, `IndexedTerms` from the in-memory index)."""
 
     rowid: int
     rank: float
-    terms: tuple[str, ...]
+    terms: Sequence[str]
 
 
 @attrs.frozen(kw_only=True)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sources import _batch, _gate
+from sources._doc_terms import IndexedTerms
 from sources._relevance import (
     QueryProfile,
     Reference,
@@ -181,3 +182,21 @@ def test_relevances_given_embed_only_the_texts_without_a_cosine() -> None:
     assert embedder.embedded == ["a", "lake"]
     assert got == scorer.relevances_at(terms, [0.9, 1.0, 0.2, 0.0])
     assert got[1].score > 0.0
+
+
+@settings(max_examples=200)
+@given(terms=query, df=dfs, docs=st.lists(text, max_size=6), unknown=st.booleans())
+def test_texts_of_the_in_memory_index_count_the_same_over_ids(
+    terms: list[str], df: dict[str, int], docs: list[list[str]], unknown: bool
+) -> None:
+    """The matrix of texts given as ids of an index's words equals the one of their strings
+    (a query term the index never saw counts nothing)."""
+    known = WORDS[:-1] if unknown else WORDS  # "c" then has no id: it occurs in no text
+    vocab = {w: i for i, w in enumerate(known)}
+    table = np.array(known, dtype=object)
+    docs = [[t for t in doc if t in vocab] for doc in docs]
+    indexed = [IndexedTerms(np.array([vocab[t] for t in d], dtype=np.int32), table, vocab) for d in docs]
+    prof = _profile(terms, df)
+    by_ids, by_strings = _batch.lexical_matrix(prof, indexed), _batch.lexical_matrix(prof, docs)
+    assert np.array_equal(by_ids.x, by_strings.x)
+    assert np.array_equal(by_ids.matched, by_strings.matched)
