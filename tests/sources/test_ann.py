@@ -9,6 +9,7 @@ stay on `db`: they record a defect of the index above the engine, the same on bo
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -469,3 +470,18 @@ def test_graphs_are_half_precision_and_a_float32_graph_on_disk_is_rebuilt(
     with db.read() as conn:
         hits = index.search(conn, Slot(1, FACTS), vecs[9], 5)
     assert hits[0].cosine == pytest.approx(float(vecs[9] @ vecs[9]), abs=1e-6)
+
+
+def test_a_graph_made_before_the_embedder_loads_does_not_crash_the_process() -> None:
+    """Usearch's extension loaded before onnxruntime kills the process (usearch 2.26,
+    onnxruntime 1.32): the package loads onnxruntime first, so a graph made before the
+    embedder's first use is safe."""
+    code = (
+        "import sys; from sources import _ann, load_default_embedder; _ann.new_graph(8); "
+        "assert 'usearch.index' in sys.modules; load_default_embedder().embed(['a walk']); print('alive')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "alive"
