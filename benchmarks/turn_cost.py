@@ -11,7 +11,9 @@ process's CPU time over the turns (ONNX and BLAS threads included) divided by th
 
 To compare two versions of the code side by side, run this file against each checkout on the
 same store: `PYTHONPATH=/path/to/checkout python benchmarks/turn_cost.py ...` (it only uses
-APIs both have), alternating them.
+APIs both have), alternating them. A fifth of the tasks are trivial ones, read from the dev data
+beside the checkout when it is there (else a built-in few): set `CONTEXT_BROKER_SHARED` to one
+directory so every checkout answers the same tasks.
 """
 
 from __future__ import annotations
