@@ -94,7 +94,7 @@ def _term_counts(
     lengths = np.fromiter(map(len, docs), np.int64, n)
     vocab = shared_vocab(docs)
     if vocab is not None:  # the texts index's own term ids: no string per token
-        return _id_counts(column, vocab, cast("Sequence[IndexedTerms]", docs), lengths)
+        return _id_counts(column, q, vocab, cast("Sequence[IndexedTerms]", docs), lengths)
     tokens = itertools.chain.from_iterable(docs)
     codes = np.fromiter(map(column.get, tokens, itertools.repeat(-1)), np.int64, int(lengths.sum()))
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
@@ -105,6 +105,7 @@ def _term_counts(
 
 def _id_counts(
     column: dict[str, int],
+    q: int,
     vocab: Mapping[str, int],
     docs: Sequence[IndexedTerms],
     lengths: npt.NDArray[np.int64],
@@ -113,7 +114,7 @@ def _id_counts(
     n = len(docs)
     flat = np.concatenate([d.ids for d in docs])
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    counts = np.zeros((n, len(column)))
+    counts = np.zeros((n, q))  # a repeated query term counts in its last column, as below
     for term, j in column.items():
         word = vocab.get(term)
         if word is not None:

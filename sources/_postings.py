@@ -139,7 +139,9 @@ class Postings:
         return self._slot_terms([self.slot_of[r] for r in rowids])
 
     def _slot_terms(self, slots: Sequence[int]) -> list[IndexedTerms]:
-        """The terms of document slots: views of their segments' ids, with the words."""
+        """The terms of document slots, with the words: one gather of ids per segment they are
+        in, each document a view of its gather (so a kept answer holds these ids, never a
+        whole segment's)."""
         where = np.asarray(slots, dtype=np.int64)
         which = np.searchsorted(self._firsts, where, side="right") - 1
         words, vocab = self._words, self.word_id
@@ -148,10 +150,12 @@ class Postings:
             picked = np.flatnonzero(which == seg_no)
             segment = self._segments[seg_no]
             at = where[picked] - segment.first
-            ids = segment.ids
-            starts, ends = segment.offsets[at].tolist(), segment.offsets[at + 1].tolist()
-            for i, start, end in zip(picked.tolist(), starts, ends, strict=True):
-                out[i] = IndexedTerms(ids[start:end], words, vocab)
+            starts = segment.offsets[at]
+            ends = np.cumsum(segment.offsets[at + 1] - starts)
+            lengths = np.diff(ends, prepend=0)
+            ids = segment.ids[np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))]
+            for i, end, length in zip(picked.tolist(), ends.tolist(), lengths.tolist(), strict=True):
+                out[i] = IndexedTerms(ids[end - length : end], words, vocab)
         return cast("list[IndexedTerms]", out)
 
     def _forward(

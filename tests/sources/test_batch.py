@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sources import _batch, _gate
-from sources._doc_terms import IndexedTerms
+from sources._doc_terms import IndexedTerms, shared_vocab
 from sources._relevance import (
     QueryProfile,
     Reference,
@@ -196,7 +196,15 @@ def test_texts_of_the_in_memory_index_count_the_same_over_ids(
     table = np.array(known, dtype=object)
     docs = [[t for t in doc if t in vocab] for doc in docs]
     indexed = [IndexedTerms(np.array([vocab[t] for t in d], dtype=np.int32), table, vocab) for d in docs]
+    assert not indexed or shared_vocab(indexed) is vocab  # the batch takes the id path
     prof = _profile(terms, df)
     by_ids, by_strings = _batch.lexical_matrix(prof, indexed), _batch.lexical_matrix(prof, docs)
     assert np.array_equal(by_ids.x, by_strings.x)
     assert np.array_equal(by_ids.matched, by_strings.matched)
+    # A query's terms repeated (a profile never repeats one, a hand-built query may): the
+    # same counts either way, a repeated term counted in its last column.
+    repeated = [*terms, *terms[:2]]
+    by_ids_counts = _batch._term_counts(repeated, indexed)
+    by_strings_counts = _batch._term_counts(repeated, docs)
+    assert np.array_equal(by_ids_counts[0], by_strings_counts[0])
+    assert np.array_equal(by_ids_counts[1], by_strings_counts[1])
