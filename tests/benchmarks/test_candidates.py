@@ -1,0 +1,32 @@
+"""benchmarks.candidates: every default source's candidates dumped, and two dumps compared."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from benchmarks import candidates
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_a_dump_matches_itself_and_a_changed_score_or_id_is_reported(tmp_path: Path, capsys) -> None:
+    """Two dumps of one store agree (exit 0); a score moved past 1e-12 or a missing row exits 1."""
+    out = tmp_path / "a.json"
+    assert candidates.main(["--out", str(out), "--n", "1500", "--tasks", "12", "--db", str(tmp_path)]) == 0
+    again = tmp_path / "b.json"
+    assert candidates.main(["--out", str(again), "--n", "1500", "--tasks", "12", "--db", str(tmp_path)]) == 0
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    assert len(rows) == 12 * 8  # eight sources a task
+    assert any(row[2] for row in rows)  # some source found something
+    assert candidates.main(["--compare", str(out), str(again)]) == 0
+    moved = [list(r) for r in rows]
+    i = next(i for i, r in enumerate(moved) if r[2])
+    moved[i] = [moved[i][0], moved[i][1], [[moved[i][2][0][0], moved[i][2][0][1] + 1e-9], *moved[i][2][1:]]]
+    changed = tmp_path / "c.json"
+    changed.write_text(json.dumps(moved), encoding="utf-8")
+    assert candidates.main(["--compare", str(out), str(changed)]) == 1
+    changed.write_text(json.dumps(rows[:-1]), encoding="utf-8")
+    assert candidates.main(["--compare", str(out), str(changed)]) == 1
+    assert "rows differ" in capsys.readouterr().out
