@@ -1,4 +1,4 @@
-"""benchmarks.candidates: every default source's candidates dumped, and two dumps compared."""
+"""benchmarks.candidates (named apart from tests/broker/test_candidates.py): every default source's candidates dumped, and two dumps compared."""
 
 from __future__ import annotations
 
