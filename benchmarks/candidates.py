@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -61,6 +61,22 @@ def differences(a: list[list[Any]], b: list[list[Any]]) -> list[tuple[list[Any],
     return out
 
 
+def _read(path: Path) -> list[list[Any]]:
+    """A dump written by `--out`; ValueError saying what is wrong with the file."""
+    try:
+        rows: object = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a dump of this tool (not JSON: {exc})") from exc
+    well_formed = isinstance(rows, list) and all(
+        isinstance(r, list) and len(r) == 3 and isinstance(r[2], list) for r in rows
+    )
+    if not well_formed:
+        raise ValueError(f"{path}: not a dump of this tool (rows of [task, source, candidates])")
+    return cast("list[list[Any]]", rows)
+
+
 def _same(x: list[Any], y: list[Any]) -> bool:
     if x[:2] != y[:2] or len(x[2]) != len(y[2]):
         return False
@@ -72,8 +88,9 @@ def _same(x: list[Any], y: list[Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="write the candidates here")
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two dumps")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--out", type=Path, help="write the candidates here")
+    what.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two dumps")
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--mode", choices=("lexical", "hybrid"), default="lexical")
     parser.add_argument("--tasks", type=int, default=120)
@@ -82,14 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.compare:
-        a, b = (json.loads(p.read_text(encoding="utf-8")) for p in args.compare)
+        try:
+            a, b = (_read(p) for p in args.compare)
+        except ValueError as exc:
+            parser.error(str(exc))
         diff = differences(a, b)
         for row, other in diff[:20]:
             print(f"differs: {row}\n    vs: {other}")
         print(f"{len(a)} rows, {sum(len(r[2]) for r in a)} candidates; {len(diff)} rows differ")
         return 1 if diff else 0
-    if args.out is None:
-        parser.error("--out or --compare is required")
     store = open_bench_store(Path(args.db), args.n, args.mode)
     try:
         rows = anyio.run(dump, store, args.mode, bench_tasks(args.tasks), backend="trio")

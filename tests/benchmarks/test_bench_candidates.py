@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import pytest
+
 from benchmarks import candidates
 
 if TYPE_CHECKING:
@@ -30,3 +32,21 @@ def test_a_dump_matches_itself_and_a_changed_score_or_id_is_reported(tmp_path: P
     changed.write_text(json.dumps(rows[:-1]), encoding="utf-8")
     assert candidates.main(["--compare", str(out), str(changed)]) == 1
     assert "rows differ" in capsys.readouterr().out
+
+
+def test_a_missing_or_foreign_file_is_a_usage_error_not_a_traceback(tmp_path: Path, capsys) -> None:
+    """--compare of a missing file, of a non-JSON file or of other JSON exits 2 with the reason."""
+    good = tmp_path / "good.json"
+    good.write_text("[]", encoding="utf-8")
+    text = tmp_path / "notes.txt"
+    text.write_text("hello", encoding="utf-8")
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}', encoding="utf-8")
+    for bad, reason in ((tmp_path / "absent.json", "cannot read it"), (text, "not JSON"), (other, "rows of")):
+        with pytest.raises(SystemExit) as exited:
+            candidates.main(["--compare", str(good), str(bad)])
+        assert exited.value.code == 2
+        assert reason in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        candidates.main([])  # neither --out nor --compare
+    assert exited.value.code == 2
