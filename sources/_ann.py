@@ -41,11 +41,15 @@ ANN_EXPANSION: Final = 512
 Measured at 10k x 384: recall@10 0.61 at ef 128 and 0.95 at ef 512 on isotropic Gaussian
 vectors (the hard case), 1.0 on clustered ones; see benchmarks/ann_recall.py.
 """
-ANN_DTYPE: Final = "f16"  # ScalarKind.F16, checked on restore
-"""The graph's own copy of the vectors, in half precision: half the memory and about half the
-search time of float32 (77k recycled MiniLM vectors, ef 512: 1.07 vs 2.17 ms a search, the same
-recall@50), since the graph only proposes candidates and every hit is re-scored exactly from
-the stored float32 vector. A graph saved in another precision is rebuilt when restored."""
+ANN_DTYPE: Final = "i8"  # ScalarKind.I8, checked on restore
+"""The graph's own copy of the vectors, quantised to 8 bits (a unit vector's components times
+127): a quarter of float32's memory, and searched with the processor's integer dot products.
+The graph only proposes candidates; every hit is re-scored exactly from the stored float32
+vector. Measured (`usearch` 2.26, 20k real MiniLM embeddings of synthetic memories, 300 task
+queries, 100 asked, 2 cores): the same recall as half precision at every ef (recall@50 0.964
+against 0.962 at ef 512, 0.889 against 0.888 at 256), a search 0.69 against 2.08 ms at ef 512,
+the build 1.8 against 3.0 s. A graph saved in another precision is rebuilt when restored."""
+_QUANTUM: Final = 1 / 127  # the largest gap between a stored component and its 8-bit copy
 _CHECKED: Final = 16  # vectors of a restored graph compared with the stored ones
 SERIAL_BELOW: Final = 20_000
 """Vectors added to a graph one at a time, on one thread, while the graph holds fewer than this.
@@ -138,7 +142,7 @@ def _restored(
     except (ValueError, RuntimeError, OSError) as exc:
         logger.warning("store.vectors.graph_unreadable", path=str(path), error=str(exc))
         return None
-    if graph is None or graph.ndim != dim or graph.dtype != ScalarKind.F16:
+    if graph is None or graph.ndim != dim or graph.dtype != ScalarKind.I8:
         logger.info("store.vectors.graph_rebuilt", path=str(path), reason="another shape or precision")
         return None
     if not _agrees(graph, ids, vectors):
@@ -149,8 +153,8 @@ def _restored(
 
 
 def _agrees(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> bool:
-    """Whether the graph's vectors of a sample of the live ids it holds equal the stored ones
-    (rounded to the graph's precision).
+    """Whether the graph's vectors of a sample of the live ids it holds are the stored ones
+    (each component within the graph's 8-bit step).
 
     A graph holding none of the live ids (another database, or every vector re-embedded)
     does not agree: rebuilding it costs no more than re-adding every vector.
@@ -159,8 +163,8 @@ def _agrees(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.fl
     if len(held) == 0:
         return False
     picked = held[np.linspace(0, len(held) - 1, min(_CHECKED, len(held))).astype(np.int64)]
-    got = np.vstack(graph.get(ids[picked]))
-    return bool(np.array_equal(got, vectors[picked].astype(got.dtype)))
+    got = np.vstack(graph.get(ids[picked])).astype(np.float32) / 127
+    return bool(np.all(np.abs(got - vectors[picked]) <= _QUANTUM))
 
 
 def _catch_up(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> int:

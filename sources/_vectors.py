@@ -53,8 +53,8 @@ EXACT_LIMIT: Final = 5_000
 
 An exact search reads every vector (1.5 KB each at 384 dimensions): measured on 2 cores at 71k
 x 384, 9.2 ms a query against 2.1 ms through a float32 graph (recall@50 0.995 against exact),
-about 3 ms at 25k; a half-precision graph (`sources._ann.ANN_DTYPE`) answers in about 0.7 ms
-at 5k to 10k, so a graph pays off from a few thousand vectors (built once, kept beside the
+about 3 ms at 25k; an 8-bit graph (`sources._ann.ANN_DTYPE`) answers in about 0.3 ms at 6k
+(0.7 at 77k), so a graph pays off from a few thousand vectors (built once, kept beside the
 database)."""
 _SCORES_KEPT: Final = 8  # cosine vectors kept for reuse (400 KB each at 100k rows)
 

@@ -448,24 +448,24 @@ def test_a_graph_that_returns_too_few_live_rows_falls_back_to_exact(monkeypatch:
     assert len(hits) == 20
 
 
-def test_graphs_are_half_precision_and_a_float32_graph_on_disk_is_rebuilt(
+def test_graphs_are_8_bit_and_a_graph_of_another_precision_on_disk_is_rebuilt(
     db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A graph kept by an older version in float32 is rebuilt in half precision; searches stay exact-rescored."""
-    index_type, f16 = usearch_index.Index, usearch_index.ScalarKind.F16
+    """A graph kept by an older version in half precision is rebuilt in 8 bits; searches stay exact-rescored."""
+    index_type, i8 = usearch_index.Index, usearch_index.ScalarKind.I8
     vecs = unit_vectors(np.random.default_rng(11), 60)
     _put(db, 1, list(range(60)), vecs)
     graphs = tmp_path / "v.db.ann"
     _warmed(db, _index(graphs), 1)
     (path,) = graphs.glob("*.usearch")
-    assert index_type.restore(str(path)).dtype == f16
-    old = index_type(ndim=DIM, metric="ip", dtype="f32")
+    assert index_type.restore(str(path)).dtype == i8
+    old = index_type(ndim=DIM, metric="ip", dtype="f16")
     old.add(np.arange(60), vecs)
     old.save(str(path))
     built = _no_builds(monkeypatch)
     index = _warmed(db, _index(graphs), 1)
     assert built == [DIM]
-    assert index_type.restore(str(path)).dtype == f16
+    assert index_type.restore(str(path)).dtype == i8
     assert _top(db, index, 1, vecs[9]) == _exact(db, 1, vecs[9])
     with db.read() as conn:
         hits = index.search(conn, Slot(1, FACTS), vecs[9], 5)
