@@ -201,11 +201,11 @@ def _dense_pool(
 ) -> tuple[tuple[tuple[Hit, ...], ...], tuple[float, ...], float]:
     """Nearest vectors of each corpus (indexed by corpus), the namespace's best cosines, and
     its mean cosine."""
-    hits = tuple(tuple(vindex.search(conn, Slot(ns_id, c), query_vector, REFERENCE_DEPTH)) for c in _CORPORA)
+    found = vindex.nearest(conn, [Slot(ns_id, c) for c in _CORPORA], query_vector, REFERENCE_DEPTH)
+    hits = tuple(part.hits for part in found)
     total, weighted = 0, 0.0
-    for corpus in _CORPORA:
-        n, mean = vindex.background(conn, Slot(ns_id, corpus), query_vector)
-        total, weighted = total + n, weighted + n * mean
+    for part in found:
+        total, weighted = total + part.live, weighted + part.live * part.mean
     cosines = sorted((h.cosine for corpus_hits in hits for h in corpus_hits), reverse=True)
     return hits, tuple(cosines[: _gate.TOP_COSINES]), (weighted / total if total else 0.0)
 

@@ -25,6 +25,7 @@ Rows are only ever matched back to their memories within the same namespace.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
@@ -37,9 +38,10 @@ from broker.log import get_logger
 from . import _ann
 from ._engine import Slot
 from ._matrix import Hit, Matrix, Vectors, from_blobs, to_blob
+from ._together import run_together
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from pathlib import Path
 
     from broker.abc import Embedder
@@ -74,6 +76,18 @@ def embed_and_store_vectors(
 
 
 # -- the in-memory index ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class Nearest:
+    """One corpus's part of a dense retrieval (`VectorIndex.nearest`)."""
+
+    hits: tuple[Hit, ...]
+    """The k rows closest to the query, best first."""
+    live: int
+    """The corpus's live rows."""
+    mean: float
+    """The query's mean cosine over them (`VectorIndex.background`)."""
 
 
 @attrs.define(eq=False)
@@ -111,16 +125,51 @@ class VectorIndex:
             matrix = self._fresh(conn, slot.ns_id, slot.corpus)
             if matrix.ann is not None or matrix.live == 0 or k <= 0:
                 return matrix.search(q, k, typed)
-            snapshot = matrix.exact(typed)
-            key = (slot.ns_id, slot.corpus, matrix.generation, matrix.n, q.tobytes())
-            scores = self._scores.get(key)
-        if scores is None:
-            scores = snapshot.buf @ q  # outside the lock: numpy releases the GIL
-            with self._lock:
-                self._scores[key] = scores
-                while len(self._scores) > _SCORES_KEPT:
-                    self._scores.popitem(last=False)
-        return snapshot.search(q, k, scores)
+            exact = self._exact(slot, matrix, q, k, typed)
+        return exact()
+
+    def nearest(self, conn: Reader, slots: Sequence[Slot], query: Vectors, k: int) -> list[Nearest]:
+        """`search` (untyped) and `background` of several corpora for one query, each matrix
+        caught up once: the searches through graphs run at the same time (usearch releases
+        the GIL; `sources._together`), the index locked meanwhile."""
+        q = np.asarray(query, dtype=np.float32)
+        with self._lock:
+            matrices = [self._fresh(conn, s.ns_id, s.corpus) for s in slots]
+            graphs = [i for i, m in enumerate(matrices) if m.ann is not None and m.live > 0 and k > 0]
+            calls = [functools.partial(matrices[i].search, q, k, None) for i in graphs]
+            searched = dict(zip(graphs, run_together(calls), strict=True))
+            exact = {
+                i: self._exact(slot, matrix, q, k, None)
+                for i, (slot, matrix) in enumerate(zip(slots, matrices, strict=True))
+                if i not in searched
+            }
+            backgrounds = [(m.live, m.mean_cosine(q)) for m in matrices]
+        hits = [searched[i] if i in searched else exact[i]() for i in range(len(slots))]
+        return [Nearest(tuple(h), live, mean) for h, (live, mean) in zip(hits, backgrounds, strict=True)]
+
+    def _exact(
+        self, slot: Slot, matrix: Matrix, q: Vectors, k: int, typed: frozenset[str] | None
+    ) -> Callable[[], list[Hit]]:
+        """An exact search of a caught-up matrix (taken under the lock, run outside it): a
+        snapshot of its rows, and the query's cosines with them kept for the next search of the
+        same rows and query (the sources of a turn, typed or not)."""
+        if matrix.live == 0 or k <= 0:
+            return list
+        snapshot = matrix.exact(typed)
+        key = (slot.ns_id, slot.corpus, matrix.generation, matrix.n, q.tobytes())
+        kept = self._scores.get(key)
+
+        def run() -> list[Hit]:
+            scores = kept
+            if scores is None:
+                scores = snapshot.buf @ q  # outside the lock: numpy releases the GIL
+                with self._lock:
+                    self._scores[key] = scores
+                    while len(self._scores) > _SCORES_KEPT:
+                        self._scores.popitem(last=False)
+            return snapshot.search(q, k, scores)
+
+        return run
 
     def cosines(self, conn: Reader, slot: Slot, rowids: Sequence[int], query: Vectors) -> dict[int, float]:
         """The query's cosines with the stored vectors of some rows of one namespace and
@@ -211,6 +260,7 @@ class VectorIndex:
 __all__ = [
     "EXACT_LIMIT",
     "Hit",
+    "Nearest",
     "Slot",
     "VectorIndex",
     "Vectors",

@@ -485,3 +485,26 @@ def test_a_graph_made_before_the_embedder_loads_does_not_crash_the_process() -> 
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "alive"
+
+
+def test_nearest_answers_what_search_and_background_answer_for_each_corpus(db: SqliteEngine) -> None:
+    """One call over corpora searched through graphs (at the same time) and exactly, with an
+    empty one: each corpus's hits, live rows and mean cosine are those of `search` and `background`."""
+    rng = np.random.default_rng(21)
+    big, other, small = unit_vectors(rng, 90), unit_vectors(rng, 60), unit_vectors(rng, 8)
+    with db.write() as conn:
+        conn.store_vectors(Slot(1, FACTS), list(range(90)), big, MODEL)
+        conn.store_vectors(Slot(1, 2), list(range(60)), other, MODEL)
+        conn.store_vectors(Slot(1, 0), list(range(8)), small, MODEL)
+    index = _index(None)
+    slots = [Slot(1, 0), Slot(1, FACTS), Slot(1, 2), Slot(1, 3)]
+    with db.read() as conn:
+        for slot in slots:
+            index.warm(conn, slot)
+        assert [index.uses_ann(conn, s) for s in slots] == [False, True, True, False]
+        for q in (big[4], other[7], small[2]):
+            found = index.nearest(conn, slots, q, 6)
+            assert [list(part.hits) for part in found] == [index.search(conn, s, q, 6) for s in slots]
+            assert [(part.live, part.mean) for part in found] == [index.background(conn, s, q) for s in slots]
+            assert [h.rowid for h in found[1].hits] == _exact(db, 1, q, 6)
+            assert [len(part.hits) for part in found] == [6, 6, 6, 0]
