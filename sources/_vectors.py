@@ -25,7 +25,6 @@ Rows are only ever matched back to their memories within the same namespace.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
@@ -37,8 +36,7 @@ from broker.log import get_logger
 
 from . import _ann
 from ._engine import Slot
-from ._matrix import Hit, Matrix, Vectors, from_blobs, to_blob
-from ._together import run_together
+from ._matrix import Hit, Matrix, Vectors, dot, from_blobs, to_blob
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -50,14 +48,19 @@ if TYPE_CHECKING:
 
 logger = get_logger(__name__)
 
-EXACT_LIMIT: Final = 5_000
+EXACT_LIMIT: Final = 20_000
 """Live vectors per (namespace, corpus) searched exactly; an HNSW graph is used above it.
 
-An exact search reads every vector (1.5 KB each at 384 dimensions): measured on 2 cores at 71k
-x 384, 9.2 ms a query against 2.1 ms through a float32 graph (recall@50 0.995 against exact),
-about 3 ms at 25k; an 8-bit graph (`sources._ann.ANN_DTYPE`) answers in about 0.3 ms at 6k
-(0.7 at 77k), so a graph pays off from a few thousand vectors (built once, kept beside the
-database)."""
+An exact search reads every vector (1.5 KB each at 384 dimensions) in one pass the processor
+prefetches; a graph search at ef 512 jumps between a few thousand of them. Inside a turn the
+graph is cold in the cache (the task's embedding has just streamed the model's weights through
+it), so each jump waits on memory. Measured in hybrid turns at 100k (`benchmarks.turn_cost`, 2
+cores; corpora of 77k, 15k and 6k vectors): a graph search took 1.05 ms at 6k and 1.38 ms at 15k
+(1.7 ms at 77k), an exact search of both 1.9 ms (1.4 of it the product, at the memory's
+bandwidth); the turn as a whole, alternated six times with a limit of 5,000, p50 17.4 against
+17.6 ms and 16.5 against 16.7 ms of CPU (means; the exact pass streams its rows through the
+cache the rest of the turn reads from). Below the limit nothing is approximate, and no graph is
+built or kept."""
 _SCORES_KEPT: Final = 8  # cosine vectors kept for reuse (400 KB each at 100k rows)
 
 
@@ -130,21 +133,26 @@ class VectorIndex:
 
     def nearest(self, conn: Reader, slots: Sequence[Slot], query: Vectors, k: int) -> list[Nearest]:
         """`search` (untyped) and `background` of several corpora for one query, each matrix
-        caught up once: the searches through graphs run at the same time (usearch releases
-        the GIL; `sources._together`), the index locked meanwhile."""
+        caught up once.
+
+        The searches run one after another on the caller's thread. Running the graph searches
+        at the same time on helper threads was measured and dropped: in a turn the graphs are
+        cold in the cache (the task's embedding streams the model's weights through it just
+        before), so each search waits on memory, and three searches on two cores cost more
+        CPU for no shorter turn (100k hybrid, `benchmarks.turn_cost`, alternated: 15.8 and
+        14.4 ms of CPU a turn one after another against 17.7 and 15.8 at the same time, p50
+        16.8/15.2 against 16.9/15.4 ms)."""
         q = np.asarray(query, dtype=np.float32)
         with self._lock:
             matrices = [self._fresh(conn, s.ns_id, s.corpus) for s in slots]
-            graphs = [i for i, m in enumerate(matrices) if m.ann is not None and m.live > 0 and k > 0]
-            calls = [functools.partial(matrices[i].search, q, k, None) for i in graphs]
-            searched = dict(zip(graphs, run_together(calls), strict=True))
+            graphs = {i: m.search(q, k, None) for i, m in enumerate(matrices) if m.ann is not None}
             exact = {
                 i: self._exact(slot, matrix, q, k, None)
                 for i, (slot, matrix) in enumerate(zip(slots, matrices, strict=True))
-                if i not in searched
+                if i not in graphs
             }
             backgrounds = [(m.live, m.mean_cosine(q)) for m in matrices]
-        hits = [searched[i] if i in searched else exact[i]() for i in range(len(slots))]
+        hits = [graphs[i] if i in graphs else exact[i]() for i in range(len(slots))]
         return [Nearest(tuple(h), live, mean) for h, (live, mean) in zip(hits, backgrounds, strict=True)]
 
     def _exact(
@@ -162,7 +170,7 @@ class VectorIndex:
         def run() -> list[Hit]:
             scores = kept
             if scores is None:
-                scores = snapshot.buf @ q  # outside the lock: numpy releases the GIL
+                scores = dot(snapshot.buf, q)  # outside the lock
                 with self._lock:
                     self._scores[key] = scores
                     while len(self._scores) > _SCORES_KEPT:

@@ -20,7 +20,7 @@ import pytest
 from vector_kit import DIM, FACTS, MODEL, new_namespaces, unit_vectors
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _ann, _vectors
+from sources import MemoryStore, NewEntry, _ann, _matrix, _vectors
 from sources._matrix import Matrix, Row
 from sources._sqlite import SqliteEngine
 from sources._vectors import Slot
@@ -379,6 +379,39 @@ def test_a_typed_search_of_a_graph_finds_k_rows_when_the_type_has_k() -> None:
     assert [h.rowid for h in hits] == [h.rowid for h in exact]
 
 
+def test_a_typed_search_stays_exact_only_while_its_rows_are_within_the_typed_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The exact limit of a matrix may be large (20,000): a typed search of a matrix with a
+    graph gathers its typed rows only up to `TYPED_EXACT_LIMIT` of them, then asks the graph
+    (gathering 20,000 vectors costs more than the search)."""
+    rng = np.random.default_rng(15)
+    vecs = unit_vectors(rng, 120)
+    rows: list[Row] = [
+        (i + 1, i, MODEL, _vectors.to_blob(v), "persona" if i % 4 == 0 else "episodic")
+        for i, v in enumerate(vecs)
+    ]
+    monkeypatch.setattr(_matrix, "TYPED_EXACT_LIMIT", 10)
+    matrix = Matrix(dim=DIM, exact_limit=100)  # 30 typed rows: within the matrix's limit, not the typed one
+    matrix.append(rows, MODEL)
+    matrix.ensure_graph()
+    assert matrix.ann is not None
+    gathered: list[int] = []
+    exact_rows = Matrix._exact_rows
+    monkeypatch.setattr(
+        Matrix,
+        "_exact_rows",
+        lambda self, pos, q, k: gathered.append(len(pos)) or exact_rows(self, pos, q, k),
+    )
+    typed = frozenset({"persona"})
+    hits = matrix.search(vecs[4], 5, typed)
+    assert gathered == []  # the graph answered
+    assert [h.rowid for h in hits] == [h.rowid for h in matrix.exact(typed).search(vecs[4], 5)]
+    monkeypatch.setattr(_matrix, "TYPED_EXACT_LIMIT", 30)
+    matrix.search(vecs[4], 5, typed)
+    assert gathered == [30]  # within both limits: the typed rows, exactly
+
+
 def test_a_restored_graph_drops_the_rows_another_model_rewrote(
     db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -488,7 +521,7 @@ def test_a_graph_made_before_the_embedder_loads_does_not_crash_the_process() -> 
 
 
 def test_nearest_answers_what_search_and_background_answer_for_each_corpus(db: SqliteEngine) -> None:
-    """One call over corpora searched through graphs (at the same time) and exactly, with an
+    """One call over corpora searched through graphs and exactly, with an
     empty one: each corpus's hits, live rows and mean cosine are those of `search` and `background`."""
     rng = np.random.default_rng(21)
     big, other, small = unit_vectors(rng, 90), unit_vectors(rng, 60), unit_vectors(rng, 8)
