@@ -43,7 +43,8 @@ INCLUDES: Final = {
     ),
     "ours-recall-hybrid": (
         "`MemoryStore.recall`, limit 10, hybrid: entries only, MiniLM embedding inside, exact BM25 and "
-        "cosine search through the HNSW graph (approximate, hits re-scored exactly), calibrated floor"
+        "cosine search of the stored vectors (an HNSW graph, approximate, above 20,000 vectors a corpus, exact "
+        "below; every hit re-scored exactly), calibrated floor"
     ),
     "minilm": "one query embedding: our int8 MiniLM on onnxruntime (`embed([task])`)",
     "bm25s": (

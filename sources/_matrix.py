@@ -295,7 +295,7 @@ class Exact:
     def search(self, query: Vectors, k: int, scores: Vectors | None = None) -> list[Hit]:
         """Top-k rows by cosine among the live (and allowed) ones.
 
-        `scores` are `buf @ query` when the caller already has them (never modified here).
+        `scores` are `dot(buf, query)` when the caller already has them (never modified here).
         """
         n = len(self.rowids)
         if scores is None:
