@@ -410,6 +410,13 @@ def test_a_typed_search_stays_exact_only_while_its_rows_are_within_the_typed_lim
     monkeypatch.setattr(_matrix, "TYPED_EXACT_LIMIT", 30)
     matrix.search(vecs[4], 5, typed)
     assert gathered == [30]  # within both limits: the typed rows, exactly
+    monkeypatch.setattr(_matrix, "TYPED_EXACT_LIMIT", 1000)
+    small = Matrix(dim=DIM, exact_limit=20)  # 30 typed rows: within the typed limit, not the matrix's
+    small.append(rows, MODEL)
+    small.ensure_graph()
+    gathered.clear()
+    small.search(vecs[4], 5, typed)
+    assert gathered == []  # above the matrix's own limit: the graph answered
 
 
 def test_a_restored_graph_drops_the_rows_another_model_rewrote(
