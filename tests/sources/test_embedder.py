@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import shutil
 from importlib.resources import files
 from typing import TYPE_CHECKING
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from broker._exceptions import ConfigError
-from sources._embedder import MiniLMEmbedder, load_default_embedder
+from sources._embedder import DEFAULT_COMPUTE, MiniLMEmbedder, load_default_embedder
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -80,3 +81,34 @@ def test_tampered_model_is_rejected(tmp_path: Path) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
     with pytest.raises(ConfigError, match="sha256"):
         MiniLMEmbedder.load(model_path=tampered)
+
+
+def test_int8_and_float32_compute_agree(embedder: MiniLMEmbedder) -> None:
+    """The int8 path's vectors stay within cosine 0.99 of the float32 path's, and rank alike."""
+    texts = [
+        "a dog runs in the park",
+        "a puppy playing outside",
+        "quarterly tax filing deadline",
+        "my sister's wedding is in June in Lisbon",
+        "what time is it",
+        "",
+    ]
+    floats = MiniLMEmbedder.load(compute="float32")
+    int8 = MiniLMEmbedder.load(compute="int8")
+    assert (floats.compute, int8.compute) == ("float32", "int8")
+    assert int8.model_id == floats.model_id == embedder.model_id
+    a, b = int8.embed(texts), floats.embed(texts)
+    assert float(np.min(np.sum(a * b, axis=1))) >= 0.99
+    np.testing.assert_array_equal(np.argsort(-(a @ a[0]))[:3], np.argsort(-(b @ b[0]))[:3])
+
+
+def test_default_compute_is_int8_on_x86_64() -> None:
+    """On x86-64 the default embedder runs on the int8 weights; elsewhere on float32."""
+    expected = "int8" if platform.machine().lower() in ("x86_64", "amd64") else "float32"
+    assert DEFAULT_COMPUTE == expected == load_default_embedder().compute
+
+
+def test_unknown_compute_is_a_config_error() -> None:
+    """A compute other than int8 or float32 is refused with ConfigError."""
+    with pytest.raises(ConfigError, match="compute must be"):
+        MiniLMEmbedder.load(compute="float16")  # type: ignore[arg-type]

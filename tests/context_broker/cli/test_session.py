@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 FRIDAY = "Can we deploy to production on Friday afternoon?"
 OBSERVED = "Never deploy to production on a Friday afternoon; wait for Monday."
-ASSERTED = "Deploy to production on a Friday afternoon only with a second approver."
+ASSERTED = "We can deploy to production on a Friday afternoon when a second approver agrees."
 RELEASE = "Prepare the Lighthouse release checklist and the release notes"
 SLACK = ("--deadline-ms", "5000")
 """These tests check what is selected, not the deadline: a loaded CI machine must not cut a source."""
