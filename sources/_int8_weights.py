@@ -8,12 +8,12 @@ about the operator's default zero point of 128) that reads the weights as 8-bit 
 computes in int8 (`accuracy_level` 4: each token's activations quantized per block of
 `BLOCK_SIZE` along the inner dimension).
 
-Measured on 2 cores (x86-64, AVX-512 VNNI), one 16-token query: the matrix products 3.4 ms
-against 4.9 as float32, a hybrid turn at 100k memories 2-3 ms of CPU less; over the dev
-conversations the vectors keep cosine >= 0.997 with the float32 path's, top-10 neighbours agree
-0.97, and the judged relevance figures are unchanged (CHANGELOG, session 12). With
-`accuracy_level` 0 the rewritten graph gives the float32 path's vectors to 1e-6 (tested): the
-mapping is exact, the only approximation is the activations' quantization.
+Measured on 2 cores (x86-64, AVX-512 VNNI; `python -m benchmarks.embedder_compute`): one query
+p50 3.52 against 5.45 ms through float32; over the dev conversations the vectors keep cosine
+>= 0.998 with the float32 path's and top-10 neighbours agree 0.97; a hybrid turn at 100k
+memories costs about 1.2 ms less (CHANGELOG, session 12), and the judged relevance figures are
+unchanged. With `accuracy_level` 0 the rewritten graph gives the float32 path's outputs to 1e-5
+(tested): the mapping is exact, the only approximation is the activations' quantization.
 """
 
 from __future__ import annotations
