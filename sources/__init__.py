@@ -12,6 +12,9 @@ from ._consolidated import KnowledgeWriter as KnowledgeWriter
 from ._defaults import DEFAULT_SOURCES as DEFAULT_SOURCES
 from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
+from ._embedder import COMPUTE_ENV as COMPUTE_ENV
+from ._embedder import DEFAULT_COMPUTE as DEFAULT_COMPUTE
+from ._embedder import Compute as Compute
 from ._embedder import MiniLMEmbedder as MiniLMEmbedder
 from ._embedder import load_default_embedder as load_default_embedder
 from ._engine import Engine as Engine
@@ -63,7 +66,9 @@ from ._vectors import embed_and_store_vectors as embed_and_store_vectors
 add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 
 __all__ = [
+    "COMPUTE_ENV",
     "CONFIDENCE_LEVELS",
+    "DEFAULT_COMPUTE",
     "DEFAULT_SOURCES",
     "KINDS",
     "MAX_RECALL_LIMIT",
@@ -73,6 +78,7 @@ __all__ = [
     "SOURCE_TYPES",
     "AbstractionSource",
     "AuditEvent",
+    "Compute",
     "ConsolidatedSource",
     "Engine",
     "FactWriter",

