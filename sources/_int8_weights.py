@@ -147,22 +147,20 @@ def _prune(graph: onnx.GraphProto, touched: set[str]) -> None:
     """Drop the rewritten projections' casts and products (`touched` outputs) that nothing uses
     any more, nor a graph output, then their int8 initializers (`touched` names) likewise."""
     while True:
-        used = {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
-        dead = [
-            node
-            for node in graph.node
-            if node.output[0] in touched and not any(out in used for out in node.output)
-        ]
-        if not dead:
+        used = _used(graph)
+        kept = [node for node in graph.node if node.output[0] not in touched or set(node.output) & used]
+        if len(kept) == len(graph.node):
             break
-        gone = {id(node) for node in dead}
-        kept = [node for node in graph.node if id(node) not in gone]
         del graph.node[:]
         graph.node.extend(kept)
-    used = {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
     inits = [init for init in graph.initializer if init.name in used or init.name not in touched]
     del graph.initializer[:]
     graph.initializer.extend(inits)
+
+
+def _used(graph: onnx.GraphProto) -> set[str]:
+    """The names the graph's nodes read or it outputs."""
+    return {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
 
 
 def _int8_weight(

@@ -44,9 +44,7 @@ def _unpack(packed: np.ndarray, scales: np.ndarray) -> np.ndarray:
 
 
 def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    out: np.ndarray = session.run(None, {"x": x})[0]
-    return out
+    return _run_all(model, x)[0]
 
 
 def _projection(k: int = 128, n: int = 24) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
