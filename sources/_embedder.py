@@ -88,12 +88,14 @@ def _read_verified(path: Path) -> bytes:
 
 def _resolve(compute: str | None) -> Compute:
     """The compute asked for, else the environment's, else `DEFAULT_COMPUTE`; ConfigError if bad."""
+    from_env = compute is None and bool(os.environ.get(COMPUTE_ENV))
     chosen = compute if compute is not None else os.environ.get(COMPUTE_ENV) or DEFAULT_COMPUTE
     if chosen == "int8":
         return "int8"
     if chosen == "float32":
         return "float32"
-    msg = f"compute must be 'int8' or 'float32', not {chosen!r}"
+    where = f" (from the environment variable {COMPUTE_ENV})" if from_env else ""
+    msg = f"compute must be 'int8' or 'float32', not {chosen!r}{where}"
     raise ConfigError(msg)
 
 
