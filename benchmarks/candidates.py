@@ -8,7 +8,7 @@ must leave them as they were.
 The first form asks each of the eight default sources (`sources.default_sources`, no answer
 kept across asks) for each of `benchmarks.turn_cost`'s tasks on its synthetic store, and writes
 [task, source, [[entry id, score], ...]] rows. Run it against two checkouts (`PYTHONPATH=...`,
-the same `--db` and `CONTEXT_BROKER_SHARED`, so both answer the same tasks on the same store),
+from outside both, as `-m` puts the current directory ahead of `PYTHONPATH`; the same `--db` and `CONTEXT_BROKER_SHARED`, so both answer the same tasks on the same store),
 then compare: it prints the rows that differ and exits 1 if any does (scores compared to 1e-12).
 """
 

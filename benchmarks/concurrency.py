@@ -8,8 +8,10 @@ default deadline and turn limiter, breakers off, no answers kept across turns) o
 `turn_cost`'s store (built once into `--db` and reused), one turn at a time first, then
 `--concurrency` turns in flight. On a shared machine these figures move between runs: to
 compare two versions of the code, run this against each checkout on the same store
-(`PYTHONPATH=/path/to/checkout python -m benchmarks.concurrency ...`), alternating them, with
-`CONTEXT_BROKER_SHARED` set so they answer the same tasks (`benchmarks.turn_cost`).
+(`cd /tmp && PYTHONPATH=/path/to/checkout python -m benchmarks.concurrency ...`), alternating
+them, with `CONTEXT_BROKER_SHARED` set so they answer the same tasks (`benchmarks.turn_cost`).
+Run it from outside every checkout: `python -m` puts the current directory first on the path,
+ahead of `PYTHONPATH`, so from inside one that checkout's code runs whatever `PYTHONPATH` says.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ answers across turns (every turn does the full work), and runs the tasks one aft
 under a 1 s deadline (so no source is cut and every turn is measured whole). CPU a turn is the
 process's CPU time over the turns (ONNX and BLAS threads included) divided by the turns.
 
-To compare two versions of the code side by side, run this file against each checkout on the
-same store: `PYTHONPATH=/path/to/checkout python benchmarks/turn_cost.py ...` (it only uses
-APIs both have), alternating them. A fifth of the tasks are trivial ones, read from the dev data
+To compare two versions of the code side by side, run this against each checkout on the same
+store, alternating them: `cd /tmp && PYTHONPATH=/path/to/checkout python -m
+benchmarks.turn_cost ...` (it only uses APIs both have). Run it from outside every checkout:
+`python -m` puts the current directory first on the path, ahead of `PYTHONPATH`. A fifth of the tasks are trivial ones, read from the dev data
 beside the checkout when it is there (else a built-in few): set `CONTEXT_BROKER_SHARED` to one
 directory so every checkout answers the same tasks.
 """

@@ -2,11 +2,12 @@
 
 Vectors never cross namespaces: every in-memory matrix holds one (namespace, corpus).
 
-Search is exact (one numpy matrix product, memory-bound: about 0.13 us a vector of 384 on
-this kind of machine) up to `EXACT_LIMIT` vectors, and through an HNSW graph (`usearch`, an
-optional dependency imported only above the limit) beyond it, whose hits are re-scored
-exactly; see benchmarks/ann_recall.py for its recall against exact search. A typed search of
-such a matrix stays exact over the typed rows while they are few. The graph is built (or
+Search is exact up to `EXACT_LIMIT` vectors: every row ranked by its 8-bit copy's product with
+the query (one integer product, memory-bound, a quarter of float32's bytes: `_matrix.Exact`),
+the best twice k re-scored from the float32 rows. Beyond the limit it goes through an HNSW
+graph (`usearch`, imported only above the limit), whose hits are re-scored exactly; see
+benchmarks/ann_recall.py for its recall against exact search. A typed search of such a matrix
+stays exact over the typed rows while they are few. The graph is built (or
 restored from beside the database and brought up to date, `sources._ann`) when the matrix is
 warmed above the limit (`MemoryStore.warm`, which the sources call when they open), never
 inside a search: a matrix first loaded by a search (a namespace not warmed, after `reindex`,
@@ -36,7 +37,7 @@ from broker.log import get_logger
 
 from . import _ann
 from ._engine import Slot
-from ._matrix import Hit, Matrix, Vectors, dot, from_blobs, to_blob
+from ._matrix import Hit, Matrix, Vectors, from_blobs, to_blob
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -170,7 +171,7 @@ class VectorIndex:
         def run() -> list[Hit]:
             scores = kept
             if scores is None:
-                scores = dot(snapshot.buf, q)  # outside the lock
+                scores = snapshot.approx(q)  # outside the lock
                 with self._lock:
                     self._scores[key] = scores
                     while len(self._scores) > _SCORES_KEPT:
