@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -42,14 +43,15 @@ def _exact(buf: npt.NDArray[np.float32]) -> Exact:
 def _float32_top(buf: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int) -> list[int]:
     scores = dot(buf, q)
     top = np.argpartition(-scores, k - 1)[:k]
-    return top[np.argsort(-scores[top], kind="stable")].tolist()
+    ranked: list[int] = top[np.argsort(-scores[top], kind="stable")].tolist()
+    return ranked
 
 
-def _ms(search: object, queries: npt.NDArray[np.float32]) -> list[float]:
+def _ms(search: Callable[[npt.NDArray[np.float32]], object], queries: npt.NDArray[np.float32]) -> list[float]:
     times = []
     for q in queries:
         started = time.perf_counter()
-        search(q)  # type: ignore[operator]
+        search(q)
         times.append(1000 * (time.perf_counter() - started))
     return times
 
