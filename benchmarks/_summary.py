@@ -199,7 +199,7 @@ def peer_targets(peers: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             True,
         ),
         (
-            "build rate (texts + given vectors, no embedding, first warm included): ours / chromadb",
+            "build rate (texts + given vectors, no embedding, first warm included, generation not): ours / chromadb",
             "ours-select-hybrid",
             ["chromadb"],
             "build",

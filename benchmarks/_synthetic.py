@@ -12,6 +12,7 @@ entries, facts, knowledge, neurons with trigger phrases, graph nodes with edges)
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from importlib.resources import files
@@ -154,43 +155,58 @@ def fill(
     """Write `n` memories over the six sources into an empty store on any engine (no embedder).
 
     With `pool` (real embeddings of some corpus texts), every entry, fact and knowledge row
-    gets a vector: a pool vector plus noise, renormalised (see `recycled_vectors`).
+    gets a vector: a pool vector plus noise, renormalised (see `recycled_vectors`). Only the
+    writes are timed: each batch's texts (and vectors) are generated first, as a peer's build
+    is timed on texts and vectors it is given.
     """
     counts = split(n)
-    started = time.perf_counter()
+    clock = _WriteClock()
     writers = Writers.for_store(store)
-    _entries(store, gen, counts["store"], _ENTRY_TYPES, "m")
-    _entries(store, gen, counts["persona"], _PERSONA_TYPES, "p")
-    _facts(writers, gen, counts["facts"])
-    _knowledge(store, gen, counts["knowledge"])
-    _neurons(writers, gen, counts["neurons"])
-    _graph(writers, gen, counts["graphs"])
-    built = time.perf_counter() - started
-    vstart = time.perf_counter()
+    _entries(store, gen, counts["store"], _ENTRY_TYPES, "m", clock=clock)
+    _entries(store, gen, counts["persona"], _PERSONA_TYPES, "p", clock=clock)
+    _facts(writers, gen, counts["facts"], clock)
+    _knowledge(store, gen, counts["knowledge"], clock)
+    _neurons(writers, gen, counts["neurons"], clock)
+    _graph(writers, gen, counts["graphs"], clock)
+    vectors = _WriteClock()
     if pool is not None:
-        _vectors_for_all(store, pool, model_id, gen.seed)
-    vseconds = time.perf_counter() - vstart
-    return Built(n=n, counts=counts, seconds=built, vector_seconds=vseconds)
+        _vectors_for_all(store, pool, model_id, gen.seed, vectors)
+    return Built(n=n, counts=counts, seconds=clock.seconds, vector_seconds=vectors.seconds)
 
 
-def _entries(store: MemoryStore, gen: Generator, n: int, types: tuple[str, ...], prefix: str) -> None:
+@attrs.define
+class _WriteClock:
+    """Seconds spent in the timed writes, summed."""
+
+    seconds: float = 0.0
+
+    def run(self, write: Callable[[], object]) -> None:
+        started = time.perf_counter()
+        write()
+        self.seconds += time.perf_counter() - started
+
+
+def _entries(
+    store: MemoryStore, gen: Generator, n: int, types: tuple[str, ...], prefix: str, *, clock: _WriteClock
+) -> None:
     for start in range(0, n, BATCH):
         batch = [
             NewEntry(id=f"{prefix}{i}", text=gen.memory(), kind="note", memory_type=types[i % len(types)])
             for i in range(start, min(n, start + BATCH))
         ]
-        store.add_entries(batch, namespace=NS)
+        clock.run(functools.partial(store.add_entries, batch, namespace=NS))
 
 
-def _facts(writers: Writers, gen: Generator, n: int) -> None:
+def _facts(writers: Writers, gen: Generator, n: int, clock: _WriteClock) -> None:
     for start in range(0, n, BATCH):
         batch = [NewFact(id=f"f{i}", text=gen.memory()) for i in range(start, min(n, start + BATCH))]
-        writers.facts.add_facts(batch, namespace=NS)
+        clock.run(functools.partial(writers.facts.add_facts, batch, namespace=NS))
 
 
-def _knowledge(store: MemoryStore, gen: Generator, n: int) -> None:
+def _knowledge(store: MemoryStore, gen: Generator, n: int, clock: _WriteClock) -> None:
     # KnowledgeWriter writes one item per transaction; at a million memories that alone would
     # take minutes, so the benchmark batches the same validated rows through insert_docs.
+    table = DocTable(KNOWLEDGE_TABLE, _engine.CORPUS_KNOWLEDGE)
     for start in range(0, n, BATCH):
         rows = [
             {
@@ -202,22 +218,30 @@ def _knowledge(store: MemoryStore, gen: Generator, n: int) -> None:
             }
             for i in range(start, min(n, start + BATCH))
         ]
-        insert_docs(store, NS, DocTable(KNOWLEDGE_TABLE, _engine.CORPUS_KNOWLEDGE), rows, replace=False)
+        clock.run(functools.partial(insert_docs, store, NS, table, rows, replace=False))
 
 
-def _neurons(writers: Writers, gen: Generator, n: int) -> None:
-    for i in range(n):
-        text = gen.memory()
-        triggers = [" ".join(gen.words(2)), " ".join(gen.words(2))]
-        writers.neurons.add_neuron(text, namespace=NS, triggers=triggers, id=f"n{i}")
+def _neurons(writers: Writers, gen: Generator, n: int, clock: _WriteClock) -> None:
+    neurons = [(gen.memory(), [" ".join(gen.words(2)), " ".join(gen.words(2))]) for _ in range(n)]
+
+    def write() -> None:
+        for i, (text, triggers) in enumerate(neurons):
+            writers.neurons.add_neuron(text, namespace=NS, triggers=triggers, id=f"n{i}")
+
+    clock.run(write)
 
 
-def _graph(writers: Writers, gen: Generator, n: int) -> None:
-    for i in range(n):
-        writers.graphs.add_node(gen.name(), namespace=NS, id=f"g{i}", description=gen.memory())
-    for i in range(1, n):
-        for j in {i - 1, gen.below(i)}:
+def _graph(writers: Writers, gen: Generator, n: int, clock: _WriteClock) -> None:
+    nodes = [(gen.name(), gen.memory()) for _ in range(n)]
+    edges = [(i, j) for i in range(1, n) for j in {i - 1, gen.below(i)}]
+
+    def write() -> None:
+        for i, (name, description) in enumerate(nodes):
+            writers.graphs.add_node(name, namespace=NS, id=f"g{i}", description=description)
+        for i, j in edges:
             writers.graphs.add_edge(f"g{i}", "related_to", f"g{j}", namespace=NS)
+
+    clock.run(write)
 
 
 def recycled_vectors(pool: npt.NDArray[np.float32], n: int, seed: int) -> npt.NDArray[np.float32]:
@@ -234,7 +258,9 @@ def recycled_vectors(pool: npt.NDArray[np.float32], n: int, seed: int) -> npt.ND
     return unit
 
 
-def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id: str, seed: int) -> None:
+def _vectors_for_all(
+    store: MemoryStore, pool: npt.NDArray[np.float32], model_id: str, seed: int, clock: _WriteClock
+) -> None:
     # Through the engine protocol, so any engine's store gets the same vectors: the rows without
     # one are the corpus's rows (the store holds the one namespace NS), in rowid order.
     with store.db.read() as conn:
@@ -245,8 +271,14 @@ def _vectors_for_all(store: MemoryStore, pool: npt.NDArray[np.float32], model_id
         for start in range(0, len(ids), BATCH):
             part = ids[start : start + BATCH]
             vecs = recycled_vectors(pool, len(part), seed + corpus * 1_000_003 + start)
-            with store.db.write() as conn:
-                conn.store_vectors(Slot(ns_id, corpus), part, vecs, model_id)
+            clock.run(functools.partial(_store_vectors, store, Slot(ns_id, corpus), part, vecs, model_id))
+
+
+def _store_vectors(
+    store: MemoryStore, slot: Slot, rowids: Sequence[int], vectors: npt.NDArray[np.float32], model_id: str
+) -> None:
+    with store.db.write() as conn:
+        conn.store_vectors(slot, rowids, vectors, model_id)
 
 
 def timed(fn: Callable[[], object]) -> float:
