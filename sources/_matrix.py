@@ -21,6 +21,8 @@ Vectors = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.int8]
 
 _GENERATIONS = itertools.count()
+_QUANTISED_ROWS = 16_384  # rows quantised at once (`quantise`): 25 MB of float32 temporaries at 384-d
+_LOWEST = np.float32(-3e38)  # a NaN 8-bit product ranks here: below every number, above masked rows
 _TYPED_OVERFETCH = 8  # the graph is asked for k * this when a typed filter drops rows after search
 _OVERFETCH = 2
 """The graph is asked for k * this, re-scored exactly, cut to k: the graph ranks by 8-bit vectors,
@@ -49,11 +51,28 @@ def dot(buf: Vectors, query: Vectors) -> Vectors:
 def quantise(vectors: Vectors) -> tuple[Codes, Vectors]:
     """Each row as 8-bit integers and its scale: the row is about `codes * scale`, the scale its
     largest magnitude over 127 (1 for a row of zeros), so every component is within half a
-    step of its own row's scale."""
-    scale = (np.abs(vectors).max(axis=1, initial=0.0) / 127).astype(np.float32)
-    scale[scale == 0] = 1.0
-    codes: Codes = np.rint(vectors / scale[:, None]).astype(np.int8)
+    step of its own row's scale. A row holding NaN or infinity gets codes 0 and scale NaN: its
+    8-bit products are NaN, which `Exact.search` ranks last.
+
+    In blocks of `_QUANTISED_ROWS`, so the temporaries stay small whatever the matrix."""
+    codes: Codes = np.empty(vectors.shape, dtype=np.int8)
+    scale: Vectors = np.empty(len(vectors), dtype=np.float32)
+    for start in range(0, len(vectors), _QUANTISED_ROWS):
+        end = start + _QUANTISED_ROWS
+        codes[start:end], scale[start:end] = _quantise_block(vectors[start:end])
     return codes, scale
+
+
+def _quantise_block(vectors: Vectors) -> tuple[Codes, Vectors]:
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        scale = (np.abs(vectors).max(axis=1, initial=0.0) / 127).astype(np.float32)
+        finite = np.isfinite(scale)
+        scale[(scale == 0) | ~finite] = 1.0  # zeros, or a subnormal peak that underflowed
+        steps = np.rint(vectors / scale[:, None])
+        np.clip(np.nan_to_num(steps, nan=0.0, posinf=0.0, neginf=0.0), -127, 127, out=steps)
+    steps[~finite] = 0.0
+    scale[~finite] = np.nan
+    return steps.astype(np.int8), scale
 
 
 def approx_dot(codes: Codes, scale: Vectors, query: Vectors) -> Vectors:
@@ -358,29 +377,37 @@ class Exact:
         """Top-k rows by cosine among the live (and allowed) ones, best first.
 
         `scores` are `approx(query)` when the caller already has them (never modified here).
-        The cosines returned are the float32 products.
+        The cosines returned are the float32 products. Approximate only in which rows are
+        re-scored: a row whose 8-bit product ranks it below the shortlist is never looked at,
+        which near-duplicates of the k-th row (cosines within about 3e-4 of it) can be.
         """
         n = len(self.rowids)
-        if scores is None:
-            scores = self.approx(query)
-        elif self.alive is not None or self.tags is not None:
-            scores = scores.copy()  # masked below; the caller's array stays intact
-        if self.alive is None and self.tags is None:
-            live = n
-        else:
-            keep = np.ones(n, dtype=np.bool_) if self.alive is None else self.alive
-            if self.tags is not None and self.allowed is not None:
-                keep = keep & np.isin(self.tags, self.allowed)
-            scores[~keep] = -np.inf
-            live = int(keep.sum())
+        keep = self._keep()
+        live = n if keep is None else int(keep.sum())
         k = min(k, live)
         if k <= 0:
             return []
         wide = min(shortlist(k), live)
-        short = np.argpartition(-scores, wide - 1)[:wide] if wide < n else np.flatnonzero(scores > -np.inf)
+        if wide == live:  # every live row is re-scored: no ranking needed
+            short = np.arange(n) if keep is None else np.flatnonzero(keep)
+        else:
+            approx = self.approx(query) if scores is None else scores
+            ranked = np.where(np.isnan(approx), _LOWEST, approx)  # a copy: the caller's stays intact
+            if keep is not None:
+                ranked[~keep] = -np.inf
+            short = np.argpartition(-ranked, wide - 1)[:wide]
         cosines = dot(self.buf[short if self.at is None else self.at[short]], query)
         order = np.argsort(-cosines, kind="stable")[:k]
         return [
             Hit(rowid=r, cosine=c)
             for r, c in zip(self.rowids[short[order]].tolist(), cosines[order].tolist(), strict=True)
         ]
+
+    def _keep(self) -> npt.NDArray[np.bool_] | None:
+        """The rows a search may return (live, of an allowed type), or None for all of them."""
+        if self.alive is None and self.tags is None:
+            return None
+        keep = np.ones(len(self.rowids), dtype=np.bool_) if self.alive is None else self.alive
+        if self.tags is not None and self.allowed is not None:
+            keep = keep & np.isin(self.tags, self.allowed)
+        return keep

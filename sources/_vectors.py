@@ -4,7 +4,8 @@ Vectors never cross namespaces: every in-memory matrix holds one (namespace, cor
 
 Search is exact up to `EXACT_LIMIT` vectors: every row ranked by its 8-bit copy's product with
 the query (one integer product, memory-bound, a quarter of float32's bytes: `_matrix.Exact`),
-the best twice k re-scored from the float32 rows. Beyond the limit it goes through an HNSW
+a shortlist of the best (`_matrix.shortlist`: twice k, at least k + 16) re-scored from the float32
+rows. Beyond the limit it goes through an HNSW
 graph (`usearch`, imported only above the limit), whose hits are re-scored exactly; see
 benchmarks/ann_recall.py for its recall against exact search. A typed search of such a matrix
 stays exact over the typed rows while they are few. The graph is built (or
@@ -37,7 +38,7 @@ from broker.log import get_logger
 
 from . import _ann
 from ._engine import Slot
-from ._matrix import Hit, Matrix, Vectors, from_blobs, to_blob
+from ._matrix import Hit, Matrix, Vectors, from_blobs, shortlist, to_blob
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -60,9 +61,10 @@ cores; corpora of 77k, 15k and 6k vectors): a graph search took 1.05 ms at 6k an
 (1.7 ms at 77k), an exact search of both 1.9 ms (1.4 of it the product, at the memory's
 bandwidth); the turn as a whole, alternated six times with a limit of 5,000, p50 17.4 against
 17.6 ms and 16.5 against 16.7 ms of CPU (means; the exact pass streams its rows through the
-cache the rest of the turn reads from). Below the limit nothing is approximate, and no graph is
-built or kept."""
-_SCORES_KEPT: Final = 8  # cosine vectors kept for reuse (400 KB each at 100k rows)
+cache the rest of the turn reads from; measured before the exact pass ranked by 8-bit copies,
+which halved its cost). Below the limit no graph is built or kept, and the cosines returned are
+the float32 ones; only which rows are re-scored comes from the 8-bit ranking (`_matrix.Exact`)."""
+_SCORES_KEPT: Final = 8  # 8-bit product vectors kept for reuse (80 KB each at 20k rows)
 
 
 # -- writes (inside the caller's transaction) -----------------------------------------------
@@ -109,8 +111,9 @@ class VectorIndex:
     """The directory HNSW graphs are kept in between processes (None: built in memory only)."""
     _cache: dict[tuple[int, int], Matrix] = attrs.field(factory=dict)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
-    # (ns_id, corpus, matrix generation, rows, query bytes) -> every row's cosine: the sources of a
-    # turn (and the reference) search one matrix with one query, typed or not.
+    # (ns_id, corpus, matrix generation, rows, query bytes) -> every row's 8-bit product with the
+    # query (`Exact.approx`): the sources of a turn (and the reference) search one matrix with one
+    # query, typed or not.
     _scores: OrderedDict[tuple[int, int, int, int, bytes], Vectors] = attrs.field(factory=OrderedDict)
 
     def search(
@@ -160,8 +163,9 @@ class VectorIndex:
         self, slot: Slot, matrix: Matrix, q: Vectors, k: int, typed: frozenset[str] | None
     ) -> Callable[[], list[Hit]]:
         """An exact search of a caught-up matrix (taken under the lock, run outside it): a
-        snapshot of its rows, and the query's cosines with them kept for the next search of the
-        same rows and query (the sources of a turn, typed or not)."""
+        snapshot of its rows, and the query's 8-bit products with them kept for the next search of
+        the same rows and query (the sources of a turn, typed or not). A snapshot of at most
+        `shortlist(k)` rows re-scores every row and needs none."""
         if matrix.live == 0 or k <= 0:
             return list
         snapshot = matrix.exact(typed)
@@ -170,7 +174,7 @@ class VectorIndex:
 
         def run() -> list[Hit]:
             scores = kept
-            if scores is None:
+            if scores is None and len(snapshot.rowids) > shortlist(k):
                 scores = snapshot.approx(q)  # outside the lock
                 with self._lock:
                     self._scores[key] = scores

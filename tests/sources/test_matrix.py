@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from sources._matrix import Exact, approx_dot, dot, quantise, shortlist
+from sources import _matrix
+from sources._matrix import Exact, Matrix, approx_dot, dot, quantise, shortlist, to_blob
 
 _FLOATS = st.floats(-1, 1, width=32, allow_nan=False)
 
@@ -131,3 +133,99 @@ def test_a_search_of_gathered_rows_re_scores_from_the_rows_it_was_given() -> Non
 def test_the_shortlist_is_twice_k_and_at_least_k_plus_16() -> None:
     """Small k get 16 rows of margin, large k twice their number."""
     assert [shortlist(k) for k in (1, 10, 16, 40)] == [17, 26, 32, 80]
+
+
+def _brute(buf: np.ndarray, keep: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    scores = dot(buf, q)
+    return [int(i) for i in np.argsort(-scores, kind="stable") if keep[i]][:k]
+
+
+@pytest.mark.parametrize("rows", [12, 30, 200])
+@pytest.mark.parametrize("k", [1, 5, 11, 12, 40])
+@pytest.mark.parametrize("masked", ["none", "alive", "tags", "both"])
+def test_a_search_is_the_brute_force_top_k_of_the_rows_it_may_return(rows: int, k: int, masked: str) -> None:
+    """With dead rows, typed rows or both, at k below, at and above the live rows, on either side
+    of the shortlist: the float32 top-k of the allowed live rows, never another."""
+    rng = np.random.default_rng(rows * 100 + k)
+    buf = rng.standard_normal((rows, 24)).astype(np.float32)
+    buf /= np.linalg.norm(buf, axis=1, keepdims=True)
+    q = buf[3] + 0.3 * rng.standard_normal(24).astype(np.float32)
+    alive = rng.random(rows) > 0.3 if masked in {"alive", "both"} else None
+    tags = rng.integers(0, 3, rows).astype(np.int16) if masked in {"tags", "both"} else None
+    allowed = np.array([0, 2], dtype=np.int16) if tags is not None else None
+    i8, i8_scale = quantise(buf)
+    rowids = np.arange(rows, dtype=np.int64)
+    exact = Exact(buf=buf, i8=i8, i8_scale=i8_scale, rowids=rowids, alive=alive, tags=tags, allowed=allowed)
+    keep = np.ones(rows, dtype=np.bool_) if alive is None else alive.copy()
+    if tags is not None:
+        keep &= np.isin(tags, allowed)
+    scores = exact.approx(q)
+    before = scores.copy()
+    want = _brute(buf, keep, q, k)
+    assert [h.rowid for h in exact.search(q, k)] == want
+    assert [h.rowid for h in exact.search(q, k, scores)] == want
+    np.testing.assert_array_equal(scores, before)  # the caller's scores are never modified
+
+
+def test_rows_holding_nan_rank_last_and_never_let_a_masked_row_in() -> None:
+    """A NaN row quantises without a warning to a NaN product, ranks below every live row, and a
+    dead or disallowed row is still never returned."""
+    rng = np.random.default_rng(8)
+    buf = rng.standard_normal((40, 8)).astype(np.float32)
+    buf /= np.linalg.norm(buf, axis=1, keepdims=True)
+    buf[5] = np.nan
+    buf[6, 2] = np.inf
+    codes, scale = quantise(buf)  # the suite turns warnings into errors
+    assert np.isnan(scale[[5, 6]]).all()
+    assert (codes[[5, 6]] == 0).all()
+    tags = np.ones(40, dtype=np.int16)
+    tags[0] = 2
+    exact = Exact(
+        buf=buf, i8=codes, i8_scale=scale, rowids=np.arange(40, dtype=np.int64), alive=None,
+        tags=tags, allowed=np.array([0, 1], dtype=np.int16),
+    )  # fmt: skip
+    hits = exact.search(buf[0], 30)
+    assert 0 not in [h.rowid for h in hits]
+    assert len(hits) == 30
+    assert all(np.isfinite(h.cosine) for h in exact.search(buf[1], 5))
+
+
+def test_quantise_clips_subnormal_rows_instead_of_wrapping() -> None:
+    """A row of tiny magnitudes stays within +-127 steps of its own scale."""
+    buf = np.array([[190 * 1.4e-45, 0.0, -1e-44], [1e-38, -3e-39, 0.0]], dtype=np.float32)
+    codes, _ = quantise(buf)
+    assert np.abs(codes.astype(np.int16)).max() <= 127
+    assert np.sign(codes[1, 0]) >= 0
+    assert np.sign(codes[1, 1]) <= 0
+
+
+def test_quantise_in_blocks_equals_quantising_each_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of a few rows give the same codes and scales as one block."""
+    rng = np.random.default_rng(2)
+    buf = rng.standard_normal((23, 16)).astype(np.float32)
+    whole = quantise(buf)
+    monkeypatch.setattr(_matrix, "_QUANTISED_ROWS", 4)
+    parts = quantise(buf)
+    np.testing.assert_array_equal(whole[0], parts[0])
+    np.testing.assert_array_equal(whole[1], parts[1])
+
+
+def test_a_growing_matrix_keeps_its_8_bit_copy_equal_to_its_rows() -> None:
+    """Appends past the first capacity (64 rows) and replaced rows keep `i8` and `i8_scale`
+    equal to quantising the float32 rows, and searches agree with brute force."""
+    rng = np.random.default_rng(6)
+    matrix = Matrix(dim=16, exact_limit=10_000)
+    vid = 0
+    for size in (10, 60, 150):
+        vecs = rng.standard_normal((size, 16)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        rows = [(vid + i + 1, (vid + i) % 180, "m", to_blob(v), None) for i, v in enumerate(vecs)]
+        vid += size
+        matrix.append(rows, "m")
+    codes, scale = quantise(matrix.buf[: matrix.n])
+    np.testing.assert_array_equal(matrix.i8[: matrix.n], codes)
+    np.testing.assert_array_equal(matrix.i8_scale[: matrix.n], scale)
+    q = matrix.buf[7]
+    keep = matrix.alive[: matrix.n]
+    want = [int(matrix.rowids[i]) for i in _brute(matrix.buf[: matrix.n], keep, q, 10)]
+    assert [h.rowid for h in matrix.search(q, 10, None)] == want
