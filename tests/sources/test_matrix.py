@@ -12,17 +12,17 @@ from sources import _matrix
 from sources._matrix import Exact, Matrix, approx_dot, dot, quantise, shortlist, to_blob
 
 _FLOATS = st.floats(-1, 1, width=32, allow_nan=False)
+_MATRIX_AND_QUERY = st.integers(1, 64).flatmap(
+    lambda d: st.tuples(
+        hnp.arrays(np.float32, st.tuples(st.integers(0, 40), st.just(d)), elements=_FLOATS),
+        hnp.arrays(np.float32, st.just(d), elements=_FLOATS),
+    )
+)
+"""A matrix of 0-40 rows and a query of its dimension (1-64)."""
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.integers(1, 64).flatmap(
-        lambda d: st.tuples(
-            hnp.arrays(np.float32, st.tuples(st.integers(0, 40), st.just(d)), elements=_FLOATS),
-            hnp.arrays(np.float32, st.just(d), elements=_FLOATS),
-        )
-    )
-)
+@given(_MATRIX_AND_QUERY)
 def test_dot_is_every_rows_product_with_the_query(case: tuple[np.ndarray, np.ndarray]) -> None:
     """The exact search's product (einsum, no BLAS threads) is the matrix product, row by row."""
     buf, q = case
@@ -66,14 +66,7 @@ def test_quantise_keeps_every_component_within_half_a_step_of_its_rows_scale(buf
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.integers(1, 64).flatmap(
-        lambda d: st.tuples(
-            hnp.arrays(np.float32, st.tuples(st.integers(0, 40), st.just(d)), elements=_FLOATS),
-            hnp.arrays(np.float32, st.just(d), elements=_FLOATS),
-        )
-    )
-)
+@given(_MATRIX_AND_QUERY)
 def test_the_8_bit_product_is_within_its_quantisation_bound(case: tuple[np.ndarray, np.ndarray]) -> None:
     """`approx_dot` differs from the float product by at most what half a step of each side allows."""
     buf, q = case
