@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
+import attrs
+import numpy as np
+
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
 
 
@@ -70,4 +72,48 @@ def shared_vocab(docs: Sequence[Sequence[str]]) -> Mapping[str, int] | None:
     return vocab
 
 
-__all__ = ["IndexedTerms", "shared_vocab"]
+@attrs.frozen(eq=False)
+class PackedTerms:
+    """Many documents' terms held in a few objects: one array of ids with each document's end
+    (documents of one text index), or one tuple of term tuples (which the garbage collector
+    stops walking after it first meets them). A store keeps the shared retrieval of recent
+    tasks across turns; held as one object a document, it is what every full collection walks.
+    """
+
+    ends: npt.NDArray[np.int64]
+    ids: npt.NDArray[np.int32] | None = None
+    words: npt.NDArray[np.object_] | None = None
+    vocab: Mapping[str, int] | None = None
+    plain: tuple[tuple[str, ...], ...] = ()
+
+    @classmethod
+    def pack(cls, docs: Sequence[Sequence[str]]) -> PackedTerms:
+        ends = np.cumsum(np.fromiter(map(len, docs), np.int64, len(docs)))
+        vocab = shared_vocab(docs)
+        if vocab is None:
+            return cls(ends=ends, plain=tuple(tuple(d) for d in docs))
+        indexed = [d for d in docs if isinstance(d, IndexedTerms)]
+        ids = np.concatenate([d.ids for d in indexed]).astype(np.int32, copy=False)
+        return cls(ends=ends, ids=ids, words=indexed[0].words, vocab=vocab)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def unpack(self, n: int) -> list[Sequence[str]]:
+        """The first `n` documents' terms, as they were packed (`IndexedTerms` views or tuples)."""
+        if self.ids is None or self.words is None or self.vocab is None:
+            return list(self.plain[:n])
+        ends = self.ends[:n].tolist()
+        starts = [0, *ends][:-1]
+        ids, words, vocab = self.ids, self.words, self.vocab
+        return [IndexedTerms(ids[a:b], words, vocab) for a, b in zip(starts, ends, strict=True)]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PackedTerms):
+            return NotImplemented
+        return [tuple(d) for d in self.unpack(len(self))] == [tuple(d) for d in other.unpack(len(other))]
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+__all__ = ["IndexedTerms", "PackedTerms", "shared_vocab"]

@@ -120,6 +120,38 @@ class Hit:
     cosine: float
 
 
+@attrs.frozen(eq=False)
+class DenseRun:
+    """One corpus's nearest vectors, best first, held as two arrays (a store keeps the shared
+    retrieval of recent tasks across turns, and objects held that long are what every full
+    garbage collection walks); `head` makes the `Hit`s again for a source."""
+
+    rowids: npt.NDArray[np.int64]
+    cosines: npt.NDArray[np.float64]
+
+    @classmethod
+    def pack(cls, hits: Sequence[Hit]) -> DenseRun:
+        return cls(
+            rowids=np.fromiter((h.rowid for h in hits), np.int64, len(hits)),
+            cosines=np.fromiter((h.cosine for h in hits), np.float64, len(hits)),
+        )
+
+    def __len__(self) -> int:
+        return len(self.rowids)
+
+    def head(self, depth: int) -> tuple[Hit, ...]:
+        """The `depth` nearest."""
+        rowids, cosines = self.rowids[:depth].tolist(), self.cosines[:depth].tolist()
+        return tuple(Hit(rowid=r, cosine=c) for r, c in zip(rowids, cosines, strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DenseRun):
+            return NotImplemented
+        return self.head(len(self)) == other.head(len(other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 Row = tuple[int, int, str, bytes, str | None]  # (vector id, src_rowid, model_id, vec, memory_type)
 
 

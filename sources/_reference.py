@@ -31,8 +31,9 @@ import numpy as np
 from . import _analysis, _batch, _gate
 from ._engine import CORPORA, Slot
 from ._graphs import mentioned_texts
+from ._matrix import DenseRun
 from ._offtopic import closeness, lexical_closeness
-from ._relevance import DENSE_MODES, LexicalHit, QueryProfile, Reference
+from ._relevance import DENSE_MODES, LexicalHit, LexicalRun, QueryProfile, Reference
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -86,8 +87,8 @@ def compute_reference(
     ref = attrs.evolve(
         _pooled(mode, prof, found, dense=dense is not None),
         offtopic=offtopic,
-        lexical_hits=found.hits,
-        dense_hits=found.nearest,
+        lexical_hits=tuple(map(LexicalRun.pack, found.hits)),
+        dense_hits=tuple(map(DenseRun.pack, found.nearest)),
         depth=REFERENCE_DEPTH,
     )
     features = _gate.qpp_features(mode, task, prof, ref)

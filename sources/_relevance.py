@@ -36,15 +36,18 @@ import operator
 from typing import TYPE_CHECKING, Final
 
 import attrs
+import numpy as np
 
 from broker import RECALL_MODES, FieldError, ValidationError
 
 from . import _calibration_constants as constants
+from ._doc_terms import PackedTerms
+from ._matrix import DenseRun, Hit
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ._matrix import Hit
+    import numpy.typing as npt
 
 
 MODES: Final = RECALL_MODES
@@ -137,6 +140,39 @@ class LexicalHit:
     terms: Sequence[str]
 
 
+@attrs.frozen(eq=False)
+class LexicalRun:
+    """One corpus's FTS matches, best first, held as arrays (a reference keeps them across
+    turns: see `PackedTerms`); `head` makes the `LexicalHit`s again for a source."""
+
+    rowids: npt.NDArray[np.int64]
+    ranks: npt.NDArray[np.float64]
+    terms: PackedTerms
+
+    @classmethod
+    def pack(cls, hits: Sequence[LexicalHit]) -> LexicalRun:
+        return cls(
+            rowids=np.fromiter((h.rowid for h in hits), np.int64, len(hits)),
+            ranks=np.fromiter((h.rank for h in hits), np.float64, len(hits)),
+            terms=PackedTerms.pack([h.terms for h in hits]),
+        )
+
+    def __len__(self) -> int:
+        return len(self.rowids)
+
+    def head(self, depth: int) -> tuple[LexicalHit, ...]:
+        """The best `depth` matches."""
+        terms = self.terms.unpack(depth)
+        return tuple(map(LexicalHit, self.rowids[:depth].tolist(), self.ranks[:depth].tolist(), terms))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LexicalRun):
+            return NotImplemented
+        return self.head(len(self)) == other.head(len(other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @attrs.frozen(kw_only=True)
 class Reference:
     """The namespace's best evidence for one query, over every corpus it holds.
@@ -161,11 +197,11 @@ class Reference:
     """The task's closeness to tasks no memory serves (`sources._offtopic`)."""
     qpp: float = 0.0
     qpp_features: tuple[float, ...] = ()
-    lexical_hits: tuple[tuple[LexicalHit, ...], ...] = ()
+    lexical_hits: tuple[LexicalRun, ...] = ()
     """The task's best FTS matches of each corpus (indexed by corpus number), best first,
     `REFERENCE_DEPTH` deep: the turn's one lexical retrieval, which the sources share
     (empty when the reference ran none: dense mode, or no term of the task in the namespace)."""
-    dense_hits: tuple[tuple[Hit, ...], ...] = ()
+    dense_hits: tuple[DenseRun, ...] = ()
     """The task's nearest vectors of each corpus (indexed by corpus number), best first,
     `REFERENCE_DEPTH` deep: the turn's one dense retrieval (empty in lexical mode)."""
     depth: int = 0
@@ -176,14 +212,14 @@ class Reference:
         retrieved that deep (the source then searches itself)."""
         if corpus >= len(self.lexical_hits) or depth > self.depth:
             return None
-        return self.lexical_hits[corpus][:depth]
+        return self.lexical_hits[corpus].head(depth)
 
     def nearest(self, corpus: int, depth: int) -> tuple[Hit, ...] | None:
         """The `depth` nearest vectors of one corpus, or None if the reference has not
         retrieved that deep (the source then searches itself)."""
         if corpus >= len(self.dense_hits) or depth > self.depth:
             return None
-        return self.dense_hits[corpus][:depth]
+        return self.dense_hits[corpus].head(depth)
 
 
 NO_REFERENCE: Final = Reference()

@@ -64,7 +64,7 @@ Progress = Callable[[int, int], None]
 
 logger = get_logger(__name__)
 
-_REFERENCES_KEPT: Final = 64  # recent (namespace, task) references (each holds ~500 objects the GC walks)
+_REFERENCES_KEPT: Final = 64  # recent (namespace, task) references (their matches packed in arrays)
 EMBED_BATCH: Final = 256
 """Texts embedded per batch at write time and by `reindex` (one progress call each)."""
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gc_kit import tracked_reachable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from sources import _matrix
-from sources._matrix import Exact, Matrix, approx_dot, dot, quantise, shortlist, to_blob
+from sources._matrix import DenseRun, Exact, Hit, Matrix, approx_dot, dot, quantise, shortlist, to_blob
 
 _FLOATS = st.floats(-1, 1, width=32, allow_nan=False)
 _MATRIX_AND_QUERY = st.integers(1, 64).flatmap(
@@ -222,3 +223,16 @@ def test_a_growing_matrix_keeps_its_8_bit_copy_equal_to_its_rows() -> None:
     keep = matrix.alive[: matrix.n]
     want = [int(matrix.rowids[i]) for i in _brute(matrix.buf[: matrix.n], keep, q, 10)]
     assert [h.rowid for h in matrix.search(q, 10, None)] == want
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 2**40), st.floats(-1.0, 1.0, allow_nan=False)), max_size=60),
+    st.integers(0, 70),
+)
+def test_a_dense_run_gives_back_the_hits_it_packed(pairs: list[tuple[int, float]], depth: int) -> None:
+    """Packed as two arrays, a search's hits come back the same, best first, to any depth."""
+    hits = [Hit(rowid=r, cosine=c) for r, c in pairs]
+    run = DenseRun.pack(hits)
+    assert run.head(depth) == tuple(hits[:depth])
+    assert run == DenseRun.pack(list(hits))
+    assert tracked_reachable(run) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+from gc_kit import tracked_reachable
 
 from broker import Namespace
 from broker.testing import background_memories
@@ -132,6 +133,23 @@ def test_the_shared_retrieval_holds_each_corpus_best_matches(store: MemoryStore)
     assert ref.hits(_engine.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
 
 
+def test_a_kept_reference_holds_its_matches_in_a_few_objects(store: MemoryStore) -> None:
+    """A store keeps recent references across turns: their matches are arrays, not an object
+    a match (which every full garbage collection would walk), from the engine or the index."""
+    store.add_entries([NewEntry(text=f"Caroline's pottery class note {i}") for i in range(200)], namespace=NS)
+    store.warm()
+    with store.db.read() as conn:
+        ns_id = conn.namespace_id(NS)
+        assert ns_id is not None
+        scorer = Scorer.build(_index.profile(conn, ns_id, TASK), TASK, mode="lexical", embedder=None)
+        for texts in (None, store.texts):
+            ref = compute_reference(conn, ns_id, scorer, None, texts)
+            hits = ref.hits(_engine.CORPUS_ENTRIES, REFERENCE_DEPTH)
+            assert hits is not None
+            assert len(hits) == REFERENCE_DEPTH
+            assert tracked_reachable(ref.lexical_hits) < 5 * len(ref.lexical_hits) + 5
+
+
 def test_shared_matches_carry_the_indexed_terms_of_their_text(store: MemoryStore) -> None:
     """A shared match is scored on its indexed body: the same terms as analysing its text."""
     hits = reference(store, NS).hits(_engine.CORPUS_ENTRIES, REFERENCE_DEPTH)
@@ -160,7 +178,9 @@ def test_the_pool_is_read_from_the_best_matches_of_all_corpora(store: MemoryStor
             (match, REFERENCE_DEPTH),
         ).fetchall()
     assert len(best) == REFERENCE_DEPTH  # more matches than the depth: the pool is a choice
-    assert set(_lexical_pool(ref.lexical_hits)) == {_schema.split_fts_rowid(int(r[0])) for r in best}
+    assert set(_lexical_pool(tuple(run.head(len(run)) for run in ref.lexical_hits))) == {
+        _schema.split_fts_rowid(int(r[0])) for r in best
+    }
 
 
 def _recalled(store: MemoryStore) -> list[tuple[str, float]]:
