@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _calibration_constants as constants
 from . import _gate
-from ._doc_terms import IndexedTerms, shared_vocab
+from ._doc_terms import IndexedTerms, PackedTerms, shared_vocab
 from ._relevance import K1, TIE, B
 
 if TYPE_CHECKING:
@@ -91,10 +91,14 @@ def _term_counts(
     texts' lengths: one pass over every token of the batch, counted by one bincount."""
     column = {t: j for j, t in enumerate(terms)}
     n, q = len(docs), len(terms)
+    packed = docs.id_form() if isinstance(docs, PackedTerms) else None
+    if packed is None and (vocab := shared_vocab(docs)) is not None:
+        indexed = cast("Sequence[IndexedTerms]", docs)
+        lengths = np.fromiter(map(len, indexed), np.int64, n)
+        packed = (vocab, np.concatenate([d.ids for d in indexed]), lengths)
+    if packed is not None:  # the texts index's own term ids: no string per token
+        return _id_counts(column, (n, q), *packed)
     lengths = np.fromiter(map(len, docs), np.int64, n)
-    vocab = shared_vocab(docs)
-    if vocab is not None:  # the texts index's own term ids: no string per token
-        return _id_counts(column, q, vocab, cast("Sequence[IndexedTerms]", docs), lengths)
     tokens = itertools.chain.from_iterable(docs)
     codes = np.fromiter(map(column.get, tokens, itertools.repeat(-1)), np.int64, int(lengths.sum()))
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
@@ -105,16 +109,16 @@ def _term_counts(
 
 def _id_counts(
     column: dict[str, int],
-    q: int,
+    shape: tuple[int, int],
     vocab: Mapping[str, int],
-    docs: Sequence[IndexedTerms],
+    flat: npt.NDArray[np.int32],
     lengths: npt.NDArray[np.int64],
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """`_term_counts` of texts of one text index, over their term ids."""
-    n = len(docs)
-    flat = np.concatenate([d.ids for d in docs])
+    """`_term_counts` (texts x terms: `shape`) of texts of one text index, their term ids one
+    after another (`flat`)."""
+    n = shape[0]
     owner = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    counts = np.zeros((n, q))  # a repeated query term counts in its last column, as below
+    counts = np.zeros(shape)  # a repeated query term counts in its last column, as below
     for term, j in column.items():
         word = vocab.get(term)
         if word is not None:

@@ -10,6 +10,7 @@ other reader sees the analysed body it always saw.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
@@ -72,48 +73,126 @@ def shared_vocab(docs: Sequence[Sequence[str]]) -> Mapping[str, int] | None:
     return vocab
 
 
+def gather(
+    ids: npt.NDArray[np.int32], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int32]:
+    """`ids[starts[i]:ends[i]]` of every i, one after another, in one indexing."""
+    lengths = ends - starts
+    total = np.cumsum(lengths)
+    n = int(total[-1]) if len(total) else 0
+    return ids[np.repeat(starts - (total - lengths), lengths) + np.arange(n)]
+
+
 @attrs.frozen(eq=False)
-class PackedTerms:
-    """Many documents' terms held in a few objects: one array of ids with each document's end
-    (documents of one text index), or one tuple of term tuples (which the garbage collector
-    stops walking after it first meets them). A store keeps the shared retrieval of recent
-    tasks across turns; held as one object a document, it is what every full collection walks.
+class _Spans:
+    """Documents as spans [starts, ends) of one array of an index's term ids."""
+
+    ids: npt.NDArray[np.int32]
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]
+    words: npt.NDArray[np.object_]
+    vocab: Mapping[str, int]
+
+    def doc(self, a: int, b: int) -> IndexedTerms:
+        return IndexedTerms(self.ids[a:b], self.words, self.vocab)
+
+    def take(self, at: npt.NDArray[np.int64]) -> _Spans:
+        return attrs.evolve(self, starts=self.starts[at], ends=self.ends[at])
+
+
+class PackedTerms(Sequence[Sequence[str]]):
+    """Many documents' terms in a few objects: spans of one array of term ids (documents of one
+    text index; item i is an `IndexedTerms` view), or one tuple of term tuples (which the
+    garbage collector stops walking once it has met them).
+
+    A turn's retrieval moves a few hundred documents' terms from the text index to the
+    scoring (`sources._batch` counts the query's terms over the ids directly), and a store
+    keeps the retrieval of recent tasks across turns: held as one object a document, they were
+    what most young collections, and every full one, walked.
     """
 
-    ends: npt.NDArray[np.int64]
-    ids: npt.NDArray[np.int32] | None = None
-    words: npt.NDArray[np.object_] | None = None
-    vocab: Mapping[str, int] | None = None
-    plain: tuple[tuple[str, ...], ...] = ()
+    __slots__ = ("_plain", "_spans")
+
+    def __init__(self, plain: tuple[tuple[str, ...], ...] = (), spans: _Spans | None = None) -> None:
+        self._plain = plain
+        self._spans = spans
 
     @classmethod
     def pack(cls, docs: Sequence[Sequence[str]]) -> PackedTerms:
-        ends = np.cumsum(np.fromiter(map(len, docs), np.int64, len(docs)))
+        """`docs` packed: as ids when every one is an `IndexedTerms` of one index, else as tuples."""
+        if isinstance(docs, PackedTerms):
+            return docs
         vocab = shared_vocab(docs)
-        if vocab is None:
-            return cls(ends=ends, plain=tuple(tuple(d) for d in docs))
         indexed = [d for d in docs if isinstance(d, IndexedTerms)]
+        if vocab is None or not indexed:
+            return cls(plain=tuple(tuple(d) for d in docs))
+        ends = np.cumsum(np.fromiter(map(len, indexed), np.int64, len(indexed)))
         ids = np.concatenate([d.ids for d in indexed]).astype(np.int32, copy=False)
-        return cls(ends=ends, ids=ids, words=indexed[0].words, vocab=vocab)
+        return cls.spans(ids, ends - np.diff(ends, prepend=0), ends, indexed[0].words, vocab)
+
+    @classmethod
+    def spans(
+        cls,
+        ids: npt.NDArray[np.int32],
+        starts: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        words: npt.NDArray[np.object_],
+        vocab: Mapping[str, int],
+    ) -> PackedTerms:
+        """Documents `ids[starts[i]:ends[i]]` of the index whose words (id -> term) and
+        vocabulary (term -> id) these are."""
+        return cls(spans=_Spans(ids, starts, ends, words, vocab))
 
     def __len__(self) -> int:
-        return len(self.ends)
+        return len(self._plain) if self._spans is None else len(self._spans.ends)
 
-    def unpack(self, n: int) -> list[Sequence[str]]:
-        """The first `n` documents' terms, as they were packed (`IndexedTerms` views or tuples)."""
-        if self.ids is None or self.words is None or self.vocab is None:
-            return list(self.plain[:n])
-        ends = self.ends[:n].tolist()
-        starts = [0, *ends][:-1]
-        ids, words, vocab = self.ids, self.words, self.vocab
-        return [IndexedTerms(ids[a:b], words, vocab) for a, b in zip(starts, ends, strict=True)]
+    @overload
+    def __getitem__(self, i: int) -> Sequence[str]: ...
+    @overload
+    def __getitem__(self, i: slice) -> PackedTerms: ...
+    def __getitem__(self, i: int | slice) -> Sequence[str] | PackedTerms:
+        if isinstance(i, slice):
+            return self.take(range(len(self))[i])
+        if self._spans is None:
+            return self._plain[i]
+        return self._spans.doc(int(self._spans.starts[i]), int(self._spans.ends[i]))
+
+    def __iter__(self) -> Iterator[Sequence[str]]:
+        spans = self._spans
+        if spans is None:
+            return iter(self._plain)
+        return itertools.starmap(spans.doc, zip(spans.starts.tolist(), spans.ends.tolist(), strict=True))
+
+    def take(self, order: Sequence[int]) -> PackedTerms:
+        """The documents at `order`, in that order (no term id is copied)."""
+        if self._spans is None:
+            return PackedTerms(plain=tuple(self._plain[i] for i in order))
+        return PackedTerms(spans=self._spans.take(np.asarray(order, dtype=np.int64)))
+
+    def id_form(self) -> tuple[Mapping[str, int], npt.NDArray[np.int32], npt.NDArray[np.int64]] | None:
+        """(vocabulary, every document's term ids one after another, each one's length), or
+        None for documents packed as tuples."""
+        spans = self._spans
+        if spans is None:
+            return None
+        lengths = spans.ends - spans.starts
+        total = np.cumsum(lengths)
+        n = int(total[-1]) if len(total) else 0
+        return (
+            spans.vocab,
+            spans.ids[np.repeat(spans.starts - (total - lengths), lengths) + np.arange(n)],
+            lengths,
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PackedTerms):
             return NotImplemented
-        return [tuple(d) for d in self.unpack(len(self))] == [tuple(d) for d in other.unpack(len(other))]
+        return [tuple(d) for d in self] == [tuple(d) for d in other]
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __repr__(self) -> str:
+        return f"PackedTerms({[tuple(d) for d in self]!r})"
 
-__all__ = ["IndexedTerms", "PackedTerms", "shared_vocab"]
+
+__all__ = ["IndexedTerms", "PackedTerms", "gather", "shared_vocab"]

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from broker.abc import Embedder
 
     from ._engine import Reader
-    from ._matrix import Hit
     from ._relevance import QueryProfile
     from ._scorer import Relevance, Scorer
     from ._store import MemoryStore
@@ -91,7 +90,7 @@ class _Recall:
         Candidates come from the namespace only, within the typed filter.
         """
         scorer, conn, ns_id = self.scorer, self.conn, self.ns_id
-        cosine = {h.rowid: h.cosine for h in self._nearest(types, k)}
+        cosine = self._nearest(types, k)
         rows = {int(r[0]): r for r in rows_by_rowid(conn, ns_id, list(cosine))}
         if scorer.mode == "hybrid" and scorer.profile.present:
             for r in self._lexical_top(types, k):
@@ -111,7 +110,7 @@ class _Recall:
         conn, ns_id, scorer = self.conn, self.ns_id, self.scorer
         if types is None:
             hits = shared_or_searched(conn, ns_id, scorer, corpus=CORPUS_ENTRIES, depth=k)
-            return rows_by_rowid(conn, ns_id, [hit.rowid for hit in hits])
+            return rows_by_rowid(conn, ns_id, hits.rowids.tolist())
         picked = self._typed_best(types, k)
         if picked is None:
             return lexical_rows(conn, ns_id, scorer.profile, types, k)
@@ -138,15 +137,17 @@ class _Recall:
                 return picked
             seen, depth = len(ranked), 4 * depth
 
-    def _nearest(self, types: Sequence[str] | None, k: int) -> Sequence[Hit]:
-        """The entries' `k` nearest vectors: the turn's shared retrieval when untyped, else a search."""
+    def _nearest(self, types: Sequence[str] | None, k: int) -> dict[int, float]:
+        """The entries' `k` nearest vectors (rowid -> cosine, best first): the turn's shared
+        retrieval when untyped, else a search."""
         vindex, query = self.store.vindex, self.scorer.query_vector
         if query is None or vindex is None:
-            return []
+            return {}
         shared = None if types is not None else self.scorer.reference.nearest(CORPUS_ENTRIES, k)
         if shared is not None:
-            return shared
-        return vindex.search(self.conn, Slot(self.ns_id, CORPUS_ENTRIES), query, k, types=types)
+            return shared.cosine_of()
+        found = vindex.search(self.conn, Slot(self.ns_id, CORPUS_ENTRIES), query, k, types=types)
+        return {h.rowid: h.cosine for h in found}
 
     def _stored_cosines(self, rowids: list[int]) -> dict[int, float]:
         vindex, query = self.store.vindex, self.scorer.query_vector

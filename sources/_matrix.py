@@ -124,7 +124,7 @@ class Hit:
 class DenseRun:
     """One corpus's nearest vectors, best first, held as two arrays (a store keeps the shared
     retrieval of recent tasks across turns, and objects held that long are what every full
-    garbage collection walks); `head` makes the `Hit`s again for a source."""
+    garbage collection walks)."""
 
     rowids: npt.NDArray[np.int64]
     cosines: npt.NDArray[np.float64]
@@ -139,15 +139,23 @@ class DenseRun:
     def __len__(self) -> int:
         return len(self.rowids)
 
-    def head(self, depth: int) -> tuple[Hit, ...]:
+    def head(self, depth: int) -> DenseRun:
         """The `depth` nearest."""
-        rowids, cosines = self.rowids[:depth].tolist(), self.cosines[:depth].tolist()
+        return DenseRun(rowids=self.rowids[:depth], cosines=self.cosines[:depth])
+
+    def cosine_of(self) -> dict[int, float]:
+        """Rowid -> cosine."""
+        return dict(zip(self.rowids.tolist(), self.cosines.tolist(), strict=True))
+
+    def hits(self) -> tuple[Hit, ...]:
+        """The rows as `Hit`s."""
+        rowids, cosines = self.rowids.tolist(), self.cosines.tolist()
         return tuple(Hit(rowid=r, cosine=c) for r, c in zip(rowids, cosines, strict=True))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, DenseRun):
             return NotImplemented
-        return self.head(len(self)) == other.head(len(other))
+        return self.hits() == other.hits()
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -23,16 +23,16 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import numpy as np
 
 from broker.log import get_logger
 
-from ._doc_terms import IndexedTerms
+from ._doc_terms import PackedTerms
 from ._engine import CORPORA, CORPUS_ENTRIES
-from ._relevance import LexicalHit
+from ._relevance import LexicalRun
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -134,29 +134,33 @@ class Postings:
         """A live document's indexed terms, in order (its analysed body, split)."""
         return tuple(self._slot_terms([self.slot_of[rowid]])[0])
 
-    def terms_of(self, rowids: Sequence[int]) -> list[IndexedTerms]:
+    def terms_of(self, rowids: Sequence[int]) -> PackedTerms:
         """`indexed_terms` of many live documents at once, as ids of this index's words."""
         return self._slot_terms([self.slot_of[r] for r in rowids])
 
-    def _slot_terms(self, slots: Sequence[int]) -> list[IndexedTerms]:
+    def _slot_terms(self, slots: Sequence[int]) -> PackedTerms:
         """The terms of document slots, with the words: one gather of ids per segment they are
-        in, each document a view of its gather (so a kept answer holds these ids, never a
+        in, the documents spans of the gathers (so a kept answer holds these ids, never a
         whole segment's)."""
         where = np.asarray(slots, dtype=np.int64)
         which = np.searchsorted(self._firsts, where, side="right") - 1
-        words, vocab = self._words, self.word_id
-        out: list[IndexedTerms | None] = [None] * len(where)
+        starts, ends = np.zeros(len(where), dtype=np.int64), np.zeros(len(where), dtype=np.int64)
+        gathered: list[npt.NDArray[np.int32]] = []
+        base = 0
         for seg_no in np.unique(which).tolist():
             picked = np.flatnonzero(which == seg_no)
             segment = self._segments[seg_no]
             at = where[picked] - segment.first
-            starts = segment.offsets[at]
-            ends = np.cumsum(segment.offsets[at + 1] - starts)
-            lengths = np.diff(ends, prepend=0)
-            ids = segment.ids[np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]))]
-            for i, end, length in zip(picked.tolist(), ends.tolist(), lengths.tolist(), strict=True):
-                out[i] = IndexedTerms(ids[end - length : end], words, vocab)
-        return cast("list[IndexedTerms]", out)
+            first = segment.offsets[at]
+            seg_ends = np.cumsum(segment.offsets[at + 1] - first)
+            lengths = np.diff(seg_ends, prepend=0)
+            gathered.append(
+                segment.ids[np.repeat(first - (seg_ends - lengths), lengths) + np.arange(int(seg_ends[-1]))]
+            )
+            starts[picked], ends[picked] = base + seg_ends - lengths, base + seg_ends
+            base += int(seg_ends[-1])
+        ids = np.concatenate(gathered) if gathered else np.zeros(0, dtype=np.int32)
+        return PackedTerms.spans(ids, starts, ends, self._words, self.word_id)
 
     def _forward(
         self, vocab: dict[str, int], forwards: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]
@@ -354,7 +358,7 @@ class TextIndex:
 
     def top(
         self, conn: Reader, ns_id: int, qterms: Sequence[str], depth: int
-    ) -> tuple[tuple[LexicalHit, ...], ...] | None:
+    ) -> tuple[LexicalRun, ...] | None:
         """Each corpus's best `depth` matches with their indexed terms, or None without a
         current index (the caller then runs the FTS query)."""
         with self._lock:
@@ -362,9 +366,13 @@ class TextIndex:
             if index is None:
                 return None
             found = index.top(qterms, depth)
-            terms = iter(index.terms_of([code for hits in found for code, _ in hits]))
+            codes = np.fromiter((code for hits in found for code, _ in hits), np.int64)
+            ranks = np.fromiter((rank for hits in found for _, rank in hits), np.float64)
+            terms = index.terms_of(codes.tolist())
+            ends = np.cumsum([len(hits) for hits in found]).tolist()
             return tuple(
-                tuple(LexicalHit(code // _STRIDE, rank, next(terms)) for code, rank in hits) for hits in found
+                LexicalRun(rowids=codes[a:b] // _STRIDE, ranks=ranks[a:b], terms=terms[a:b])
+                for a, b in itertools.pairwise([0, *ends])
             )
 
     def indexed_terms(

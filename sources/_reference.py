@@ -33,7 +33,7 @@ from ._engine import CORPORA, Slot
 from ._graphs import mentioned_texts
 from ._matrix import DenseRun
 from ._offtopic import closeness, lexical_closeness
-from ._relevance import DENSE_MODES, LexicalHit, LexicalRun, QueryProfile, Reference
+from ._relevance import DENSE_MODES, LexicalRun, QueryProfile, Reference
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -87,7 +87,7 @@ def compute_reference(
     ref = attrs.evolve(
         _pooled(mode, prof, found, dense=dense is not None),
         offtopic=offtopic,
-        lexical_hits=tuple(map(LexicalRun.pack, found.hits)),
+        lexical_hits=found.hits,
         dense_hits=tuple(map(DenseRun.pack, found.nearest)),
         depth=REFERENCE_DEPTH,
     )
@@ -100,7 +100,7 @@ class _Retrieved:
     """The turn's retrieval for a task: FTS matches and nearest vectors of each corpus, and
     the pool's members with their analysed terms and (dense modes) cosines."""
 
-    hits: tuple[tuple[LexicalHit, ...], ...]
+    hits: tuple[LexicalRun, ...]
     nearest: tuple[tuple[Hit, ...], ...]
     terms: dict[Key, Sequence[str]]
     cosines: dict[Key, float]
@@ -111,7 +111,7 @@ class _Retrieved:
 def _retrieved(
     conn: Reader,
     ns_id: int,
-    hits: tuple[tuple[LexicalHit, ...], ...],
+    hits: tuple[LexicalRun, ...],
     *,
     dense: tuple[npt.NDArray[np.float32], VectorIndex] | None,
     texts: TextIndex | None = None,
@@ -168,7 +168,7 @@ def _graph_nodes(
 
 def lexical_hits(
     conn: Reader, ns_id: int, prof: QueryProfile, texts: TextIndex | None = None
-) -> tuple[tuple[LexicalHit, ...], ...]:
+) -> tuple[LexicalRun, ...]:
     """The task's `REFERENCE_DEPTH` best FTS matches of each corpus (indexed by corpus), with
     their analysed terms: the turn's one lexical retrieval, which the reference reads its pool
     from and the sources take their candidates from. From the store's in-memory index when it
@@ -180,21 +180,27 @@ def lexical_hits(
     if found is not None:
         return tuple(found[corpus] for corpus in _CORPORA)
     return tuple(
-        tuple(conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
+        LexicalRun.pack(conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
         for corpus in _CORPORA
     )
 
 
-def _lexical_pool(hits: tuple[tuple[LexicalHit, ...], ...]) -> dict[Key, Sequence[str]]:
+def _lexical_pool(runs: tuple[LexicalRun, ...]) -> dict[Key, Sequence[str]]:
     """The namespace's best FTS matches over every corpus: (corpus, rowid) -> analysed terms.
 
-    The best `REFERENCE_DEPTH` of all corpora are among the best `REFERENCE_DEPTH` of each.
+    The best `REFERENCE_DEPTH` of all corpora are among the best `REFERENCE_DEPTH` of each;
+    equal ranks keep the corpora's order.
     """
-    ranked = sorted(
-        ((hit.rank, corpus, hit) for corpus, corpus_hits in enumerate(hits) for hit in corpus_hits),
-        key=lambda item: item[0],
-    )
-    return {(corpus, hit.rowid): hit.terms for _, corpus, hit in ranked[:REFERENCE_DEPTH]}
+    if not runs:
+        return {}
+    ranks = np.concatenate([run.ranks for run in runs])
+    corpus = np.repeat(np.arange(len(runs)), [len(run) for run in runs])
+    at = np.concatenate([np.arange(len(run)) for run in runs])
+    best = np.argsort(ranks, kind="stable")[:REFERENCE_DEPTH]
+    return {
+        (c, int(runs[c].rowids[i])): runs[c].terms[i]
+        for c, i in zip(corpus[best].tolist(), at[best].tolist(), strict=True)
+    }
 
 
 def _dense_pool(

@@ -42,7 +42,7 @@ from broker import RECALL_MODES, FieldError, ValidationError
 
 from . import _calibration_constants as constants
 from ._doc_terms import PackedTerms
-from ._matrix import DenseRun, Hit
+from ._matrix import DenseRun
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -142,8 +142,8 @@ class LexicalHit:
 
 @attrs.frozen(eq=False)
 class LexicalRun:
-    """One corpus's FTS matches, best first, held as arrays (a reference keeps them across
-    turns: see `PackedTerms`); `head` makes the `LexicalHit`s again for a source."""
+    """One corpus's FTS matches, best first, as arrays: rowids, ranks and the terms packed
+    (`PackedTerms`), never an object a match (a turn's retrieval, and the store's kept ones)."""
 
     rowids: npt.NDArray[np.int64]
     ranks: npt.NDArray[np.float64]
@@ -160,15 +160,18 @@ class LexicalRun:
     def __len__(self) -> int:
         return len(self.rowids)
 
-    def head(self, depth: int) -> tuple[LexicalHit, ...]:
+    def head(self, depth: int) -> LexicalRun:
         """The best `depth` matches."""
-        terms = self.terms.unpack(depth)
-        return tuple(map(LexicalHit, self.rowids[:depth].tolist(), self.ranks[:depth].tolist(), terms))
+        return LexicalRun(rowids=self.rowids[:depth], ranks=self.ranks[:depth], terms=self.terms[:depth])
+
+    def hits(self) -> tuple[LexicalHit, ...]:
+        """The matches as `LexicalHit`s."""
+        return tuple(map(LexicalHit, self.rowids.tolist(), self.ranks.tolist(), self.terms))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LexicalRun):
             return NotImplemented
-        return self.head(len(self)) == other.head(len(other))
+        return self.hits() == other.hits()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -207,14 +210,14 @@ class Reference:
     depth: int = 0
     """How deep `lexical_hits` and `dense_hits` were retrieved per corpus."""
 
-    def hits(self, corpus: int, depth: int) -> tuple[LexicalHit, ...] | None:
+    def hits(self, corpus: int, depth: int) -> LexicalRun | None:
         """The best `depth` FTS matches of one corpus, or None if the reference has not
         retrieved that deep (the source then searches itself)."""
         if corpus >= len(self.lexical_hits) or depth > self.depth:
             return None
         return self.lexical_hits[corpus].head(depth)
 
-    def nearest(self, corpus: int, depth: int) -> tuple[Hit, ...] | None:
+    def nearest(self, corpus: int, depth: int) -> DenseRun | None:
         """The `depth` nearest vectors of one corpus, or None if the reference has not
         retrieved that deep (the source then searches itself)."""
         if corpus >= len(self.dense_hits) or depth > self.depth:

@@ -22,7 +22,7 @@ from broker import BrokerClosedError, Candidate, Namespace, ValidationError
 
 from . import _analysis, _batch, _index, _results, _validate
 from ._engine import ReadStop, Slot
-from ._relevance import DENSE_MODES, LexicalHit
+from ._relevance import DENSE_MODES, LexicalRun
 from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
@@ -281,7 +281,7 @@ def score_rows(
     `Scorer.relevances_given` does.
     """
     texts = batch.texts
-    terms = list(batch.terms) if batch.terms is not None else [_analysis.terms(t) for t in texts]
+    terms = batch.terms if batch.terms is not None else [_analysis.terms(t) for t in texts]
     query = scorer.query_vector
     if scorer.mode not in DENSE_MODES or scorer.abstains or query is None or not texts:
         return scorer.relevances(terms, texts)
@@ -342,16 +342,16 @@ def best_first(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
     return kept[: max(limit, 0)]
 
 
-def shared_or_searched(
-    conn: Reader, ns_id: int, scorer: Scorer, *, corpus: int, depth: int
-) -> Sequence[LexicalHit]:
+def shared_or_searched(conn: Reader, ns_id: int, scorer: Scorer, *, corpus: int, depth: int) -> LexicalRun:
     """The task's best `depth` FTS matches of one corpus: the turn's shared retrieval (the
     scorer's reference, computed once for every source) when it went that deep, else a
     search of this corpus alone."""
     shared = scorer.reference.hits(corpus, depth)
     if shared is not None:
         return shared
-    return conn.lexical_candidates(ns_id, sorted(scorer.profile.present), corpus=corpus, limit=depth)
+    return LexicalRun.pack(
+        conn.lexical_candidates(ns_id, sorted(scorer.profile.present), corpus=corpus, limit=depth)
+    )
 
 
 def recall_depth(limit: int) -> int:
@@ -462,15 +462,15 @@ class CorpusSource(ReaderSource):
         if scorer.abstains:  # the gate is closed: every score would be 0
             return []
         hits = shared_or_searched(conn, ns_id, scorer, corpus=self.corpus, depth=recall_depth(request.limit))
-        terms = {hit.rowid: hit.terms for hit in hits}
+        at = {rowid: i for i, rowid in enumerate(hits.rowids.tolist())}
         rows = conn.docs.rows(
-            self.table, ns_id, list(terms), ("text", "created_at", "metadata", *self.extra_cols)
+            self.table, ns_id, list(at), ("text", "created_at", "metadata", *self.extra_cols)
         )
         batch = Batch(
             slot=Slot(ns_id, self.corpus),
             rowids=[int(r[0]) for r in rows],
             texts=[r[2] for r in rows],
-            terms=[terms[int(r[0])] for r in rows],
+            terms=hits.terms.take([at[int(r[0])] for r in rows]),
         )
         scores = score_rows(scorer, conn, batch, self._reader.store.vindex)
         best = BestRows(

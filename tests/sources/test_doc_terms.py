@@ -51,17 +51,40 @@ def test_a_shared_vocabulary_is_found_only_when_every_text_has_it() -> None:
     assert shared_vocab([]) is None
 
 
-@given(st.lists(st.lists(st.sampled_from(WORDS), max_size=6), max_size=8), st.booleans(), st.integers(0, 9))
-def test_packed_terms_unpack_to_what_was_packed(docs: list[list[str]], indexed: bool, n: int) -> None:
-    """Packing keeps each document's terms, in order, as the kind it was (ids or tuples)."""
-    given_docs = [_indexed(d) if indexed else tuple(d) for d in docs]
-    packed = PackedTerms.pack(given_docs)
-    back = packed.unpack(n)
+DOCS = st.lists(st.lists(st.sampled_from(WORDS), max_size=6), max_size=8)
+
+
+@given(DOCS, st.booleans(), st.integers(0, 9), st.data())
+def test_packed_terms_read_as_what_was_packed(
+    docs: list[list[str]], indexed: bool, n: int, data: st.DataObject
+) -> None:
+    """Packed, documents keep their terms, in order, as the kind they were (ids or tuples),
+    item by item, sliced and taken in any order."""
+    packed = PackedTerms.pack([_indexed(d) if indexed else tuple(d) for d in docs])
     assert len(packed) == len(docs)
-    assert [tuple(d) for d in back] == [tuple(d) for d in docs[:n]]
+    assert [tuple(d) for d in packed] == [tuple(d) for d in docs]
+    assert [tuple(packed[i]) for i in range(len(docs))] == [tuple(d) for d in docs]
+    assert [tuple(d) for d in packed[:n]] == [tuple(d) for d in docs[:n]]
+    order = data.draw(st.lists(st.integers(0, len(docs) - 1), max_size=10)) if docs else []
+    assert [tuple(d) for d in packed.take(order)] == [tuple(docs[i]) for i in order]
     if indexed and docs:
-        assert all(isinstance(d, IndexedTerms) and d.vocab is VOCAB for d in back)
+        assert all(isinstance(d, IndexedTerms) and d.vocab is VOCAB for d in packed)
     assert packed == PackedTerms.pack([tuple(d) for d in docs])
+
+
+@given(DOCS, st.data())
+def test_the_id_form_is_each_document_ids_in_turn(docs: list[list[str]], data: st.DataObject) -> None:
+    """What the scoring counts over: the ids of the documents taken, one after another, and their lengths."""
+    packed = PackedTerms.pack([_indexed(d) for d in docs])
+    order = data.draw(st.lists(st.integers(0, len(docs) - 1), max_size=10)) if docs else []
+    form = PackedTerms.pack([_indexed(docs[i]) for i in order]).id_form() if order else None
+    taken = packed.take(order).id_form()
+    if form is None:
+        assert taken is None or not order
+        return
+    assert taken is not None
+    assert taken[1].tolist() == [VOCAB[t] for i in order for t in docs[i]]
+    assert taken[2].tolist() == [len(docs[i]) for i in order]
 
 
 def test_packed_terms_hold_no_object_a_document() -> None:

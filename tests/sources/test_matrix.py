@@ -226,13 +226,18 @@ def test_a_growing_matrix_keeps_its_8_bit_copy_equal_to_its_rows() -> None:
 
 
 @given(
-    st.lists(st.tuples(st.integers(1, 2**40), st.floats(-1.0, 1.0, allow_nan=False)), max_size=60),
+    st.lists(
+        st.tuples(st.integers(1, 2**40), st.floats(-1.0, 1.0, allow_nan=False)),
+        max_size=60,
+        unique_by=lambda p: p[0],
+    ),
     st.integers(0, 70),
 )
 def test_a_dense_run_gives_back_the_hits_it_packed(pairs: list[tuple[int, float]], depth: int) -> None:
     """Packed as two arrays, a search's hits come back the same, best first, to any depth."""
     hits = [Hit(rowid=r, cosine=c) for r, c in pairs]
     run = DenseRun.pack(hits)
-    assert run.head(depth) == tuple(hits[:depth])
+    assert run.head(depth).hits() == tuple(hits[:depth])
+    assert run.head(depth).cosine_of() == {h.rowid: h.cosine for h in hits[:depth]}
     assert run == DenseRun.pack(list(hits))
     assert tracked_reachable(run) == 1

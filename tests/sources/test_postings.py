@@ -42,7 +42,7 @@ def _fts(
 def _mine(index: TextIndex, conn: sqlite3.Connection, ns_id: int, qterms: list[str], depth: int) -> list:
     found = index.top(conn, ns_id, qterms, depth)
     assert found is not None
-    return [[(h.rowid, h.rank) for h in found[c]] for c in CORPORA]
+    return [[(h.rowid, h.rank) for h in found[c].hits()] for c in CORPORA]
 
 
 def _same(a: list[list[tuple[int, float]]], b: list[list[tuple[int, float]]]) -> None:
@@ -132,7 +132,7 @@ def test_the_index_catches_up_with_another_connections_writes(tmp_path: Path) ->
                 _same(_mine(index, conn, ns_id, query, 10), _fts(conn, ns_id, query, 10))
                 found = index.top(conn, ns_id, query, 10)
                 assert found is not None
-                assert [[h.terms for h in hits] for hits in found] == [
+                assert [[h.terms for h in run.hits()] for run in found] == [
                     [h.terms for h in conn.lexical_candidates(ns_id, query, corpus=c, limit=10)]
                     for c in CORPORA
                 ]

@@ -128,7 +128,7 @@ def test_the_shared_retrieval_holds_each_corpus_best_matches(store: MemoryStore)
             ]
             shared = ref.hits(corpus, REFERENCE_DEPTH)
             assert shared is not None
-            assert [h.rowid for h in shared] == alone
+            assert shared.rowids.tolist() == alone
     assert ref.hits(_engine.CORPUS_FACTS, 1) is not None
     assert ref.hits(_engine.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
 
@@ -152,11 +152,11 @@ def test_a_kept_reference_holds_its_matches_in_a_few_objects(store: MemoryStore)
 
 def test_shared_matches_carry_the_indexed_terms_of_their_text(store: MemoryStore) -> None:
     """A shared match is scored on its indexed body: the same terms as analysing its text."""
-    hits = reference(store, NS).hits(_engine.CORPUS_ENTRIES, REFERENCE_DEPTH)
-    assert hits
+    run = reference(store, NS).hits(_engine.CORPUS_ENTRIES, REFERENCE_DEPTH)
+    assert run
     with store.db.read() as conn:
         texts = dict(conn.execute("SELECT rowid, text FROM entries").fetchall())
-    assert all(list(h.terms) == _analysis.terms(texts[h.rowid]) for h in hits)
+    assert all(list(h.terms) == _analysis.terms(texts[h.rowid]) for h in run.hits())
 
 
 def test_the_pool_is_read_from_the_best_matches_of_all_corpora(store: MemoryStore) -> None:
@@ -178,9 +178,7 @@ def test_the_pool_is_read_from_the_best_matches_of_all_corpora(store: MemoryStor
             (match, REFERENCE_DEPTH),
         ).fetchall()
     assert len(best) == REFERENCE_DEPTH  # more matches than the depth: the pool is a choice
-    assert set(_lexical_pool(tuple(run.head(len(run)) for run in ref.lexical_hits))) == {
-        _schema.split_fts_rowid(int(r[0])) for r in best
-    }
+    assert set(_lexical_pool(ref.lexical_hits)) == {_schema.split_fts_rowid(int(r[0])) for r in best}
 
 
 def _recalled(store: MemoryStore) -> list[tuple[str, float]]:
