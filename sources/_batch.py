@@ -11,14 +11,14 @@ these to them on random queries and texts.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import numpy as np
 
 from . import _calibration_constants as constants
 from . import _gate
-from ._doc_terms import IndexedTerms, PackedTerms, shared_vocab
+from ._doc_terms import PackedTerms, shared_vocab
 from ._relevance import K1, TIE, B
 
 if TYPE_CHECKING:
@@ -91,11 +91,8 @@ def _term_counts(
     texts' lengths: one pass over every token of the batch, counted by one bincount."""
     column = {t: j for j, t in enumerate(terms)}
     n, q = len(docs), len(terms)
-    packed = docs.id_form() if isinstance(docs, PackedTerms) else None
-    if packed is None and (vocab := shared_vocab(docs)) is not None:
-        indexed = cast("Sequence[IndexedTerms]", docs)
-        lengths = np.fromiter(map(len, indexed), np.int64, n)
-        packed = (vocab, np.concatenate([d.ids for d in indexed]), lengths)
+    indexed = isinstance(docs, PackedTerms) or shared_vocab(docs) is not None
+    packed = PackedTerms.pack(docs).id_form() if indexed else None
     if packed is not None:  # the texts index's own term ids: no string per token
         return _id_counts(column, (n, q), *packed)
     lengths = np.fromiter(map(len, docs), np.int64, n)

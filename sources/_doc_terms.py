@@ -93,6 +93,11 @@ class _Spans:
     words: npt.NDArray[np.object_]
     vocab: Mapping[str, int]
 
+    def __attrs_post_init__(self) -> None:
+        # Kept references share these with every turn that reads them: nobody writes to them.
+        for array in (self.ids, self.starts, self.ends):
+            array.setflags(write=False)
+
     def doc(self, a: int, b: int) -> IndexedTerms:
         return IndexedTerms(self.ids[a:b], self.words, self.vocab)
 
@@ -126,9 +131,12 @@ class PackedTerms(Sequence[Sequence[str]]):
         indexed = [d for d in docs if isinstance(d, IndexedTerms)]
         if vocab is None or not indexed:
             return cls(plain=tuple(tuple(d) for d in docs))
-        ends = np.cumsum(np.fromiter(map(len, indexed), np.int64, len(indexed)))
+        lengths = np.fromiter(map(len, indexed), np.int64, len(indexed))
+        ends = np.cumsum(lengths)
         ids = np.concatenate([d.ids for d in indexed]).astype(np.int32, copy=False)
-        return cls.spans(ids, ends - np.diff(ends, prepend=0), ends, indexed[0].words, vocab)
+        # One index's words array only grows (replaced by a longer copy): the longest holds every id.
+        words = max((d.words for d in indexed), key=len)
+        return cls.spans(ids, ends - lengths, ends, words, vocab)
 
     @classmethod
     def spans(
@@ -175,21 +183,15 @@ class PackedTerms(Sequence[Sequence[str]]):
         spans = self._spans
         if spans is None:
             return None
-        lengths = spans.ends - spans.starts
-        total = np.cumsum(lengths)
-        n = int(total[-1]) if len(total) else 0
-        return (
-            spans.vocab,
-            spans.ids[np.repeat(spans.starts - (total - lengths), lengths) + np.arange(n)],
-            lengths,
-        )
+        return spans.vocab, gather(spans.ids, spans.starts, spans.ends), spans.ends - spans.starts
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PackedTerms):
             return NotImplemented
         return [tuple(d) for d in self] == [tuple(d) for d in other]
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        return hash(tuple(tuple(d) for d in self))
 
     def __repr__(self) -> str:
         return f"PackedTerms({[tuple(d) for d in self]!r})"

@@ -129,6 +129,10 @@ class DenseRun:
     rowids: npt.NDArray[np.int64]
     cosines: npt.NDArray[np.float64]
 
+    def __attrs_post_init__(self) -> None:
+        self.rowids.setflags(write=False)  # kept references are shared: nobody writes to them
+        self.cosines.setflags(write=False)
+
     @classmethod
     def pack(cls, hits: Sequence[Hit]) -> DenseRun:
         return cls(
@@ -157,7 +161,8 @@ class DenseRun:
             return NotImplemented
         return self.hits() == other.hits()
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        return hash(self.hits())
 
 
 Row = tuple[int, int, str, bytes, str | None]  # (vector id, src_rowid, model_id, vec, memory_type)

@@ -30,7 +30,7 @@ import numpy as np
 
 from broker.log import get_logger
 
-from ._doc_terms import PackedTerms
+from ._doc_terms import PackedTerms, gather
 from ._engine import CORPORA, CORPUS_ENTRIES
 from ._relevance import LexicalRun
 
@@ -151,13 +151,10 @@ class Postings:
             picked = np.flatnonzero(which == seg_no)
             segment = self._segments[seg_no]
             at = where[picked] - segment.first
-            first = segment.offsets[at]
-            seg_ends = np.cumsum(segment.offsets[at + 1] - first)
-            lengths = np.diff(seg_ends, prepend=0)
-            gathered.append(
-                segment.ids[np.repeat(first - (seg_ends - lengths), lengths) + np.arange(int(seg_ends[-1]))]
-            )
-            starts[picked], ends[picked] = base + seg_ends - lengths, base + seg_ends
+            first, last = segment.offsets[at], segment.offsets[at + 1]
+            seg_ends = np.cumsum(last - first)
+            gathered.append(gather(segment.ids, first, last))
+            starts[picked], ends[picked] = base + seg_ends - (last - first), base + seg_ends
             base += int(seg_ends[-1])
         ids = np.concatenate(gathered) if gathered else np.zeros(0, dtype=np.int32)
         return PackedTerms.spans(ids, starts, ends, self._words, self.word_id)

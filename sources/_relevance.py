@@ -132,8 +132,8 @@ TIE: Final = 1e-5
 @attrs.frozen
 class LexicalHit:
     """One FTS match of a task: the source rowid of its corpus, its BM25 rank (FTS5's,
-    lower is better) and its analysed terms (the indexed body, so no text is re-analysed:
-    a tuple from the engine, `IndexedTerms` from the in-memory index)."""
+    lower is better) and its analysed terms (the indexed body, so no text is re-analysed).
+    What an engine's `lexical_candidates` returns; a turn carries matches as a `LexicalRun`."""
 
     rowid: int
     rank: float
@@ -148,6 +148,10 @@ class LexicalRun:
     rowids: npt.NDArray[np.int64]
     ranks: npt.NDArray[np.float64]
     terms: PackedTerms
+
+    def __attrs_post_init__(self) -> None:
+        self.rowids.setflags(write=False)  # kept references are shared: nobody writes to them
+        self.ranks.setflags(write=False)
 
     @classmethod
     def pack(cls, hits: Sequence[LexicalHit]) -> LexicalRun:
@@ -173,7 +177,8 @@ class LexicalRun:
             return NotImplemented
         return self.hits() == other.hits()
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        return hash(self.hits())
 
 
 @attrs.frozen(kw_only=True)

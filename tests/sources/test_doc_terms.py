@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from gc_kit import tracked_reachable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sources._doc_terms import IndexedTerms, PackedTerms, shared_vocab
+from sources._doc_terms import IndexedTerms, PackedTerms, gather, shared_vocab
+from sources._relevance import LexicalHit, LexicalRun
 
 WORDS = ["caroline", "support", "group", "paint", "lake"]
 VOCAB = {w: i for i, w in enumerate(WORDS)}
@@ -92,3 +94,45 @@ def test_packed_terms_hold_no_object_a_document() -> None:
     docs = [_indexed(["paint", "lake", "group"]) for _ in range(1000)]
     assert tracked_reachable(PackedTerms.pack(docs)) < 10
     assert tracked_reachable(PackedTerms.pack([tuple(d) for d in docs])) < 10
+
+
+@given(st.lists(st.lists(st.integers(0, 9), max_size=5), max_size=6), st.data())
+def test_gather_reads_each_span_in_turn(docs: list[list[int]], data: st.DataObject) -> None:
+    """`gather` is the spans' ids one after another, in the order asked, repeats included."""
+    ids = np.array([i for d in docs for i in d], dtype=np.int32)
+    lengths = np.array([len(d) for d in docs], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    order = np.array(
+        data.draw(st.lists(st.integers(0, len(docs) - 1), max_size=8)) if docs else [], dtype=np.int64
+    )
+    assert gather(ids, (ends - lengths)[order], ends[order]).tolist() == [
+        i for k in order.tolist() for i in docs[k]
+    ]
+
+
+def test_packing_reads_every_word_when_documents_hold_older_words_arrays() -> None:
+    """An index's words array is replaced by a longer copy as it grows: documents read before
+    the growth hold the shorter one, and packed with later ones every term still reads."""
+    old_words = TABLE[:3].copy()
+    old = IndexedTerms(np.array([VOCAB["caroline"]], dtype=np.int32), old_words, VOCAB)
+    new = _indexed(["lake", "paint"])
+    packed = PackedTerms.pack([old, new])
+    assert [tuple(d) for d in packed] == [("caroline",), ("lake", "paint")]
+
+
+def test_packed_arrays_are_read_only_and_runs_compare_and_hash_by_value() -> None:
+    """Kept references share their runs with every reader: nobody can write to them; two runs
+    of the same matches are equal and hash alike, whether their terms are ids or tuples."""
+    docs = [["paint", "lake"], ["group"]]
+    hits = [LexicalHit(rowid=i + 1, rank=-1.0 - i, terms=_indexed(d)) for i, d in enumerate(docs)]
+    run = LexicalRun.pack(hits)
+    plain = LexicalRun.pack([LexicalHit(rowid=h.rowid, rank=h.rank, terms=tuple(h.terms)) for h in hits])
+    assert run == plain
+    assert hash(run) == hash(plain)
+    assert run.head(1).hits() == tuple(hits[:1])
+    with pytest.raises(ValueError, match="read-only"):
+        run.head(1).rowids[0] = 99
+    shared = run.terms.take([1, 0])[1]
+    assert isinstance(shared, IndexedTerms)
+    with pytest.raises(ValueError, match="read-only"):
+        shared.ids[0] = 3

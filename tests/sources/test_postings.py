@@ -360,3 +360,32 @@ def test_a_typed_top_with_a_match_of_unknown_type_answers_none() -> None:
     assert index.top_typed(["apple"], 5, ("self",)) is None
     index.set_types({1: None})
     assert index.top_typed(["apple"], 5, ("self",)) == index.top(["apple"], 5)[0]
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.lists(st.lists(st.sampled_from(["apple", "berry", "cherry"]), max_size=4), max_size=6), max_size=5
+    ),
+    st.data(),
+)
+def test_documents_terms_come_packed_as_their_own_across_segments(
+    chunks: list[list[list[str]]], data: st.DataObject
+) -> None:
+    """Documents of several segments, asked in any order (repeats too), then taken and sliced,
+    read as each one's indexed terms; the ids the scoring counts over are theirs, in turn."""
+    codes = itertools.count(4, 4)
+    index = Postings.build([[(next(codes), " ".join(doc)) for doc in chunk] for chunk in chunks], log_id=0)
+    live = sorted(index.slot_of)
+    order = data.draw(st.lists(st.sampled_from(live), max_size=12)) if live else []
+    packed = index.terms_of(order)
+    assert [tuple(d) for d in packed] == [index.indexed_terms(r) for r in order]
+    picks = data.draw(st.lists(st.integers(0, len(order) - 1), max_size=8)) if order else []
+    n = data.draw(st.integers(0, 9))
+    taken = packed.take(picks)[:n]
+    wanted = [index.indexed_terms(order[i]) for i in picks][:n]
+    assert [tuple(d) for d in taken] == wanted
+    form = taken.id_form()
+    assert form is not None
+    assert form[1].tolist() == [index.word_id[t] for doc in wanted for t in doc]
+    assert form[2].tolist() == [len(doc) for doc in wanted]

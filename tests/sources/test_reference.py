@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import pytest
 from gc_kit import tracked_reachable
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker import Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, NewFact, _analysis, _engine, _index
 from sources._abstraction import FactWriter
 from sources._reference import REFERENCE_DEPTH, _lexical_pool, compute_reference
-from sources._relevance import Reference, lexical_features
+from sources._relevance import LexicalHit, LexicalRun, Reference, lexical_features
 from sources._scorer import Scorer
 from sources._sqlite import _schema
 
@@ -198,3 +201,24 @@ def test_a_write_from_another_handle_is_seen_by_the_next_recall(store: MemorySto
     assert not {"n0", "n1"} & {i for i, _ in again}
     with MemoryStore.open(tmp_path / "m.db", mode="lexical") as fresh:
         assert again == _recalled(fresh)
+
+
+RANKS = st.sampled_from([-3.0, -2.0, -2.0, -1.0, -0.0, 0.0, -1e-300])
+
+
+@given(
+    st.lists(
+        st.lists(st.tuples(RANKS, st.lists(st.sampled_from("abcde"), max_size=4)), max_size=40), max_size=4
+    )
+)
+def test_the_pool_takes_the_best_ranks_of_all_corpora_ties_in_corpus_order(
+    corpora: list[list[tuple[float, list[str]]]],
+) -> None:
+    """The pool is the first REFERENCE_DEPTH matches of every corpus sorted by rank alone, equal
+    ranks in corpus and match order (Python's stable sort of the matches, the definition)."""
+    rowids = itertools.count(1)
+    hits = [[LexicalHit(next(rowids), rank, tuple(terms)) for rank, terms in docs] for docs in corpora]
+    ranked = sorted(((h.rank, c, h) for c, ch in enumerate(hits) for h in ch), key=lambda item: item[0])
+    expected = {(c, h.rowid): tuple(h.terms) for _, c, h in ranked[:REFERENCE_DEPTH]}
+    pool = _lexical_pool(tuple(LexicalRun.pack(ch) for ch in hits))
+    assert [(k, tuple(v)) for k, v in pool.items()] == list(expected.items())
