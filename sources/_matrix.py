@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _ann
+from ._runs import Run
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -121,17 +122,11 @@ class Hit:
 
 
 @attrs.frozen(eq=False)
-class DenseRun:
-    """One corpus's nearest vectors, best first, held as two arrays (a store keeps the shared
-    retrieval of recent tasks across turns, and objects held that long are what every full
-    garbage collection walks)."""
+class DenseRun(Run):
+    """One corpus's nearest vectors, best first, as two arrays (`sources._runs`)."""
 
     rowids: npt.NDArray[np.int64]
     cosines: npt.NDArray[np.float64]
-
-    def __attrs_post_init__(self) -> None:
-        self.rowids.setflags(write=False)  # kept references are shared: nobody writes to them
-        self.cosines.setflags(write=False)
 
     @classmethod
     def pack(cls, hits: Sequence[Hit]) -> DenseRun:
@@ -139,9 +134,6 @@ class DenseRun:
             rowids=np.fromiter((h.rowid for h in hits), np.int64, len(hits)),
             cosines=np.fromiter((h.cosine for h in hits), np.float64, len(hits)),
         )
-
-    def __len__(self) -> int:
-        return len(self.rowids)
 
     def head(self, depth: int) -> DenseRun:
         """The `depth` nearest."""
@@ -155,14 +147,6 @@ class DenseRun:
         """The rows as `Hit`s."""
         rowids, cosines = self.rowids.tolist(), self.cosines.tolist()
         return tuple(Hit(rowid=r, cosine=c) for r, c in zip(rowids, cosines, strict=True))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DenseRun):
-            return NotImplemented
-        return self.hits() == other.hits()
-
-    def __hash__(self) -> int:
-        return hash(self.hits())
 
 
 Row = tuple[int, int, str, bytes, str | None]  # (vector id, src_rowid, model_id, vec, memory_type)

@@ -43,6 +43,7 @@ from broker import RECALL_MODES, FieldError, ValidationError
 from . import _calibration_constants as constants
 from ._doc_terms import PackedTerms
 from ._matrix import DenseRun
+from ._runs import Run
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -141,17 +142,13 @@ class LexicalHit:
 
 
 @attrs.frozen(eq=False)
-class LexicalRun:
+class LexicalRun(Run):
     """One corpus's FTS matches, best first, as arrays: rowids, ranks and the terms packed
-    (`PackedTerms`), never an object a match (a turn's retrieval, and the store's kept ones)."""
+    (`PackedTerms`; `sources._runs`)."""
 
     rowids: npt.NDArray[np.int64]
     ranks: npt.NDArray[np.float64]
     terms: PackedTerms
-
-    def __attrs_post_init__(self) -> None:
-        self.rowids.setflags(write=False)  # kept references are shared: nobody writes to them
-        self.ranks.setflags(write=False)
 
     @classmethod
     def pack(cls, hits: Sequence[LexicalHit]) -> LexicalRun:
@@ -161,9 +158,6 @@ class LexicalRun:
             terms=PackedTerms.pack([h.terms for h in hits]),
         )
 
-    def __len__(self) -> int:
-        return len(self.rowids)
-
     def head(self, depth: int) -> LexicalRun:
         """The best `depth` matches."""
         return LexicalRun(rowids=self.rowids[:depth], ranks=self.ranks[:depth], terms=self.terms[:depth])
@@ -171,14 +165,6 @@ class LexicalRun:
     def hits(self) -> tuple[LexicalHit, ...]:
         """The matches as `LexicalHit`s."""
         return tuple(map(LexicalHit, self.rowids.tolist(), self.ranks.tolist(), self.terms))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, LexicalRun):
-            return NotImplemented
-        return self.hits() == other.hits()
-
-    def __hash__(self) -> int:
-        return hash(self.hits())
 
 
 @attrs.frozen(kw_only=True)
