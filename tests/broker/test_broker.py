@@ -30,6 +30,9 @@ from broker.testing import FailingSource, FakeSource, HangingSource, SlowSource,
 from sources._sqlite import SqliteEngine
 from sources._tasks import SqliteTaskRepository
 
+REAL_CLOCK_DEADLINE = 30.0
+"""A turn's deadline where a real repository reads in a thread: one no slow machine misses."""
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -92,7 +95,7 @@ def nonce_of(ctx: Context) -> str:
 
 async def assemble(repo, sources: Sequence, t: Turn | None = None, **options: object) -> Context:
     async with (
-        open_selector(sources) as selector,
+        open_selector(sources, deadline=REAL_CLOCK_DEADLINE) as selector,
         open_broker(
             selector=selector,
             tasks=repo,
@@ -251,7 +254,9 @@ async def test_task_alone_over_the_input_budget_is_kept_and_flagged(repo):
 async def test_closed_selector_makes_memory_abstain(repo):
     """A closed selector is not an error: zero memory blocks, and the trace says why."""
     seed(repo)
-    async with open_selector([FakeSource("fake", candidates=memories())]) as selector:
+    async with open_selector(
+        [FakeSource("fake", candidates=memories())], deadline=REAL_CLOCK_DEADLINE
+    ) as selector:
         pass
     async with open_broker(selector=selector, tasks=repo, conversations=repo) as broker:
         ctx = await broker.assemble(turn())
@@ -265,7 +270,7 @@ class ExplodingSelector:
     """A selector that raises on every call, as a misconfigured one would."""
 
     calls: int = 0
-    deadline: float = 0.1
+    deadline: float = REAL_CLOCK_DEADLINE
     mode: str = "lexical"
 
     async def select(self, request: object) -> object:  # noqa: ARG002, D102
@@ -296,7 +301,9 @@ async def test_a_failing_conversation_store_leaves_no_history_and_says_why(repo)
     """History fails closed: no past task, the memories stay, and the reason is traced in the schema."""
     seed(repo)
     async with (
-        open_selector([FakeSource("fake", candidates=[*memories(), past()])]) as selector,
+        open_selector(
+            [FakeSource("fake", candidates=[*memories(), past()])], deadline=REAL_CLOCK_DEADLINE
+        ) as selector,
         open_broker(selector=selector, tasks=repo, conversations=FailingConversations()) as broker,  # type: ignore[arg-type]
     ):
         ctx = await broker.assemble(turn())
@@ -332,7 +339,7 @@ async def test_unknown_or_inactive_task_is_a_validation_error(repo):
     """A turn must name an active task the repository knows."""
     seed(repo)
     async with (
-        open_selector([]) as selector,
+        open_selector([], deadline=REAL_CLOCK_DEADLINE) as selector,
         open_broker(selector=selector, tasks=repo, conversations=repo) as b,
     ):
         with pytest.raises(ValidationError, match="unknown"):

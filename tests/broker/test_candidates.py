@@ -26,6 +26,9 @@ from broker._selector import open_selector
 from broker.testing import FakeSource, HangingSource, make_candidate
 from sources import MemoryStore, SqliteTaskRepository
 
+REAL_CLOCK_DEADLINE = 30.0
+"""A turn's deadline where a real repository reads in a thread: one no slow machine misses."""
+
 NS = Namespace(tenant_id="acme", project_id="boundary")
 MB = 1_000_000
 
@@ -115,7 +118,7 @@ async def test_a_malformed_candidate_fails_its_source_not_the_turn(repo, fields)
         "good", candidates=[make_candidate("g1", 0.9, source="good", text="Billing moved to Postgres.")]
     )
     async with (
-        open_selector([bad, good]) as selector,
+        open_selector([bad, good], deadline=REAL_CLOCK_DEADLINE) as selector,
         open_broker(selector=selector, tasks=repo, conversations=repo) as broker,
     ):
         ctx = await broker.assemble(Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=8000))

@@ -22,6 +22,9 @@ from broker.abc import ConversationTurn, TaskRecord
 from broker.testing import FakeSource, background_memories, make_candidate
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, default_sources
 
+REAL_CLOCK_DEADLINE = 30.0
+"""A turn's deadline where a real repository reads in a thread: one no slow machine misses."""
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
@@ -134,7 +137,7 @@ async def test_every_payload_recalled_as_a_memory_stays_inside_its_block(repo):
     source = FakeSource("store")
     checked = 0
     async with (
-        open_selector([source]) as selector,
+        open_selector([source], deadline=REAL_CLOCK_DEADLINE) as selector,
         open_broker(selector=selector, tasks=repo, conversations=repo) as broker,
     ):
         for batch in _batches():
@@ -214,7 +217,7 @@ async def test_hostile_past_turns_through_assemble_stay_inside_the_history_block
     # The past-task source's verdict, faked: this past task cleared the floor for the turn.
     relevant = FakeSource("past_tasks", candidates=[make_candidate("past", 0.8, block="history")])
     async with (
-        open_selector([relevant]) as selector,
+        open_selector([relevant], deadline=REAL_CLOCK_DEADLINE) as selector,
         open_broker(selector=selector, tasks=repo, conversations=repo) as broker,
     ):
         ctx = await broker.assemble(Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=100_000))

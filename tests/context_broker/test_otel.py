@@ -20,6 +20,9 @@ from broker.testing import FailingSource
 from context_broker.otel import SOURCE_SPAN, TURN_SPAN, OpenTelemetryObserver
 from sources import DEFAULT_SOURCES, MemoryStore, SqliteTaskRepository, default_sources
 
+REAL_CLOCK_DEADLINE = 30.0
+"""A turn's deadline where a real repository reads in a thread: one no slow machine misses."""
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -110,7 +113,7 @@ async def test_a_refused_turn_is_an_error_span(store, provider, exporter):
     """A turn that raises (unknown task) ends its span with the error recorded."""
     tasks = SqliteTaskRepository.from_store(store)
     async with (
-        open_selector(default_sources(store), mode="lexical") as selector,
+        open_selector(default_sources(store), deadline=REAL_CLOCK_DEADLINE, mode="lexical") as selector,
         open_broker(
             selector=selector,
             tasks=tasks,
