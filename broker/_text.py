@@ -131,6 +131,8 @@ def fold(text: str) -> str:
 
 def hidden_character(text: str) -> str | None:
     """The first control or invisible character of `text` (tab and newline count), or None."""
+    if text.isascii() and text.isprintable():  # the common case: 0x20-0x7e only, none hidden
+        return None
     return next((c for c in text if _hidden(c)), None)
 
 

@@ -438,6 +438,9 @@ class Writer(Reader, Protocol):
         namespace's statistics (n_docs + 1, total_len + len(terms), df of each distinct term
         + 1). The key must not be indexed already (unindex it first)."""
 
+    def index_documents(self, ns_id: int, docs: Sequence[tuple[tuple[int, int], Sequence[str]]]) -> None:
+        """`index_document` of each (key, terms), in order, with the statistics counted once."""
+
     def unindex_document(self, ns_id: int, key: tuple[int, int]) -> None:
         """Remove a document from the index and the statistics (exactly undoing
         `index_document`); a key not indexed: nothing."""

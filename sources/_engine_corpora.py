@@ -147,6 +147,10 @@ class EntryReads(Protocol):
         """(rowid, kind) of the entry `id`, or None."""
         ...
 
+    def find_many(self, ns_id: int, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """(rowid, kind) of each entry among `ids` the namespace holds (any number of ids)."""
+        ...
+
     def by_id(self, namespace: Namespace, id: str) -> EntryRecord | None:  # noqa: A002
         """The entry `id` of the namespace (terms None), or None."""
         ...
@@ -191,6 +195,10 @@ class EntryWrites(EntryReads, Protocol):
         """Insert an entry (its id must be new in the namespace); its rowid. Not indexed."""
         ...
 
+    def insert_many(self, ns_id: int, namespace: Namespace, rows: Sequence[EntryRow]) -> list[int]:
+        """Insert entries (ids new in the namespace and distinct); their rowids, in order."""
+        ...
+
     def update_text(self, ns_id: int, rowid: int, *, text: str, metadata: str) -> None:
         """Set an entry's text and metadata (the caller re-indexes and re-embeds)."""
         ...
@@ -219,6 +227,10 @@ class DocReads(Protocol):
         """The rowid of document `id`, or None."""
         ...
 
+    def find_many(self, table: str, ns_id: int, ids: Sequence[str]) -> dict[str, int]:
+        """The rowid of each document among `ids` the namespace holds (any number of ids)."""
+        ...
+
     def rows(
         self, table: str, ns_id: int, rowids: Sequence[int], columns: Sequence[str]
     ) -> list[tuple[Any, ...]]:
@@ -231,6 +243,11 @@ class DocWrites(DocReads, Protocol):
 
     def insert(self, table: str, ns_id: int, values: Mapping[str, Any]) -> int:
         """Insert a document (`values`: `id` and columns of the table); its rowid. Not indexed."""
+        ...
+
+    def insert_many(self, table: str, ns_id: int, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Insert documents (each as `insert`'s `values`, all with the same columns; ids new
+        and distinct); their rowids, in order. Not indexed."""
         ...
 
     def delete(self, table: str, ns_id: int, rowid: int) -> None:

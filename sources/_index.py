@@ -10,6 +10,8 @@ from . import _analysis
 from ._relevance import QueryProfile
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from ._engine import Reader, Writer
     from ._postings import TextIndex
 
@@ -17,6 +19,11 @@ if TYPE_CHECKING:
 def add_doc(writer: Writer, ns_id: int, corpus: int, rowid: int, text: str) -> None:
     """Index one document under its analysed terms and count it in the namespace's statistics."""
     writer.index_document(ns_id, (corpus, rowid), _analysis.terms(text))
+
+
+def add_docs(writer: Writer, ns_id: int, corpus: int, docs: Iterable[tuple[int, str]]) -> None:
+    """`add_doc` of each (rowid, text) of one corpus, in one batch."""
+    writer.index_documents(ns_id, [((corpus, rowid), _analysis.terms(text)) for rowid, text in docs])
 
 
 def remove_doc(writer: Writer, ns_id: int, corpus: int, rowid: int) -> None:

@@ -395,15 +395,14 @@ def insert_docs(
     vectors = _embedded(store, [str(r["text"]) for r in rows])
     with store.engine.write() as conn:
         ns_id = conn.ensure_namespace(namespace)
-        rowids: list[int] = []
+        old = conn.docs.find_many(table, ns_id, [str(row["id"]) for row in rows]) if rows else {}
         for row in rows:
-            old = conn.docs.find(table, ns_id, str(row["id"]))
-            if old is not None:
-                if not replace:
-                    raise_exists(str(row["id"]), namespace)
-                conn.docs.delete(table, ns_id, old)
-            rowids.append(conn.docs.insert(table, ns_id, row))
-            _index.add_doc(conn, ns_id, corpus, rowids[-1], str(row["text"]))
+            if str(row["id"]) in old and not replace:
+                raise_exists(str(row["id"]), namespace)
+        for rowid in old.values():
+            conn.docs.delete(table, ns_id, rowid)
+        rowids = conn.docs.insert_many(table, ns_id, rows)
+        _index.add_docs(conn, ns_id, corpus, zip(rowids, (str(row["text"]) for row in rows), strict=True))
         if vectors is not None and store.embedder is not None:
             conn.store_vectors(Slot(ns_id, corpus), rowids, vectors, store.embedder.model_id)
 

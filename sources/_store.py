@@ -281,7 +281,7 @@ class MemoryStore:
             ns_id = conn.ensure_namespace(namespace)
             stored = set() if replace else self._stored_texts(conn, ns_id, rows)  # written meanwhile
             kept = [i for i, r in enumerate(rows) if r.id not in stored]
-            rowids = [self.insert_row(conn, ns_id, namespace, rows[i], replace=replace) for i in kept]
+            rowids = self.insert_rows(conn, ns_id, namespace, [rows[i] for i in kept], replace=replace)
             if vectors is not None and self.embedder is not None and kept:
                 conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), rowids, vectors[kept], self.embedder.model_id)
         return ids
@@ -341,20 +341,31 @@ class MemoryStore:
 
     @staticmethod
     def insert_row(conn: Writer, ns_id: int, ns: Namespace, row: EntryRow, *, replace: bool) -> int:
-        """Insert one row and index it, in the caller's write; its rowid.
+        """Insert one row and index it, in the caller's write; its rowid (`insert_rows`)."""
+        return MemoryStore.insert_rows(conn, ns_id, ns, [row], replace=replace)[0]
+
+    @staticmethod
+    def insert_rows(
+        conn: Writer, ns_id: int, ns: Namespace, rows: Sequence[EntryRow], *, replace: bool
+    ) -> list[int]:
+        """Insert rows (distinct ids) and index them, in the caller's write; their rowids.
 
         An existing id is a ValidationError unless `replace` (never for a memorule's).
         """
-        old = conn.entries.find(ns_id, row.id)
-        if old is not None:
+        old = conn.entries.find_many(ns_id, [row.id for row in rows]) if rows else {}
+        for row in rows:
+            found = old.get(row.id)
+            if found is None:
+                continue
             if not replace:
                 raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {ns}")
-            if old[1] == "memorule":
+            if found[1] == "memorule":
                 raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
-            conn.entries.delete(ns_id, old[0])
-        rowid = conn.entries.insert(ns_id, ns, row)
-        _index.add_doc(conn, ns_id, CORPUS_ENTRIES, rowid, row.text)
-        return rowid
+        for rowid, _ in old.values():
+            conn.entries.delete(ns_id, rowid)
+        rowids = conn.entries.insert_many(ns_id, ns, rows)
+        _index.add_docs(conn, ns_id, CORPUS_ENTRIES, zip(rowids, (row.text for row in rows), strict=True))
+        return rowids
 
     def delete(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a memory from every index; returns whether it existed."""

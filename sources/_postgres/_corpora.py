@@ -55,6 +55,12 @@ class PostgresEntries:
         )
         return None if row is None else (int(row[0]), str(row[1]))
 
+    def find_many(self, ns_id: int, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        rows = self.scope.ns(ns_id).rows(
+            "SELECT id, rowid, kind FROM entries WHERE ns_id = %s AND id = ANY(%s)", (ns_id, list(ids))
+        )
+        return {str(r[0]): (int(r[1]), str(r[2])) for r in rows}
+
     def by_id(self, namespace: Namespace, id: str) -> EntryRecord | None:  # noqa: A002
         row = self.scope.tenant(namespace.tenant_id).one(
             f"SELECT {ENTRY_COLS} FROM entries WHERE tenant_id = %s AND project_id = %s AND id = %s",
@@ -142,6 +148,9 @@ class PostgresEntries:
         assert created is not None  # noqa: S101 - INSERT ... RETURNING returns its row
         return int(created[0])
 
+    def insert_many(self, ns_id: int, namespace: Namespace, rows: Sequence[EntryRow]) -> list[int]:
+        return [self.insert(ns_id, namespace, row) for row in rows]
+
     def update_text(self, ns_id: int, rowid: int, *, text: str, metadata: str) -> None:
         self.scope.ns(ns_id).execute(
             "UPDATE entries SET text = %s, metadata = %s WHERE rowid = %s AND ns_id = %s",
@@ -171,6 +180,10 @@ class PostgresDocs:
         row = self.scope.ns(ns_id).one(sql, (ns_id, id))
         return None if row is None else int(row[0])
 
+    def find_many(self, table: str, ns_id: int, ids: Sequence[str]) -> dict[str, int]:
+        sql = f"SELECT id, rowid FROM {_doc_table(table)} WHERE ns_id = %s AND id = ANY(%s)"
+        return {str(r[0]): int(r[1]) for r in self.scope.ns(ns_id).rows(sql, (ns_id, list(ids)))}
+
     def rows(
         self, table: str, ns_id: int, rowids: Sequence[int], columns: Sequence[str]
     ) -> list[tuple[Any, ...]]:
@@ -187,6 +200,9 @@ class PostgresDocs:
         )
         assert row is not None  # noqa: S101 - INSERT ... RETURNING returns its row
         return int(row[0])
+
+    def insert_many(self, table: str, ns_id: int, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        return [self.insert(table, ns_id, row) for row in rows]
 
     def delete(self, table: str, ns_id: int, rowid: int) -> None:
         corpus = _DOC_CORPUS[_doc_table(table)]

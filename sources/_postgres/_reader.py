@@ -303,6 +303,10 @@ class PostgresWriter(PostgresReader):
     def index_document(self, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
         _index.index(self.scope, ns_id, key, terms)
 
+    def index_documents(self, ns_id: int, docs: Sequence[tuple[tuple[int, int], Sequence[str]]]) -> None:
+        for key, terms in docs:  # one statement a document: its postings, df and statistics
+            _index.index(self.scope, ns_id, key, terms)
+
     def unindex_document(self, ns_id: int, key: tuple[int, int]) -> None:
         _index.unindex(self.scope, ns_id, key)
 

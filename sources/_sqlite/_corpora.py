@@ -42,6 +42,10 @@ class SqliteEntries:
         ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]))
 
+    def find_many(self, ns_id: int, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        sql = "SELECT id, rowid, kind FROM entries WHERE ns_id = ? AND id IN ({marks})"
+        return {str(r[0]): (int(r[1]), str(r[2])) for r in select_in(self.conn, sql, list(ids), (ns_id,))}
+
     def by_id(self, namespace: Namespace, id: str) -> EntryRecord | None:  # noqa: A002
         row = self.conn.execute(
             f"SELECT {ENTRY_COLS} FROM entries WHERE tenant_id = ? AND project_id = ? AND id = ?",
@@ -138,6 +142,30 @@ class SqliteEntries:
         )
         return int(cur.lastrowid or 0)
 
+    def insert_many(self, ns_id: int, namespace: Namespace, rows: Sequence[EntryRow]) -> list[int]:
+        # One statement for the batch, then its rowids by id (unique in the namespace).
+        self.conn.executemany(
+            "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
+            "created_at, importance, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    row.id,
+                    ns_id,
+                    namespace.tenant_id,
+                    namespace.project_id,
+                    row.kind,
+                    row.memory_type,
+                    row.text,
+                    row.created_at,
+                    row.importance,
+                    row.metadata,
+                )
+                for row in rows
+            ],
+        )
+        found = self.find_many(ns_id, [row.id for row in rows])
+        return [found[row.id][0] for row in rows]
+
     def update_text(self, ns_id: int, rowid: int, *, text: str, metadata: str) -> None:
         self.conn.execute(
             "UPDATE entries SET text = ?, metadata = ? WHERE rowid = ? AND ns_id = ?",
@@ -174,6 +202,10 @@ class SqliteDocs:
         row = self.conn.execute(sql, (ns_id, id)).fetchone()
         return None if row is None else int(row[0])
 
+    def find_many(self, table: str, ns_id: int, ids: Sequence[str]) -> dict[str, int]:
+        sql = f"SELECT id, rowid FROM {_doc_table(table)} WHERE ns_id = ? AND id IN ({{marks}})"
+        return {str(r[0]): int(r[1]) for r in select_in(self.conn, sql, list(ids), (ns_id,))}
+
     def rows(
         self, table: str, ns_id: int, rowids: Sequence[int], columns: Sequence[str]
     ) -> list[tuple[Any, ...]]:
@@ -188,6 +220,17 @@ class SqliteDocs:
             [ns_id, *values.values()],
         )
         return int(cur.lastrowid or 0)
+
+    def insert_many(self, table: str, ns_id: int, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        if not rows:
+            return []
+        cols = ["ns_id", *rows[0]]
+        self.conn.executemany(
+            f"INSERT INTO {_doc_table(table)} ({', '.join(cols)}) VALUES ({marks(len(cols))})",
+            [[ns_id, *(row[c] for c in cols[1:])] for row in rows],
+        )
+        found = self.find_many(table, ns_id, [str(row["id"]) for row in rows])
+        return [found[str(row["id"])] for row in rows]
 
     def delete(self, table: str, ns_id: int, rowid: int) -> None:
         corpus = _DOC_CORPUS[_doc_table(table)]

@@ -27,7 +27,7 @@ from sources._matrix import from_blobs, to_blob
 from sources._relevance import LexicalHit
 
 from . import _corpora, _graph, _memorules, _schema
-from ._sql import CORPUS_TABLES, delete_vectors, fts_match, fts_terms, log_text, select_in, unindex
+from ._sql import CORPUS_TABLES, delete_vectors, fts_match, fts_terms, log_texts, select_in, unindex
 
 if TYPE_CHECKING:
     import sqlite3
@@ -287,15 +287,21 @@ class SqliteWriter(SqliteReader):
         return ns_id
 
     def index_document(self, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
-        self.conn.execute(
+        self.index_documents(ns_id, [(key, terms)])
+
+    def index_documents(self, ns_id: int, docs: Sequence[tuple[tuple[int, int], Sequence[str]]]) -> None:
+        if not docs:
+            return
+        fts_rowids = [_schema.fts_rowid(*key) for key, _ in docs]
+        self.conn.executemany(
             f"INSERT INTO {_schema.fts_table(ns_id)} (rowid, body) VALUES (?, ?)",
-            (_schema.fts_rowid(*key), " ".join(terms)),
+            [(r, " ".join(terms)) for r, (_, terms) in zip(fts_rowids, docs, strict=True)],
         )
         self.conn.execute(
-            "UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + ? WHERE ns_id = ?",
-            (len(terms), ns_id),
+            "UPDATE namespaces SET n_docs = n_docs + ?, total_len = total_len + ? WHERE ns_id = ?",
+            (len(docs), sum(len(terms) for _, terms in docs), ns_id),
         )
-        log_text(self.conn, ns_id, _schema.fts_rowid(*key), 1)
+        log_texts(self.conn, ns_id, fts_rowids, 1)
 
     def unindex_document(self, ns_id: int, key: tuple[int, int]) -> None:
         unindex(self.conn, ns_id, key)

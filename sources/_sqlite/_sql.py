@@ -74,6 +74,13 @@ def log_text(conn: sqlite3.Connection, ns_id: int, fts_rowid: int, op: int) -> N
     conn.execute("INSERT INTO text_log (ns_id, fts_rowid, op) VALUES (?, ?, ?)", (ns_id, fts_rowid, op))
 
 
+def log_texts(conn: sqlite3.Connection, ns_id: int, fts_rowids: Sequence[int], op: int) -> None:
+    """`log_text` of each FTS rowid, in order."""
+    conn.executemany(
+        "INSERT INTO text_log (ns_id, fts_rowid, op) VALUES (?, ?, ?)", [(ns_id, r, op) for r in fts_rowids]
+    )
+
+
 def delete_vectors(conn: sqlite3.Connection, corpus: int, rowids: Sequence[int]) -> None:
     """Delete the vectors of rows of one corpus (each leaves a tombstone, by trigger)."""
     conn.executemany(

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker import hidden_character, printable
-from broker._text import REPLACEMENT, clean, fold, is_invisible, skeleton
+from broker._text import REPLACEMENT, _hidden, clean, fold, is_invisible, skeleton
 
 INVISIBLE = [
     "\u200b",
@@ -100,6 +100,12 @@ def test_hidden_character_finds_controls_and_invisibles(char):
 def test_hidden_character_passes_visible_text(text):
     """Visible characters of any script pass (folding look-alikes is the namespace's job)."""
     assert hidden_character(text) is None
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)) | st.text())
+def test_hidden_character_is_the_first_hidden_character_scanned(text):
+    """The ASCII fast path answers as the character-by-character scan does, for any text."""
+    assert hidden_character(text) == next((c for c in text if _hidden(c)), None)
 
 
 def test_printable_escapes_line_breaks_and_invisibles():

@@ -214,3 +214,52 @@ def test_memory_types_tell_each_entrys_type_within_its_namespace(engine: Engine)
     with engine.read() as r:
         assert r.entries.memory_types(ns_id, None) == {typed[0]: "self", typed[1]: None}
         assert r.entries.memory_types(ns_id, [typed[1], foreign]) == {typed[1]: None}
+
+
+def test_a_batch_write_matches_the_same_writes_one_by_one(engine: Engine) -> None:
+    """insert_many / find_many / index_documents: the rowids, statistics, ranks and log of single writes."""
+    with engine.write() as w:
+        ns_id = w.ensure_namespace(NS)
+        rowids = w.entries.insert_many(ns_id, NS, [entry_row(f"e{i}", t) for i, t in enumerate(TEXTS)])
+        w.index_documents(ns_id, [((0, r), _analysis.terms(t)) for r, t in zip(rowids, TEXTS, strict=True)])
+        w.index_documents(ns_id, [])
+        other = w.ensure_namespace(OTHER)
+        w.entries.insert_many(other, OTHER, [entry_row("e0", TEXTS[0])])
+    with engine.read() as r:
+        found = r.entries.find_many(ns_id, ["e3", "e0", "absent"])
+        stats = r.term_stats(ns_id, ["payment", "deploy"])
+        hits = r.lexical_candidates(ns_id, ["payment", "deploy"], corpus=0, limit=10)
+        changes = r.text_changes(ns_id, 0)
+    assert len(set(rowids)) == len(TEXTS)
+    assert found == {"e0": (rowids[0], "note"), "e3": (rowids[3], "note")}
+    assert (stats.n_docs, stats.total_len) == (len(TEXTS), sum(len(_analysis.terms(t)) for t in TEXTS))
+    assert dict(stats.df) == {"payment": 3, "deploy": 3}
+    assert [(c.corpus, c.rowid, c.op) for c in changes] == [(0, rowid, 1) for rowid in rowids]
+    assert {h.rowid for h in hits} == {rowids[0], rowids[1], rowids[3]}
+    assert [h.rank for h in hits] == sorted(h.rank for h in hits)
+
+
+def test_a_batch_of_documents_gets_each_its_own_rowid(engine: Engine) -> None:
+    """docs.insert_many returns each document's rowid in order; find_many sees only its namespace's."""
+    rows = [
+        {
+            "id": f"k{i}",
+            "text": t,
+            "provenance": "[]",
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "metadata": "{}",
+        }
+        for i, t in enumerate(TEXTS[:3])
+    ]
+    with engine.write() as w:
+        ns_id, other = w.ensure_namespace(NS), w.ensure_namespace(OTHER)
+        rowids = w.docs.insert_many("knowledge", ns_id, rows)
+        assert w.docs.insert_many("knowledge", ns_id, []) == []
+    with engine.read() as r:
+        assert r.docs.find_many("knowledge", ns_id, ["k2", "k0", "nope"]) == {
+            "k0": rowids[0],
+            "k2": rowids[2],
+        }
+        assert r.docs.find_many("knowledge", other, ["k0"]) == {}
+        stored = r.docs.rows("knowledge", ns_id, rowids, ["text"])
+    assert sorted((rowid, text) for rowid, _, text in stored) == sorted(zip(rowids, TEXTS[:3], strict=True))
