@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, NewFact, Writers, _engine
+from sources import MemoryStore, NewEntry, NewFact, NewNeuron, Writers, _engine
 from sources._analysis import STOP_WORDS, terms
 from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
 from sources._source_base import DocTable, insert_docs
@@ -222,13 +222,14 @@ def _knowledge(store: MemoryStore, gen: Generator, n: int, clock: _WriteClock) -
 
 
 def _neurons(writers: Writers, gen: Generator, n: int, clock: _WriteClock) -> None:
-    neurons = [(gen.memory(), [" ".join(gen.words(2)), " ".join(gen.words(2))]) for _ in range(n)]
-
-    def write() -> None:
-        for i, (text, triggers) in enumerate(neurons):
-            writers.neurons.add_neuron(text, namespace=NS, triggers=triggers, id=f"n{i}")
-
-    clock.run(write)
+    neurons = [
+        NewNeuron(text=gen.memory(), triggers=[" ".join(gen.words(2)), " ".join(gen.words(2))], id=f"n{i}")
+        for i in range(n)
+    ]
+    for start in range(0, n, BATCH):
+        clock.run(
+            functools.partial(writers.neurons.add_neurons, neurons[start : start + BATCH], namespace=NS)
+        )
 
 
 def _graph(writers: Writers, gen: Generator, n: int, clock: _WriteClock) -> None:

@@ -44,6 +44,7 @@ from ._memorules import session_errors as session_errors
 from ._memorules import update_memorule as update_memorule
 from ._neurons import NeuronSource as NeuronSource
 from ._neurons import NeuronWriter as NeuronWriter
+from ._neurons import NewNeuron as NewNeuron
 from ._open import open_store as open_store
 from ._open import store_path as store_path
 from ._open import store_target as store_target
@@ -94,6 +95,7 @@ __all__ = [
     "NeuronWriter",
     "NewEntry",
     "NewFact",
+    "NewNeuron",
     "PastTaskSource",
     "PersonaSource",
     "RecallMatch",

@@ -70,8 +70,8 @@ def _quantise_block(vectors: Vectors) -> tuple[Codes, Vectors]:
         finite = np.isfinite(scale)
         scale[(scale == 0) | ~finite] = 1.0  # zeros, or a subnormal peak that underflowed
         steps = np.rint(vectors / scale[:, None])
-        np.clip(np.nan_to_num(steps, nan=0.0, posinf=0.0, neginf=0.0), -127, 127, out=steps)
-    steps[~finite] = 0.0
+        np.clip(steps, -127, 127, out=steps)
+    steps[~finite] = 0.0  # a NaN or infinite component made its row's scale non-finite
     scale[~finite] = np.nan
     return steps.astype(np.int8), scale
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -26,7 +26,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 from . import _analysis, _index, _validate
 from ._engine import CORPUS_ENTRIES, Slot
 from ._entries import EntryRow
-from ._source_base import Batch, BestRows, ReaderSource, recall_depth, score_rows
+from ._source_base import Batch, BestRows, ReaderSource, embedded, recall_depth, score_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,6 +58,18 @@ class _NeuronRow:
     trigger_terms: tuple[str, ...]
 
 
+@attrs.frozen(kw_only=True)
+class NewNeuron:
+    """One neuron to write (`NeuronWriter.add_neurons`): its text and its trigger phrases."""
+
+    text: str
+    triggers: Sequence[str]
+    importance: float = 0.5
+    id: str | None = None
+    created_at: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
 @attrs.define(eq=False)
 class NeuronWriter:
     """Writes and deletes neurons of one store (blocking; run it in a worker thread)."""
@@ -81,7 +93,7 @@ class NeuronWriter:
         ValidationError (every field error, nothing written) on bad input, or when the id
         exists and `replace` is false.
         """
-        given = _Given(
+        neuron = NewNeuron(
             text=text,
             triggers=triggers,
             importance=importance,
@@ -89,33 +101,43 @@ class NeuronWriter:
             created_at=created_at,
             metadata=metadata,
         )
-        row = _checked(given)
-        vector = None
-        if self._store.embedder is not None:  # embed before taking the write lock
-            vector = self._store.embedder.embed([row.text])
+        return self.add_neurons([neuron], namespace=namespace, replace=replace)[0]
+
+    def add_neurons(
+        self, neurons: Iterable[NewNeuron], *, namespace: Namespace, replace: bool = False
+    ) -> list[str]:
+        """Write many neurons and their triggers in one transaction, all or nothing; return
+        their ids in order.
+
+        ValidationError (every field error, nothing written) on bad input, an id repeated in
+        the batch, or an id that exists when `replace` is false.
+        """
+        rows = _checked_all(list(neurons))
+        vectors = embedded(self._store, [row.text for row in rows])  # before the write lock
         with self._store.engine.write() as conn:
-            self._write(conn, namespace, row, vector, replace=replace)
-        return row.id
+            self._write(conn, namespace, rows, vectors, replace=replace)
+        return [row.id for row in rows]
 
     def _write(
         self,
         conn: Writer,
         namespace: Namespace,
-        row: _NeuronRow,
-        vector: npt.NDArray[np.float32] | None,
+        rows: list[_NeuronRow],
+        vectors: npt.NDArray[np.float32] | None,
         *,
         replace: bool,
     ) -> None:
-        """Insert (or with `replace`, replace) the neuron and its vector in the caller's write."""
+        """Insert (or with `replace`, replace) the neurons and their vectors in the caller's write."""
         ns_id = conn.ensure_namespace(namespace)
-        old = conn.entries.find(ns_id, row.id)
-        if old is not None:
-            if not replace:
-                raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {namespace}")
-            conn.entries.delete(ns_id, old[0])
-        rowid = _insert(conn, ns_id, namespace, row)
-        if vector is not None and self._store.embedder is not None:
-            conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), [rowid], vector, self._store.embedder.model_id)
+        old = conn.entries.find_many(ns_id, [row.id for row in rows]) if rows else {}
+        if old and not replace:
+            taken = next(row.id for row in rows if row.id in old)
+            raise ValidationError.single("id", "exists", f"id {taken!r} already exists in {namespace}")
+        for rowid, _ in old.values():
+            conn.entries.delete(ns_id, rowid)
+        rowids = _insert(conn, ns_id, namespace, rows)
+        if vectors is not None and self._store.embedder is not None:
+            conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), rowids, vectors, self._store.embedder.model_id)
 
     def delete_neuron(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a neuron (its triggers, index terms and vector); return whether it existed."""
@@ -128,79 +150,101 @@ class NeuronWriter:
         return True
 
 
-@attrs.frozen(kw_only=True)
-class _Given:
-    """`add_neuron`'s fields as the caller gave them, before any check."""
+def _checked_all(neurons: list[NewNeuron]) -> list[_NeuronRow]:
+    """Every neuron's row, or ValidationError with every field's error (fields `[i].name`
+    when there are several)."""
+    rows: list[_NeuronRow] = []
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    many = len(neurons) > 1
+    for i, neuron in enumerate(neurons):
+        prefix = f"[{i}]." if many else ""
+        row, errs = _checked(neuron, prefix)
+        errors += errs
+        if row is not None and row.id in seen:
+            errors.append(
+                FieldError(
+                    field=f"{prefix}id", code="duplicate", message=f"id {row.id!r} repeats in this batch"
+                )
+            )
+        if row is not None:
+            seen.add(row.id)
+            rows.append(row)
+    _validate.raise_if(errors)
+    return rows
 
-    text: object
-    triggers: object
-    importance: object
-    id: object
-    created_at: object
-    metadata: object
 
-
-def _checked(given: _Given) -> _NeuronRow:
-    """The neuron's row, or ValidationError with every field's error."""
+def _checked(given: NewNeuron, prefix: str = "") -> tuple[_NeuronRow | None, list[FieldError]]:
+    """The neuron's row, or None and every field's error."""
     text, importance, id_ = given.text, given.importance, given.id
-    errors = _validate.text_errors("text", text)
-    errors += _validate.id_errors("id", id_)
+    errors = _validate.text_errors(f"{prefix}text", text)
+    errors += _validate.id_errors(f"{prefix}id", id_)
     errors += _validate.importance_errors(importance)
     created, errs = _validate.normalise_created_at(given.created_at)
     errors += errs
     encoded, errs = _validate.encode_metadata(given.metadata)
     errors += errs
-    phrases, terms, errs = _checked_triggers(given.triggers)
+    phrases, terms, errs = _checked_triggers(given.triggers, prefix)
     errors += errs
-    _validate.raise_if(errors)
-    assert isinstance(text, str)  # noqa: S101 - narrowed by the checks above
-    assert isinstance(importance, int | float)  # noqa: S101
-    return _NeuronRow(
-        id=str(id_) if id_ is not None else str(uuid.uuid4()),
-        text=text,
-        created_at=str(created),
-        importance=float(importance),
-        metadata=encoded,
-        triggers=phrases,
-        trigger_terms=terms,
+    if errors:
+        return None, errors
+    return (
+        _NeuronRow(
+            id=str(id_) if id_ is not None else str(uuid.uuid4()),
+            text=text,
+            created_at=str(created),
+            importance=float(importance),
+            metadata=encoded,
+            triggers=phrases,
+            trigger_terms=terms,
+        ),
+        [],
     )
 
 
-def _checked_triggers(triggers: object) -> tuple[tuple[str, ...], tuple[str, ...], list[FieldError]]:
+def _checked_triggers(
+    triggers: object, prefix: str = ""
+) -> tuple[tuple[str, ...], tuple[str, ...], list[FieldError]]:
     """Validate trigger phrases; return (phrases, their analysed terms in order, errors)."""
+    field = f"{prefix}triggers"
     if isinstance(triggers, str) or not isinstance(triggers, Sequence):
-        return (), (), [FieldError(field="triggers", code="type", message="must be a list of phrases")]
+        return (), (), [FieldError(field=field, code="type", message="must be a list of phrases")]
     if not 1 <= len(triggers) <= MAX_TRIGGERS:
         msg = f"must hold 1..{MAX_TRIGGERS} phrases"
-        return (), (), [FieldError(field="triggers", code="out_of_range", message=msg)]
+        return (), (), [FieldError(field=field, code="out_of_range", message=msg)]
     errors: list[FieldError] = []
     terms: list[str] = []
     for i, phrase in enumerate(triggers):
-        errs = _validate.text_errors(f"triggers[{i}]", phrase, max_chars=MAX_TRIGGER_CHARS)
+        errs = _validate.text_errors(f"{field}[{i}]", phrase, max_chars=MAX_TRIGGER_CHARS)
         if not errs and not _analysis.terms(phrase):
             msg = "has no informative word (only stop words or punctuation)"
-            errs = [FieldError(field=f"triggers[{i}]", code="no_terms", message=msg)]
+            errs = [FieldError(field=f"{field}[{i}]", code="no_terms", message=msg)]
         errors += errs
         if not errs:
             terms += _analysis.terms(phrase)
     return tuple(triggers), tuple(dict.fromkeys(terms)), errors
 
 
-def _insert(conn: Writer, ns_id: int, ns: Namespace, row: _NeuronRow) -> int:
-    """Insert the entry as MemoryStore does, index text + triggers, and record the triggers."""
-    entry = EntryRow(
-        id=row.id,
-        kind="neuron",
-        memory_type=NEURON_TYPE,
-        text=row.text,
-        created_at=row.created_at,
-        importance=row.importance,
-        metadata=row.metadata,
-    )
-    rowid = conn.entries.insert(ns_id, ns, entry)
-    _index.add_doc(conn, ns_id, CORPUS_ENTRIES, rowid, "\n".join((row.text, *row.triggers)))
-    conn.neurons.add_triggers(ns_id, rowid, row.trigger_terms)
-    return rowid
+def _insert(conn: Writer, ns_id: int, ns: Namespace, rows: list[_NeuronRow]) -> list[int]:
+    """Insert the entries as MemoryStore does, index text + triggers, and record the triggers."""
+    entries = [
+        EntryRow(
+            id=row.id,
+            kind="neuron",
+            memory_type=NEURON_TYPE,
+            text=row.text,
+            created_at=row.created_at,
+            importance=row.importance,
+            metadata=row.metadata,
+        )
+        for row in rows
+    ]
+    rowids = conn.entries.insert_many(ns_id, ns, entries)
+    indexed = ("\n".join((row.text, *row.triggers)) for row in rows)
+    _index.add_docs(conn, ns_id, CORPUS_ENTRIES, zip(rowids, indexed, strict=True))
+    for rowid, row in zip(rowids, rows, strict=True):
+        conn.neurons.add_triggers(ns_id, rowid, row.trigger_terms)
+    return rowids
 
 
 @attrs.define(eq=False)

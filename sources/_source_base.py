@@ -392,7 +392,7 @@ def insert_docs(
     The table and the column names are fixed by the calling module, never user input.
     """
     table, corpus = docs.table, docs.corpus
-    vectors = _embedded(store, [str(r["text"]) for r in rows])
+    vectors = embedded(store, [str(r["text"]) for r in rows])
     with store.engine.write() as conn:
         ns_id = conn.ensure_namespace(namespace)
         old = conn.docs.find_many(table, ns_id, [str(row["id"]) for row in rows]) if rows else {}
@@ -407,7 +407,7 @@ def insert_docs(
             conn.store_vectors(Slot(ns_id, corpus), rowids, vectors, store.embedder.model_id)
 
 
-def _embedded(store: MemoryStore, texts: list[str]) -> npt.NDArray[np.float32] | None:
+def embedded(store: MemoryStore, texts: list[str]) -> npt.NDArray[np.float32] | None:
     """The texts' vectors in batches (before any write lock is taken); None without an embedder."""
     if store.embedder is None or not texts:
         return None

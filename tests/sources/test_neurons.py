@@ -7,7 +7,7 @@ from store_kit import indexed, sql_rows
 
 from broker import RECALL_MIN_SCORE, Namespace, ValidationError
 from broker.abc import SourceRequest
-from sources import MemoryStore
+from sources import MemoryStore, NewNeuron
 from sources._neurons import NeuronSource, NeuronWriter
 from sources._source_base import StoreReader
 
@@ -112,6 +112,60 @@ def test_delete_and_replace_keep_the_indexes_consistent(store: MemoryStore) -> N
     assert sql_rows(store, query) == before
     assert indexed(store, before[0][0]) == index_size
     assert sql_rows(store, "SELECT count(*) FROM neuron_triggers") == [(0,)]
+
+
+def test_a_batch_of_neurons_is_written_as_the_same_neurons_one_by_one(store: MemoryStore, tmp_path) -> None:
+    """add_neurons stores, indexes and triggers each neuron exactly as add_neuron does."""
+    neurons = [
+        NewNeuron(text="Bakery taxes are due quarterly.", triggers=["quarterly tax", "bakery"], id="n1"),
+        NewNeuron(text="Payroll runs on the 25th.", triggers=["payroll"], id="n2", importance=0.9),
+    ]
+    assert NeuronWriter(store).add_neurons(neurons, namespace=NS) == ["n1", "n2"]
+    with MemoryStore.open(tmp_path / "single.db", mode=store.mode) as single:
+        for n in neurons:
+            NeuronWriter(single).add_neuron(
+                n.text, namespace=NS, triggers=n.triggers, id=n.id, importance=n.importance
+            )
+        expected = [sql_rows(single, sql) for sql in _NEURON_STATE]
+    assert [sql_rows(store, sql) for sql in _NEURON_STATE] == expected
+
+
+_NEURON_STATE = (
+    (
+        "SELECT e.id, e.kind, e.memory_type, e.text, e.importance, t.term FROM neuron_triggers t "
+        "JOIN entries e ON e.rowid = t.entry_rowid ORDER BY e.id, t.term"
+    ),
+    "SELECT count(*) FROM entries WHERE kind = 'neuron'",
+)
+
+
+def test_a_bad_neuron_in_a_batch_names_its_place_and_writes_nothing(store: MemoryStore) -> None:
+    """Every error of a batch comes back at once, each field prefixed by its neuron's index."""
+    writer = NeuronWriter(store)
+    batch = [
+        NewNeuron(text="Bakery taxes.", triggers=["bakery"], id="n"),
+        NewNeuron(text="", triggers=["the of"], id="m"),
+        NewNeuron(text="Payroll.", triggers=["payroll"], id="n"),
+    ]
+    with pytest.raises(ValidationError) as info:
+        writer.add_neurons(batch, namespace=NS)
+    assert {(e.field, e.code) for e in info.value.errors} == {
+        ("[1].text", "empty"),
+        ("[1].triggers[0]", "no_terms"),
+        ("[2].id", "duplicate"),
+    }
+    writer.add_neuron("Vendors.", namespace=NS, triggers=["vendors"], id="v")
+    with pytest.raises(ValidationError, match="exists"):
+        writer.add_neurons(
+            [
+                NewNeuron(text="Invoices.", triggers=["invoices"], id="x"),
+                batch[0],
+                NewNeuron(text="V.", triggers=["vendor"], id="v"),
+            ],
+            namespace=NS,
+        )
+    assert sql_rows(store, "SELECT e.id FROM entries e WHERE kind = 'neuron'") == [("v",)]
+    assert writer.add_neurons([], namespace=NS) == []
 
 
 async def test_namespace_isolation(store: MemoryStore) -> None:
