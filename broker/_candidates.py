@@ -89,6 +89,8 @@ def _optional_problems(field: str, value: object) -> list[str]:
 
 
 def _encoding_problems(field: str, value: str) -> list[str]:
+    if value.isascii():  # no lone surrogate can hide in ASCII
+        return []
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -106,6 +106,8 @@ class SessionContext:
 
 def _unit(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
     # A plain ValueError: a source that builds a bad candidate fails with it, as it always has.
+    if isinstance(value, float) and 0.0 <= value <= 1.0:  # the common case, without the rule
+        return
     if not PROBABILITY.holds(value):
         msg = f"{attribute.name} must be a probability in [0, 1], got {value!r}"
         raise ValueError(msg)

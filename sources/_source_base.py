@@ -186,7 +186,7 @@ class ReaderSource:
         """
         self._check_open()
         # The mode a request leaves open is the store's: resolved, so both spellings share a key.
-        resolved = attrs.evolve(request, mode=request.mode or self._reader.store.mode)
+        resolved = request if request.mode else attrs.evolve(request, mode=self._reader.store.mode)
         kept = self._reader.kept((self, resolved))
         if kept is not None:
             return list(kept)

@@ -49,7 +49,8 @@ class Job(Generic[T]):
         self._fn = fn
         self._lock = threading.Lock()
         self._state = "new"
-        self.done = threading.Event()
+        self._finished = False  # fn returned or raised
+        self._done: threading.Event | None = None  # made only when someone waits: most never do
 
     def run(self) -> T:
         with self._lock:
@@ -59,12 +60,20 @@ class Job(Generic[T]):
         try:
             return self._fn()
         finally:
-            self.done.set()
+            with self._lock:
+                self._finished = True
+                done = self._done
+            if done is not None:
+                done.set()
 
     def stop(self, interrupt: Callable[[], None]) -> None:
         """Interrupt the running job and wait until its thread is done with it."""
         interrupt()
-        self.done.wait()
+        with self._lock:
+            if self._finished:
+                return
+            done = self._done = self._done or threading.Event()
+        done.wait()
 
     async def abandon_and_stop(self, interrupt: Callable[[], None]) -> None:
         """At the caller's cancellation: a job not started never runs; a started one is

@@ -213,6 +213,8 @@ def decode_json(raw: str | None, *, column: str, default: str) -> Any:  # noqa: 
 
 def decode_metadata(raw: str | None) -> dict[str, Any]:
     """Metadata as stored; DamagedRowError if it is not JSON."""
+    if not raw or raw == "{}":  # most rows: no metadata, and no JSON to parse
+        return {}
     value = decode_json(raw, column="metadata", default="{}")
     return value if isinstance(value, dict) else {}
 

@@ -12,7 +12,7 @@ import time
 import anyio
 import pytest
 
-from sources._threads import run_sync_interruptible
+from sources._threads import Job, run_sync_interruptible
 
 BACKENDS = ["trio", "asyncio"]
 LONG_COUNT = (
@@ -183,3 +183,31 @@ async def _slow_interrupt_leaves_the_loop_free() -> None:
 def test_an_interrupt_that_blocks_never_stalls_the_event_loop(backend):
     """A slow interrupt runs in a worker thread: other tasks of the loop keep running while it blocks."""
     anyio.run(_slow_interrupt_leaves_the_loop_free, backend=backend)
+
+
+def test_stopping_a_job_that_already_finished_returns_at_once() -> None:
+    """A job whose function returned, then abandoned (the deadline came late), is not waited for."""
+    job = Job(lambda: 42)
+    assert job.run() == 42
+    assert job.abandon() is True  # it had started
+    job.stop(lambda: None)  # would hang if it waited for a finish that already happened
+
+
+def test_stopping_a_running_job_waits_until_its_thread_is_done() -> None:
+    """stop() interrupts and returns only after the function returned, however the two race."""
+    for _ in range(200):
+        running, gate, finished = threading.Event(), threading.Event(), []
+
+        def work(running=running, gate=gate, finished=finished) -> None:
+            running.set()
+            gate.wait(SAFETY_SECONDS)
+            finished.append(1)
+
+        job = Job(work)
+        worker = threading.Thread(target=job.run)
+        worker.start()
+        assert running.wait(SAFETY_SECONDS)
+        assert job.abandon() is True
+        job.stop(gate.set)
+        assert finished == [1]
+        worker.join(SAFETY_SECONDS)
