@@ -25,10 +25,13 @@ _GENERATIONS = itertools.count()
 _QUANTISED_ROWS = 16_384  # rows quantised at once (`quantise`): 25 MB of float32 temporaries at 384-d
 _LOWEST = np.float32(-3e38)  # a NaN 8-bit product ranks here: below every number, above masked rows
 _TYPED_OVERFETCH = 8  # the graph is asked for k * this when a typed filter drops rows after search
-_OVERFETCH = 2
+_OVERFETCH = 4
 """The graph is asked for k * this, re-scored exactly, cut to k: the graph ranks by 8-bit vectors,
-which swap near ties (300 graphs of 70 random 384-d vectors, 1,200 noisy queries: an exact top-5
-outside the graph's top-5 in 404 searches, outside its top-10 in 1; in half precision 1 and 0)."""
+which swap near ties. Measured (`usearch` 2.26, `benchmarks.ann_recall`'s clustered 384-d
+vectors, 200 queries, ef 512, 2 cores, 2026-12-02): recall@10 against exact search at 100k 0.967
+asking for 2k, 0.9995 for 4k or 8k; at 1M 0.9125 for 2k, 0.9815 for 4k, 0.989 for 8k; a search's
+p50 1.64 / 1.63 / 1.73 ms at 1M (0.60 / 0.64 / 0.71 at 100k): re-scoring 4k rows costs nothing
+the walk does not (its `ef` already holds 512)."""
 
 
 TYPED_EXACT_LIMIT = 5_000
