@@ -112,11 +112,9 @@ def checked_entry(
     errors += _validate.choice_errors(f"{prefix}kind", entry.kind, _validate.KINDS, optional=False)
     errors += _validate.choice_errors(f"{prefix}memory_type", entry.memory_type, MEMORY_TYPES, optional=True)
     errors += _validate.id_errors(f"{prefix}id", entry.id)
-    errors += _validate.importance_errors(entry.importance)
     created, errs = _validate.normalise_created_at(entry.created_at)
-    errors += errs
-    metadata, errs = _validate.encode_metadata(entry.metadata)
-    errors += errs
+    metadata, more = _validate.encode_metadata(entry.metadata)
+    errors += _validate.prefixed([*_validate.importance_errors(entry.importance), *errs, *more], prefix)
     if errors or created is None:
         return None, errors
     return (

@@ -25,7 +25,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 
 from . import _analysis, _index, _validate
 from ._engine import CORPUS_ENTRIES, Slot
-from ._entries import EntryRow
+from ._entries import MEMORULE_OWNED, EntryRow
 from ._source_base import Batch, BestRows, ReaderSource, embedded, recall_depth, score_rows
 
 if TYPE_CHECKING:
@@ -130,9 +130,12 @@ class NeuronWriter:
         """Insert (or with `replace`, replace) the neurons and their vectors in the caller's write."""
         ns_id = conn.ensure_namespace(namespace)
         old = conn.entries.find_many(ns_id, [row.id for row in rows]) if rows else {}
-        if old and not replace:
-            taken = next(row.id for row in rows if row.id in old)
-            raise ValidationError.single("id", "exists", f"id {taken!r} already exists in {namespace}")
+        for row in rows:
+            found = old.get(row.id)
+            if found is not None and not replace:
+                raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {namespace}")
+            if found is not None and found[1] == "memorule":
+                raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
         for rowid, _ in old.values():
             conn.entries.delete(ns_id, rowid)
         rowids = _insert(conn, ns_id, namespace, rows)
@@ -179,11 +182,9 @@ def _checked(given: NewNeuron, prefix: str = "") -> tuple[_NeuronRow | None, lis
     text, importance, id_ = given.text, given.importance, given.id
     errors = _validate.text_errors(f"{prefix}text", text)
     errors += _validate.id_errors(f"{prefix}id", id_)
-    errors += _validate.importance_errors(importance)
     created, errs = _validate.normalise_created_at(given.created_at)
-    errors += errs
-    encoded, errs = _validate.encode_metadata(given.metadata)
-    errors += errs
+    encoded, more = _validate.encode_metadata(given.metadata)
+    errors += _validate.prefixed([*_validate.importance_errors(importance), *errs, *more], prefix)
     phrases, terms, errs = _checked_triggers(given.triggers, prefix)
     errors += errs
     if errors:

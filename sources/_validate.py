@@ -110,6 +110,11 @@ def normalise_created_at(value: object) -> tuple[str | None, list[FieldError]]:
     return moment.astimezone(UTC).isoformat(timespec="microseconds"), []
 
 
+def prefixed(errors: list[FieldError], prefix: str) -> list[FieldError]:
+    """The errors with `prefix` (an item's place in a batch, `[i].`) before each field."""
+    return [attrs.evolve(e, field=f"{prefix}{e.field}") for e in errors] if prefix else errors
+
+
 def importance_errors(value: object) -> list[FieldError]:
     """Importance is a finite number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):

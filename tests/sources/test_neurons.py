@@ -144,7 +144,7 @@ def test_a_bad_neuron_in_a_batch_names_its_place_and_writes_nothing(store: Memor
     writer = NeuronWriter(store)
     batch = [
         NewNeuron(text="Bakery taxes.", triggers=["bakery"], id="n"),
-        NewNeuron(text="", triggers=["the of"], id="m"),
+        NewNeuron(text="", triggers=["the of"], id="m", importance=2.0, created_at="nope", metadata=[1]),  # type: ignore[arg-type]
         NewNeuron(text="Payroll.", triggers=["payroll"], id="n"),
     ]
     with pytest.raises(ValidationError) as info:
@@ -152,6 +152,9 @@ def test_a_bad_neuron_in_a_batch_names_its_place_and_writes_nothing(store: Memor
     assert {(e.field, e.code) for e in info.value.errors} == {
         ("[1].text", "empty"),
         ("[1].triggers[0]", "no_terms"),
+        ("[1].importance", "out_of_range"),
+        ("[1].created_at", "invalid_timestamp"),
+        ("[1].metadata", "type"),
         ("[2].id", "duplicate"),
     }
     writer.add_neuron("Vendors.", namespace=NS, triggers=["vendors"], id="v")

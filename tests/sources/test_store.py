@@ -268,10 +268,21 @@ def test_batch_with_one_bad_entry_writes_nothing(store: MemoryStore) -> None:
     """add_entries is all or nothing, and reports every bad entry at once."""
     with pytest.raises(ValidationError) as err:
         store.add_entries(
-            [NewEntry(text="good one"), NewEntry(text=""), NewEntry(text="x", memory_type="nope")],
+            [
+                NewEntry(text="good one"),
+                NewEntry(text=""),
+                NewEntry(text="x", memory_type="nope"),
+                NewEntry(text="y", importance=7.0, created_at="nope", metadata=[1]),  # type: ignore[arg-type]
+            ],
             namespace=A,
         )
-    assert {e.field for e in err.value.errors} == {"[1].text", "[2].memory_type"}
+    assert {e.field for e in err.value.errors} == {
+        "[1].text",
+        "[2].memory_type",
+        "[3].importance",
+        "[3].created_at",
+        "[3].metadata",
+    }
     assert store.stats(namespace=A)["entries"] == 0
 
 

@@ -190,7 +190,10 @@ def test_stopping_a_job_that_already_finished_returns_at_once() -> None:
     job = Job(lambda: 42)
     assert job.run() == 42
     assert job.abandon() is True  # it had started
-    job.stop(lambda: None)  # would hang if it waited for a finish that already happened
+    stopper = threading.Thread(target=job.stop, args=(lambda: None,), daemon=True)
+    stopper.start()
+    stopper.join(SAFETY_SECONDS)
+    assert not stopper.is_alive()  # it would wait forever for a finish that already happened
 
 
 def test_stopping_a_running_job_waits_until_its_thread_is_done() -> None:

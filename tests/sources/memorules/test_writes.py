@@ -30,6 +30,7 @@ from broker import (
 from sources import (
     AuditEvent,
     MemoryStore,
+    NeuronWriter,
     WriterSession,
     audit_events,
     delete_memorule,
@@ -225,6 +226,9 @@ def test_the_store_refuses_memorule_writes_and_deletes_that_would_skip_the_audit
     assert field_codes(err) == {("id", "is_memorule")}
     with pytest.raises(ValidationError) as err:
         store.add_entry("a replacement text", namespace=NS, id=rid, replace=True)
+    assert field_codes(err) == {("id", "is_memorule")}
+    with pytest.raises(ValidationError) as err:
+        NeuronWriter(store).add_neuron("a neuron", namespace=NS, triggers=["rollback"], id=rid, replace=True)
     assert field_codes(err) == {("id", "is_memorule")}
     with pytest.raises(ValidationError) as err:
         store.add_entry("a rule without state", namespace=NS, kind="memorule")
