@@ -124,23 +124,7 @@ class SqliteEntries:
         return {int(r): t for r, t in rows}
 
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
-        cur = self.conn.execute(
-            "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
-            "created_at, importance, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                row.id,
-                ns_id,
-                namespace.tenant_id,
-                namespace.project_id,
-                row.kind,
-                row.memory_type,
-                row.text,
-                row.created_at,
-                row.importance,
-                row.metadata,
-            ),
-        )
-        return int(cur.lastrowid or 0)
+        return self.insert_many(ns_id, namespace, [row])[0]
 
     def insert_many(self, ns_id: int, namespace: Namespace, rows: Sequence[EntryRow]) -> list[int]:
         # One statement for the batch, then its rowids by id (unique in the namespace).
@@ -214,12 +198,7 @@ class SqliteDocs:
         return [tuple(r) for r in select_in(self.conn, sql, list(rowids), (ns_id,))]
 
     def insert(self, table: str, ns_id: int, values: Mapping[str, Any]) -> int:
-        cols = ["ns_id", *values]
-        cur = self.conn.execute(
-            f"INSERT INTO {_doc_table(table)} ({', '.join(cols)}) VALUES ({marks(len(cols))})",
-            [ns_id, *values.values()],
-        )
-        return int(cur.lastrowid or 0)
+        return self.insert_many(table, ns_id, [values])[0]
 
     def insert_many(self, table: str, ns_id: int, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         if not rows:
