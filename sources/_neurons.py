@@ -113,6 +113,8 @@ class NeuronWriter:
         the batch, or an id that exists when `replace` is false.
         """
         rows = _checked_all(list(neurons))
+        if not rows:  # no write, no namespace created
+            return []
         vectors = embedded(self._store, [row.text for row in rows])  # before the write lock
         with self._store.engine.write() as conn:
             self._write(conn, namespace, rows, vectors, replace=replace)

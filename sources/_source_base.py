@@ -392,6 +392,8 @@ def insert_docs(
     The table and the column names are fixed by the calling module, never user input.
     """
     table, corpus = docs.table, docs.corpus
+    if not rows:  # no write, no namespace created
+        return
     vectors = embedded(store, [str(r["text"]) for r in rows])
     with store.engine.write() as conn:
         ns_id = conn.ensure_namespace(namespace)

@@ -276,6 +276,8 @@ class MemoryStore:
             with self.engine.read() as conn:
                 stored = self._stored_texts(conn, conn.namespace_id(namespace), rows)
             rows = [r for r in rows if r.id not in stored]
+        if not rows:  # nothing new to write: no write, no namespace created
+            return ids
         vectors = self._embed([r.text for r in rows], progress)
         with self.engine.write() as conn:
             ns_id = conn.ensure_namespace(namespace)

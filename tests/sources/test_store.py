@@ -19,7 +19,15 @@ from store_kit import StoreOpener, text_index_ok
 
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Namespace, ValidationError
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, StoreError, _entry_recall, ensure_memory_type_column
+from sources import (
+    MemoryStore,
+    NeuronWriter,
+    NewEntry,
+    StoreError,
+    Writers,
+    _entry_recall,
+    ensure_memory_type_column,
+)
 
 A = Namespace(tenant_id="acme", project_id="p1")
 B = Namespace(tenant_id="globex", project_id="p1")
@@ -284,6 +292,20 @@ def test_batch_with_one_bad_entry_writes_nothing(store: MemoryStore) -> None:
         "[3].metadata",
     }
     assert store.stats(namespace=A)["entries"] == 0
+
+
+def test_a_batch_with_nothing_new_writes_nothing_and_creates_no_namespace(store: MemoryStore) -> None:
+    """Empty batches, and a batch whose texts are all stored already, open no write."""
+    fresh = Namespace(tenant_id="initech", project_id="empty")
+    assert store.add_entries([], namespace=fresh) == []
+    assert NeuronWriter(store).add_neurons([], namespace=fresh) == []
+    assert Writers.for_store(store).facts.add_facts([], namespace=fresh) == []
+    with store.engine.read() as conn:
+        assert conn.namespace_id(fresh) is None
+    ids = store.add_entries([NewEntry(text="Deploys freeze on Fridays.")], namespace=A)
+    before = store.stats(namespace=A)
+    assert store.add_entries([NewEntry(text="Deploys freeze on Fridays.")], namespace=A) == ids
+    assert store.stats(namespace=A) == before
 
 
 def test_not_a_database_is_a_clear_store_error(tmp_path: Path) -> None:
