@@ -94,6 +94,23 @@ class EntryRow:
     metadata: str
 
 
+def entry_values(ns_id: int, namespace: Namespace, row: EntryRow) -> tuple[object, ...]:
+    """An entry's row as every engine inserts it: (id, ns_id, tenant_id, project_id, kind,
+    memory_type, text, created_at, importance, metadata)."""
+    return (
+        row.id,
+        ns_id,
+        namespace.tenant_id,
+        namespace.project_id,
+        row.kind,
+        row.memory_type,
+        row.text,
+        row.created_at,
+        row.importance,
+        row.metadata,
+    )
+
+
 def entry_errors(entry: NewEntry) -> list[FieldError]:
     """Every problem with one memory to write (none: it would be accepted, id clashes aside)."""
     return checked_entry(entry)[1]

@@ -12,6 +12,7 @@ import attrs
 
 from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE, bm25_rank
 from sources._engine_corpora import EntryRecord, NeuronRecord
+from sources._entries import entry_values
 
 from . import _index
 
@@ -132,18 +133,7 @@ class PostgresEntries:
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
             "created_at, importance, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
             "RETURNING rowid",
-            (
-                row.id,
-                ns_id,
-                namespace.tenant_id,
-                namespace.project_id,
-                row.kind,
-                row.memory_type,
-                row.text,
-                row.created_at,
-                row.importance,
-                row.metadata,
-            ),
+            entry_values(ns_id, namespace, row),
         )
         assert created is not None  # noqa: S101 - INSERT ... RETURNING returns its row
         return int(created[0])

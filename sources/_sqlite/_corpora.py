@@ -8,6 +8,7 @@ import attrs
 
 from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 from sources._engine_corpora import EntryRecord, NeuronRecord
+from sources._entries import entry_values
 
 from . import _schema
 from ._sql import delete_vectors, fts_match, fts_terms, marks, select_in, unindex
@@ -131,21 +132,7 @@ class SqliteEntries:
         self.conn.executemany(
             "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
             "created_at, importance, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    row.id,
-                    ns_id,
-                    namespace.tenant_id,
-                    namespace.project_id,
-                    row.kind,
-                    row.memory_type,
-                    row.text,
-                    row.created_at,
-                    row.importance,
-                    row.metadata,
-                )
-                for row in rows
-            ],
+            [entry_values(ns_id, namespace, row) for row in rows],
         )
         found = self.find_many(ns_id, [row.id for row in rows])
         return [found[row.id][0] for row in rows]
