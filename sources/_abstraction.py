@@ -117,7 +117,7 @@ class FactWriter:
         ValidationError (every field error, nothing written) on bad input, a repeated id, or
         an existing id without `replace`.
         """
-        rows = _validated(list(facts))
+        rows = _validated(_validate.batch_of(facts, NewFact, namespace))
         insert_docs(self._store, namespace, DocTable(_TABLE, CORPUS_FACTS), rows, replace=replace)
         return [str(r["id"]) for r in rows]
 

@@ -112,7 +112,7 @@ class NeuronWriter:
         ValidationError (every field error, nothing written) on bad input, an id repeated in
         the batch, or an id that exists when `replace` is false.
         """
-        rows = _checked_all(list(neurons))
+        rows = _checked_all(_validate.batch_of(neurons, NewNeuron, namespace))
         if not rows:  # no write, no namespace created
             return []
         vectors = embedded(self._store, [row.text for row in rows])  # before the write lock
@@ -132,12 +132,10 @@ class NeuronWriter:
         """Insert (or with `replace`, replace) the neurons and their vectors in the caller's write."""
         ns_id = conn.ensure_namespace(namespace)
         old = conn.entries.find_many(ns_id, [row.id for row in rows]) if rows else {}
-        for row in rows:
-            found = old.get(row.id)
-            if found is not None and not replace:
-                raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {namespace}")
-            if found is not None and found[1] == "memorule":
-                raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
+        if not replace:
+            _validate.raise_if(_validate.exists_errors([row.id for row in rows if row.id in old], namespace))
+        if any(kind == "memorule" for _, kind in old.values()):
+            raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
         for rowid, _ in old.values():
             conn.entries.delete(ns_id, rowid)
         rowids = _insert(conn, ns_id, namespace, rows)

@@ -18,7 +18,7 @@ import anyio
 import attrs
 import numpy as np
 
-from broker import BrokerClosedError, Candidate, Namespace, ValidationError
+from broker import BrokerClosedError, Candidate, Namespace
 
 from . import _analysis, _batch, _index, _results, _validate
 from ._engine import ReadStop, Slot
@@ -364,11 +364,6 @@ def recall_depth(limit: int) -> int:
 _EMBED_BATCH = 64
 
 
-def raise_exists(id_: str, namespace: Namespace) -> None:
-    """Raise the error of writing an id that exists without `replace`."""
-    raise ValidationError.single("id", "exists", f"id {id_!r} already exists in {namespace}")
-
-
 @attrs.frozen
 class DocTable:
     """A document table and the corpus its texts are indexed under (facts, knowledge)."""
@@ -398,9 +393,10 @@ def insert_docs(
     with store.engine.write() as conn:
         ns_id = conn.ensure_namespace(namespace)
         old = conn.docs.find_many(table, ns_id, [str(row["id"]) for row in rows]) if rows else {}
-        for row in rows:
-            if str(row["id"]) in old and not replace:
-                raise_exists(str(row["id"]), namespace)
+        if not replace:
+            _validate.raise_if(
+                _validate.exists_errors([str(r["id"]) for r in rows if str(r["id"]) in old], namespace)
+            )
         for rowid in old.values():
             conn.docs.delete(table, ns_id, rowid)
         rowids = conn.docs.insert_many(table, ns_id, rows)

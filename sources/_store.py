@@ -271,7 +271,7 @@ class MemoryStore:
         With an embedder, the texts are embedded first, in batches (`progress(done, total)`
         after each), outside the write lock; the vectors go in the same transaction.
         """
-        rows, ids = self._validated(list(entries), dedupe=dedupe)
+        rows, ids = self._validated(_validate.batch_of(entries, NewEntry, namespace), dedupe=dedupe)
         if not replace:  # texts already stored need no embedding
             with self.engine.read() as conn:
                 stored = self._stored_texts(conn, conn.namespace_id(namespace), rows)
@@ -355,14 +355,10 @@ class MemoryStore:
         An existing id is a ValidationError unless `replace` (never for a memorule's).
         """
         old = conn.entries.find_many(ns_id, [row.id for row in rows]) if rows else {}
-        for row in rows:
-            found = old.get(row.id)
-            if found is None:
-                continue
-            if not replace:
-                raise ValidationError.single("id", "exists", f"id {row.id!r} already exists in {ns}")
-            if found[1] == "memorule":
-                raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
+        if not replace:
+            _validate.raise_if(_validate.exists_errors([row.id for row in rows if row.id in old], ns))
+        if any(kind == "memorule" for _, kind in old.values()):
+            raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
         for rowid, _ in old.values():
             conn.entries.delete(ns_id, rowid)
         rowids = conn.entries.insert_many(ns_id, ns, rows)

@@ -146,6 +146,33 @@ def encode_metadata(value: object) -> tuple[str, list[FieldError]]:
     return encoded, []
 
 
+def batch_of(items: object, cls: type[T], namespace: object) -> list[T]:
+    """A batch write's items as a list, after checking its shape: ValidationError (never an
+    AttributeError deep in the write) for a namespace that is not a `Namespace`, a batch that
+    is not an iterable of `cls` (one item alone, a string, a mapping), or an item of another type."""
+    noun = cls.__name__
+    if not isinstance(namespace, broker.Namespace):
+        raise ValidationError.single("namespace", "type", "must be a Namespace")
+    if isinstance(items, cls | str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise ValidationError.single("batch", "type", f"must be a list of {noun}, got {type(items).__name__}")
+    listed = list(items)
+    raise_if(
+        [
+            FieldError(field=f"[{i}]", code="type", message=f"must be a {noun}, got {type(x).__name__}")
+            for i, x in enumerate(listed)
+            if not isinstance(x, cls)
+        ]
+    )
+    return listed
+
+
+def exists_errors(ids: Iterable[str], namespace: object) -> list[FieldError]:
+    """One error for each id the namespace already holds (a write without `replace`)."""
+    return [
+        FieldError(field="id", code="exists", message=f"id {i!r} already exists in {namespace}") for i in ids
+    ]
+
+
 def raise_if(errors: list[FieldError]) -> None:
     """Raise one ValidationError carrying every error, if any."""
     if errors:

@@ -186,9 +186,13 @@ def _note_errors(
     errors: tuple[FieldError, ...],
 ) -> list[str]:
     """Batch errors (`[12].text`, or an existing id) as lines naming the file's line."""
-    lines = []
+    lines: list[str] = []
+    listed = False
     for e in errors:
-        if e.code == "exists":  # the store stops at the first: name the ids that exist
+        if e.code == "exists":  # one error an id: list them once, each with its file line
+            if listed:
+                continue
+            listed = True
             taken = [
                 (number, entry.id)
                 for number, entry in notes

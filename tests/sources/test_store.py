@@ -308,6 +308,31 @@ def test_a_batch_with_nothing_new_writes_nothing_and_creates_no_namespace(store:
     assert store.stats(namespace=A) == before
 
 
+def test_a_batch_of_the_wrong_shape_is_a_validation_error_and_every_clash_is_named(
+    store: MemoryStore,
+) -> None:
+    """A wrong namespace, one entry alone, an item of another type: ValidationError, nothing
+    written; ids already stored are all reported at once, each by name."""
+    bad = [
+        ({"entries": NewEntry(text="alone"), "namespace": A}, {("batch", "type")}),
+        ({"entries": [NewEntry(text="ok"), {"text": "a dict"}], "namespace": A}, {("[1]", "type")}),
+        ({"entries": [NewEntry(text="ok")], "namespace": ("acme", "p1")}, {("namespace", "type")}),
+    ]
+    for kwargs, codes in bad:
+        with pytest.raises(ValidationError) as err:
+            store.add_entries(**kwargs)  # type: ignore[arg-type]
+        assert {(e.field, e.code) for e in err.value.errors} == codes
+    assert store.stats(namespace=A)["entries"] == 0
+    store.add_entries([NewEntry(text="a", id="a"), NewEntry(text="b", id="b")], namespace=A)
+    with pytest.raises(ValidationError) as err:
+        store.add_entries(
+            [NewEntry(text="c", id="c"), NewEntry(text="a2", id="a"), NewEntry(text="b2", id="b")],
+            namespace=A,
+        )
+    assert [(e.code, e.message.split("'")[1]) for e in err.value.errors] == [("exists", "a"), ("exists", "b")]
+    assert store.stats(namespace=A)["entries"] == 2
+
+
 def test_not_a_database_is_a_clear_store_error(tmp_path: Path) -> None:
     """A file that is not SQLite gives StoreError, not a sqlite3 traceback."""
     bad = tmp_path / "bad.db"
