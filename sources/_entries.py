@@ -8,13 +8,16 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import attrs
 
-from broker import MEMORY_TYPES, FieldError, Namespace
+from broker import MEMORY_TYPES, FieldError, Namespace, ValidationError
 
 from . import _validate
+
+if TYPE_CHECKING:
+    from ._engine import Writer
 
 MAX_RECALL_LIMIT = 1000
 MEMORULE_OWNED = (
@@ -92,6 +95,18 @@ class EntryRow:
     created_at: str
     importance: float
     metadata: str
+
+
+def clear_ids(conn: Writer, ns_id: int, ns: Namespace, ids: Sequence[str], *, replace: bool) -> None:
+    """Make room for entries `ids` in the caller's write: the ids the namespace holds are a
+    ValidationError each unless `replace` (a memorule's always), else deleted everywhere."""
+    old = conn.entries.find_many(ns_id, ids) if ids else {}
+    if not replace:
+        _validate.raise_if(_validate.exists_errors([i for i in ids if i in old], ns))
+    if any(kind == "memorule" for _, kind in old.values()):
+        raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
+    for rowid, _ in old.values():
+        conn.entries.delete(ns_id, rowid)
 
 
 def entry_values(ns_id: int, namespace: Namespace, row: EntryRow) -> tuple[object, ...]:

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from broker import Candidate, FieldError, Namespace, ValidationError
+from broker import Candidate, FieldError, Namespace
 
 from . import _analysis, _index, _validate
 from ._engine import CORPUS_ENTRIES, Slot
-from ._entries import MEMORULE_OWNED, EntryRow
+from ._entries import EntryRow, clear_ids
 from ._source_base import Batch, BestRows, ReaderSource, embedded, recall_depth, score_rows
 
 if TYPE_CHECKING:
@@ -131,13 +131,7 @@ class NeuronWriter:
     ) -> None:
         """Insert (or with `replace`, replace) the neurons and their vectors in the caller's write."""
         ns_id = conn.ensure_namespace(namespace)
-        old = conn.entries.find_many(ns_id, [row.id for row in rows]) if rows else {}
-        if not replace:
-            _validate.raise_if(_validate.exists_errors([row.id for row in rows if row.id in old], namespace))
-        if any(kind == "memorule" for _, kind in old.values()):
-            raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
-        for rowid, _ in old.values():
-            conn.entries.delete(ns_id, rowid)
+        clear_ids(conn, ns_id, namespace, [row.id for row in rows], replace=replace)
         rowids = _insert(conn, ns_id, namespace, rows)
         if vectors is not None and self._store.embedder is not None:
             conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), rowids, vectors, self._store.embedder.model_id)

@@ -392,11 +392,10 @@ def insert_docs(
     vectors = embedded(store, [str(r["text"]) for r in rows])
     with store.engine.write() as conn:
         ns_id = conn.ensure_namespace(namespace)
-        old = conn.docs.find_many(table, ns_id, [str(row["id"]) for row in rows]) if rows else {}
+        ids = [str(row["id"]) for row in rows]
+        old = conn.docs.find_many(table, ns_id, ids)
         if not replace:
-            _validate.raise_if(
-                _validate.exists_errors([str(r["id"]) for r in rows if str(r["id"]) in old], namespace)
-            )
+            _validate.raise_if(_validate.exists_errors([i for i in ids if i in old], namespace))
         for rowid in old.values():
             conn.docs.delete(table, ns_id, rowid)
         rowids = conn.docs.insert_many(table, ns_id, rows)

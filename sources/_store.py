@@ -38,6 +38,7 @@ from ._entries import (
     Recalled,
     RecallOptions,
     checked_entry,
+    clear_ids,
     content_id,
 )
 from ._exceptions import StoreError
@@ -354,13 +355,7 @@ class MemoryStore:
 
         An existing id is a ValidationError unless `replace` (never for a memorule's).
         """
-        old = conn.entries.find_many(ns_id, [row.id for row in rows]) if rows else {}
-        if not replace:
-            _validate.raise_if(_validate.exists_errors([row.id for row in rows if row.id in old], ns))
-        if any(kind == "memorule" for _, kind in old.values()):
-            raise ValidationError.single("id", "is_memorule", MEMORULE_OWNED)
-        for rowid, _ in old.values():
-            conn.entries.delete(ns_id, rowid)
+        clear_ids(conn, ns_id, ns, [row.id for row in rows], replace=replace)
         rowids = conn.entries.insert_many(ns_id, ns, rows)
         _index.add_docs(conn, ns_id, CORPUS_ENTRIES, zip(rowids, (row.text for row in rows), strict=True))
         return rowids
