@@ -15,9 +15,9 @@ import anyio
 import platformdirs
 
 import sources
-from broker import MemorySelector, open_selector
+from broker import RECALL_MIN_SCORE, MemorySelector, open_selector
 from broker.abc import Source
-from sources import MemoryStore, PersonaSource, StoreSource, default_sources
+from sources import MemoryStore, default_sources
 
 ENV_DB = "CONTEXT_BROKER_DB"
 """The database file every command uses when `--db` is not given."""
@@ -66,11 +66,8 @@ async def open_default_selector(
     """A selector over every default source of `store` (plus any extra, e.g. a test fake), in the
     store's recall mode. With `source_floor` the store's own sources return candidates down to it
     (`explain` passes 0 to show below-floor memories); the selector's floor is unchanged."""
-    sources = [*default_sources(store), *extra_sources]
-    if source_floor is not None:
-        for source in sources:
-            if isinstance(source, StoreSource | PersonaSource):
-                source.min_score = source_floor
+    floor = RECALL_MIN_SCORE if source_floor is None else source_floor
+    sources = [*default_sources(store, min_score=floor), *extra_sources]
     async with open_selector(sources, deadline=deadline, mode=store.mode) as selector:
         yield selector
 

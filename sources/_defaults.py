@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from broker import ConfigError, count_errors
+from broker import RECALL_MIN_SCORE, ConfigError, count_errors
 
 from ._abstraction import AbstractionSource, FactWriter
 from ._consolidated import ConsolidatedSource, KnowledgeWriter
@@ -57,6 +57,7 @@ def default_sources(
     *,
     limiter: anyio.CapacityLimiter | None = None,
     result_cache: int = DEFAULT_RESULT_CACHE,
+    min_score: float = RECALL_MIN_SCORE,
 ) -> list[Source]:
     """Return the sources of `store`, in `DEFAULT_SOURCES` order.
 
@@ -67,15 +68,26 @@ def default_sources(
     `result_cache` answers (0: none), so a repeated query on an unchanged namespace is
     answered from memory; any write to the namespace invalidates them. Closing the sources
     does not close the store.
+
+    Each source returns only candidates at or above `min_score` (default: the one floor,
+    RECALL_MIN_SCORE, which the selector applies anyway), and nothing when the task's gate is
+    under it; lower it to see below-floor candidates (`context-broker explain` passes 0).
     """
     for error in count_errors("result_cache", result_cache, minimum=0, maximum=None):
         raise ConfigError(f"result_cache {error.message}")
+    if isinstance(min_score, bool) or not isinstance(min_score, float | int) or not 0.0 <= min_score <= 1.0:
+        raise ConfigError(f"min_score must be a number in [0, 1], got {min_score!r}")
     results = ResultCache(result_cache) if result_cache else None
     reader = StoreReader(store=store, limiter=limiter, results=results)
     out: list[Source] = []
     for name in DEFAULT_SOURCES:
         cls = _SOURCE_TYPES[name]
-        out.append(cls(reader, store=store) if issubclass(cls, StoreSource) else cls(reader))
+        floor = float(min_score)
+        out.append(
+            cls(reader, store=store, min_score=floor)
+            if issubclass(cls, StoreSource)
+            else cls(reader, min_score=floor)
+        )
     return out
 
 

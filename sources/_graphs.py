@@ -242,13 +242,15 @@ class GraphSource(ReaderSource):
         seeds = _mentioned(conn, ns_id, request.task)
         if not seeds:
             return []
+        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
+        if self._gate_closed(scorer):  # no node can reach the floor: the graph is not walked
+            return []
         hops, via = _bfs(conn, ns_id, seeds)
         rows = conn.graph.nodes(ns_id, sorted(hops))
         nodes = {
             n.rowid: n
             for n in _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
         }
-        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         return self._scored(conn, scorer, _Walk(nodes=nodes, hops=hops, via=via), request.limit)
 
     def _scored(self, conn: Reader, scorer: Scorer, walk: _Walk, limit: int) -> list[Candidate]:
@@ -286,6 +288,7 @@ class GraphSource(ReaderSource):
                 for (_, rowid, text), rel in zip(kept, scores, strict=True)
             ),
             limit,
+            self.min_score,
         )
 
 

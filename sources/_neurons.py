@@ -259,6 +259,9 @@ class NeuronSource(ReaderSource):
         prof = self._reader.store.profile_on(conn, ns_id, request.task)
         if not prof.terms:
             return []
+        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
+        if self._gate_closed(scorer):  # no neuron can reach the floor: no trigger is scanned
+            return []
         top = _scan(conn, ns_id, prof.idf, recall_depth(request.limit))
         rows = _neurons(conn, ns_id, top, request.types)
         if not rows:
@@ -266,7 +269,6 @@ class NeuronSource(ReaderSource):
         triggers: dict[int, list[str]] = defaultdict(list)
         for rowid, term in conn.neurons.triggers(ns_id, top):
             triggers[rowid].append(term)
-        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         rowids = [int(r[0]) for r in rows]
         batch = Batch(
             slot=Slot(ns_id, CORPUS_ENTRIES),
@@ -276,7 +278,9 @@ class NeuronSource(ReaderSource):
         )
         scores = score_rows(scorer, conn, batch, self._reader.store.vindex)
         matched = set(prof.terms)
-        best = BestRows(entry_id=lambda row: str(row[1]), table="entries", limit=request.limit)
+        best = BestRows(
+            entry_id=lambda row: str(row[1]), table="entries", limit=request.limit, floor=self.min_score
+        )
         return best.candidates(
             zip(rows, scores, strict=True),
             lambda rs: _candidate(self.name, *rs, sorted(matched.intersection(triggers[int(rs[0][0])]))),

@@ -55,7 +55,7 @@ class PastTaskSource(ReaderSource):
         if not rows:
             return []
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
-        if scorer.abstains:
+        if self._gate_closed(scorer):  # no past task can reach the floor: none is rendered
             return []
         texts = [_text(conn, ns_id, task_id, description) for task_id, description, _at in rows]
         rels = scorer.relevances([_analysis.terms(t) for t in texts], texts, self._vectors_of(scorer, texts))
@@ -74,6 +74,7 @@ class PastTaskSource(ReaderSource):
                 for (task_id, _d, at), text, rel in zip(rows, texts, rels, strict=True)
             ),
             request.limit,
+            self.min_score,
         )
 
     def _vectors_of(self, scorer: Scorer, texts: list[str]) -> list[npt.NDArray[np.float32] | None]:

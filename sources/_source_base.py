@@ -18,7 +18,7 @@ import anyio
 import attrs
 import numpy as np
 
-from broker import BrokerClosedError, Candidate, Namespace
+from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace
 
 from . import _analysis, _batch, _index, _results, _validate
 from ._engine import ReadStop, Slot
@@ -156,6 +156,11 @@ class ReaderSource:
 
     name: ClassVar[str] = "abstract"
     _reader: StoreReader
+    min_score: float = attrs.field(default=RECALL_MIN_SCORE, kw_only=True)
+    """The floor this source applies to what it returns. A candidate under it could never clear
+    the selector's one floor, so it is not built; and when the task's gate is under it, no
+    candidate can (a score is qpp x band, band <= 1), so the source reads and scores nothing
+    more. Lower it only to see below-floor candidates (`explain` passes 0)."""
     _closed: bool = attrs.field(default=False, init=False)
 
     @property
@@ -211,6 +216,11 @@ class ReaderSource:
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         raise NotImplementedError
+
+    def _gate_closed(self, scorer: Scorer) -> bool:
+        """Whether no text can reach this source's floor for the scorer's task: every score
+        is 0 (`Scorer.abstains`), or the task's gate is under the floor."""
+        return scorer.abstains or scorer.qpp < self.min_score
 
     def _check_open(self) -> None:
         if self._closed:
@@ -320,6 +330,8 @@ class BestRows:
     entry_id: Callable[[Sequence[Any]], str]
     table: str
     limit: int
+    floor: float = 0.0
+    """Rows scoring under it are dropped before any candidate is built."""
 
     def candidates(
         self,
@@ -328,16 +340,17 @@ class BestRows:
     ) -> list[Candidate]:
         """The best rows' candidates, best first, at most `limit`."""
         kept = sorted(
-            ((row, rel) for row, rel in scored if rel.score > 0.0),
+            ((row, rel) for row, rel in scored if rel.score > 0.0 and rel.score >= self.floor),
             key=lambda pair: (-pair[1].score, self.entry_id(pair[0])),
         )
         built = _validate.skip_damaged(kept, build, table=self.table, row_id=_first_id)
         return list(itertools.islice(built, max(self.limit, 0)))
 
 
-def best_first(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
-    """Candidates with some evidence (score > 0), best first (ties by id), at most `limit`."""
-    kept = [c for c in candidates if c.score > 0.0]
+def best_first(candidates: Iterable[Candidate], limit: int, floor: float = 0.0) -> list[Candidate]:
+    """Candidates with some evidence (score > 0) and at least `floor`, best first (ties by id),
+    at most `limit`."""
+    kept = [c for c in candidates if c.score > 0.0 and c.score >= floor]
     kept.sort(key=lambda c: (-c.score, c.entry_id))
     return kept[: max(limit, 0)]
 
@@ -455,7 +468,7 @@ class CorpusSource(ReaderSource):
         if not prof.present:  # no informative term of the task occurs in the namespace
             return []
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
-        if scorer.abstains:  # the gate is closed: every score would be 0
+        if self._gate_closed(scorer):  # no text of the corpus can reach the floor: none is read
             return []
         hits = shared_or_searched(conn, ns_id, scorer, corpus=self.corpus, depth=recall_depth(request.limit))
         at = {rowid: i for i, rowid in enumerate(hits.rowids.tolist())}
@@ -470,7 +483,10 @@ class CorpusSource(ReaderSource):
         )
         scores = score_rows(scorer, conn, batch, self._reader.store.vindex)
         best = BestRows(
-            entry_id=lambda row: f"{self.id_prefix}{row[1]}", table=self.table, limit=request.limit
+            entry_id=lambda row: f"{self.id_prefix}{row[1]}",
+            table=self.table,
+            limit=request.limit,
+            floor=self.min_score,
         )
         return best.candidates(zip(rows, scores, strict=True), lambda rs: self._candidate(*rs))
 

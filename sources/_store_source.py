@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 
-from broker import RECALL_MIN_SCORE, Candidate
+from broker import Candidate
 
 from ._source_base import ReaderSource, best_first
 
@@ -32,8 +32,8 @@ _OWN_SOURCE = frozenset({"memorule", "neuron"})
 class StoreSource(ReaderSource):
     """Typed recall of store entries through the store's calibrated gate.
 
-    The store's recall applies the one floor (RECALL_MIN_SCORE, unless `min_score` is lowered
-    to measure a trade-off curve), so every candidate it returns is already above it.
+    The store's recall applies the source's floor (`min_score`: RECALL_MIN_SCORE unless
+    lowered), so every candidate it returns is already above it.
     """
 
     name: ClassVar[str] = "store"
@@ -42,9 +42,6 @@ class StoreSource(ReaderSource):
     """Types this source is fixed to (None: the request's types, or all)."""
 
     _store: MemoryStore = attrs.field(kw_only=True)
-    min_score: float = attrs.field(default=RECALL_MIN_SCORE, kw_only=True)
-    """The floor the store's recall applies. The selector applies the one floor anyway:
-    lower it only to measure what a lower floor would select (trade-off curves)."""
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         types = self._types(request.types)

@@ -1,4 +1,5 @@
-"""Tests of the default wiring: six sources in order, one limiter, and cross-source guarantees."""
+"""Tests of the default wiring: eight sources in order, one limiter, the source floor, and
+cross-source guarantees."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from broker import RECALL_MIN_SCORE, Namespace, open_selector
+from broker import RECALL_MIN_SCORE, ConfigError, Namespace, open_selector
 from broker.abc import Source, SourceRequest
 from broker.testing import check_source_never_blocks
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, WriterSession, remember
@@ -176,6 +177,43 @@ async def test_every_source_answers_a_relevant_task(store: MemoryStore) -> None:
     for src in sources:
         got = await src.fetch(SourceRequest(task=TASKS[src.name], namespace=NS))
         assert any(c.score >= RECALL_MIN_SCORE for c in got), src.name
+
+
+CLOSED_GATE_TASK = "Melanie"
+"""A task the namespace answers only weakly: its gate (about 0.05) is under the floor, yet four
+sources hold texts that match it."""
+
+
+async def test_each_source_returns_exactly_its_candidates_at_or_above_the_floor(store: MemoryStore) -> None:
+    """A source at the default floor returns what it returns at floor 0, less what scores under
+    the floor (and so could never be selected): same candidates, scores and order."""
+    floored, everything = default_sources(store), default_sources(store, min_score=0.0)
+    below = 0
+    for task in [*TASKS.values(), CLOSED_GATE_TASK]:
+        request = SourceRequest(task=task, namespace=NS)
+        for kept, full in zip(floored, everything, strict=True):
+            got = [(c.entry_id, c.score) for c in await kept.fetch(request)]
+            wanted = [(c.entry_id, c.score) for c in await full.fetch(request)]
+            assert got == [(i, sc) for i, sc in wanted if sc >= RECALL_MIN_SCORE], (task, kept.name)
+            below += len(wanted) - len(got)
+    assert below > 0  # the floor had something to drop
+
+
+async def test_a_gate_under_the_floor_gets_nothing_from_any_source(store: MemoryStore) -> None:
+    """When the task's gate is under the floor no candidate can clear it (a score is qpp x band):
+    every source answers nothing, though at floor 0 several return matches."""
+    request = SourceRequest(task=CLOSED_GATE_TASK, namespace=NS)
+    weak = await fetch_all(default_sources(store, min_score=0.0), request)
+    assert len([name for name, got in weak.items() if got]) >= 3
+    assert all(0.0 < c.qpp < RECALL_MIN_SCORE for got in weak.values() for c in got if c.qpp is not None)
+    assert await fetch_all(default_sources(store), request) == {name: [] for name in DEFAULT_SOURCES}
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), True, "0.4"])
+def test_a_bad_source_floor_is_a_config_error(store: MemoryStore, bad: object) -> None:
+    """min_score must be a number in [0, 1]: anything else is refused before a source is built."""
+    with pytest.raises(ConfigError, match="min_score"):
+        default_sources(store, min_score=bad)  # type: ignore[arg-type]
 
 
 async def test_trivial_tasks_get_nothing_above_the_floor_from_any_source(store: MemoryStore) -> None:

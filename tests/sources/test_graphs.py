@@ -41,7 +41,8 @@ def store(filler_store: MemoryStore) -> MemoryStore:
 
 
 def source(store: MemoryStore) -> GraphSource:
-    return GraphSource(StoreReader(store=store))
+    """The graph source with its floor at 0: these tests read the walk's below-floor nodes too."""
+    return GraphSource(StoreReader(store=store), min_score=0.0)
 
 
 async def fetch(
@@ -189,10 +190,10 @@ async def test_dense_modes_embed_only_a_few_rendered_texts(make_store: StoreOpen
             g.add_node(f"Spoke {i}", namespace=NS, id=f"s{i}", description="a spoke of the hub station")
             g.add_edge("hub", "links", f"s{i}", namespace=NS)
         before = fake.texts
-        got = await GraphSource(StoreReader(store=store)).fetch(
+        got = await GraphSource(StoreReader(store=store), min_score=0.0).fetch(
             SourceRequest(task="Hub station spokes", namespace=NS, limit=10)
         )
-        lexical = await GraphSource(StoreReader(store=store)).fetch(
+        lexical = await GraphSource(StoreReader(store=store), min_score=0.0).fetch(
             SourceRequest(task="Hub station spokes", namespace=NS, limit=10, mode="lexical")
         )
     assert 0 < len(got) <= DENSE_SCORED
