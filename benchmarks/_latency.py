@@ -24,7 +24,7 @@ import anyio
 import attrs
 import numpy as np
 
-from broker import DEFAULT_MAX_TURNS, SourceStatus, Turn, open_broker, open_selector
+from broker import DEFAULT_MAX_TURNS, RECALL_MIN_SCORE, SourceStatus, Turn, open_broker, open_selector
 from sources import (
     MemoryStore,
     NewEntry,
@@ -203,6 +203,9 @@ class Sample:
     statuses: tuple[str, ...]
     selected: int
     source_ms: tuple[tuple[str, float], ...] = ()
+    gate_open: bool = False
+    """The task's gate reached the floor (a source returned a candidate carrying it): the turn
+    scored its candidates; a closed gate stops every source right after the shared reference."""
 
 
 def uncached(store: MemoryStore) -> list[Source]:
@@ -216,6 +219,7 @@ def _sample(started: float, result: SelectionResult) -> Sample:
         statuses=tuple(str(o.status) for o in result.sources),
         selected=len(result.blocks),
         source_ms=tuple((o.name, o.latency_ms) for o in result.sources),
+        gate_open=result.qpp is not None and result.qpp >= RECALL_MIN_SCORE,
     )
 
 
@@ -238,7 +242,15 @@ async def assembles(
             ctx = await broker.assemble(Turn(task_id=tid, namespace=NS, window=128_000, input_budget=8000))
             ms = 1000 * (time.perf_counter() - started)
             statuses = tuple(str(s.get("status")) for s in ctx.trace.get("sources", []))
-            out.append(Sample(ms=ms, statuses=statuses, selected=int(ctx.trace.get("memory_selected", 0))))
+            qpp = ctx.trace.get("qpp")
+            out.append(
+                Sample(
+                    ms=ms,
+                    statuses=statuses,
+                    selected=int(ctx.trace.get("memory_selected", 0)),
+                    gate_open=qpp is not None and qpp >= RECALL_MIN_SCORE,
+                )
+            )
     return out
 
 
@@ -302,6 +314,9 @@ def _summary(samples: Sequence[Sample]) -> dict[str, Any]:
         "share_some_source_missed_deadline": _share(samples, lambda s: "timeout" in s.statuses),
         "mean_selected": round(float(np.mean([s.selected for s in samples])), 2) if samples else 0.0,
         "per_source_ms": _per_source(samples),
+        "share_gate_open": _share(samples, lambda s: s.gate_open),
+        "latency_ms_gate_open": pct([s.ms for s in samples if s.gate_open]),
+        "latency_ms_gate_closed": pct([s.ms for s in samples if not s.gate_open]),
     }
 
 

@@ -271,15 +271,25 @@ def render(
     return "\n".join(out)
 
 
+def _gates(sel: dict[str, Any]) -> str:
+    """The gate-open share and the latency of gate-open and gate-closed turns (runs before the
+    split was measured: dashes)."""
+    if "share_gate_open" not in sel:
+        return "- | -"
+    opened, closed = sel["latency_ms_gate_open"], sel["latency_ms_gate_closed"]
+    return f"{sel['share_gate_open']}, {opened['p50']} / {opened['p99']} | {closed['p50']} / {closed['p99']}"
+
+
 def _latency_tables(lat: dict[str, Any]) -> list[str]:
     out = [
         f"## Latency per turn (deadline {lat['deadline_ms']:g} ms, budget {lat['budget']}, one turn at a time)",
         "",
         (
             "| N | mode | select p50 / p95 / p99 ms | assemble p50 / p95 / p99 ms | bare queries p50 / p99 ms "
-            "| overhead p50 / p99 | turns with every source complete | mean selected |"
+            "| overhead p50 / p99 | turns with every source complete | mean selected "
+            "| gate open: share, select p50 / p99 ms | gate closed: select p50 / p99 ms |"
         ),
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, size in _sizes(lat):
         for mode, m in size["modes"].items():
@@ -288,7 +298,7 @@ def _latency_tables(lat: dict[str, Any]) -> list[str]:
             out.append(
                 f"| {key} | {mode} | {s['p50']} / {s['p95']} / {s['p99']} | {a['p50']} / {a['p95']} / {a['p99']} "
                 f"| {f['p50']} / {f['p99']} | {ratio['p50']}x / {ratio['p99']}x "
-                f"| {sel['share_every_source_completed']} | {sel['mean_selected']} |"
+                f"| {sel['share_every_source_completed']} | {sel['mean_selected']} | {_gates(sel)} |"
             )
     out += [
         "",
@@ -296,6 +306,12 @@ def _latency_tables(lat: dict[str, Any]) -> list[str]:
             "Bare queries: per task, the FTS5 queries the sources issue (store entries untyped and "
             "persona-typed, facts, knowledge) run back to back on one connection; in hybrid also embedding "
             "the task and the two exact vector searches of the entries. Overhead = select_for_task / bare."
+        ),
+        "",
+        (
+            "Gate open: the task's gate (`qpp`) reached the floor, so the sources scored and returned their "
+            "candidates; with it closed no memory can clear the floor and every source stops right after "
+            "the turn's shared retrieval (the reference and its gate), which every turn pays."
         ),
         "",
     ]
