@@ -276,8 +276,11 @@ def _gates(sel: dict[str, Any]) -> str:
     split was measured: dashes)."""
     if "share_gate_open" not in sel:
         return "- | -"
-    opened, closed = sel["latency_ms_gate_open"], sel["latency_ms_gate_closed"]
-    return f"{sel['share_gate_open']}, {opened['p50']} / {opened['p99']} | {closed['p50']} / {closed['p99']}"
+    opened, closed = (
+        "-" if p is None else f"{p['p50']} / {p['p99']}"
+        for p in (sel["latency_ms_gate_open"], sel["latency_ms_gate_closed"])
+    )
+    return f"{sel['share_gate_open']}, {opened} | {closed}"
 
 
 def _latency_tables(lat: dict[str, Any]) -> list[str]:

@@ -37,7 +37,7 @@ from broker import (
 )
 from broker._floor import select
 from broker.abc import Source, SourceRequest
-from sources import DEFAULT_SOURCES, MemoryStore, NewFact, StoreSource, Writers, default_sources
+from sources import DEFAULT_SOURCES, MemoryStore, NewFact, Writers, default_sources
 from sources._analysis import STOP_WORDS
 from sources._graphs import MAX_KEY_TERMS, key_of
 
@@ -243,11 +243,9 @@ async def measure(
     store: MemoryStore, convs: list[_locomo.Conversation], floors: tuple[float, ...] = ()
 ) -> tuple[dict[str, _Tally], Curve]:
     """Per-source and selected rates on answerable, trivial and foreign questions, and the
-    selected rates at each of `floors` (the store's own recall floor lowered to match)."""
-    sources = default_sources(store)
+    selected rates at each of `floors` (every source's own floor lowered to the lowest)."""
+    sources = default_sources(store, min_score=min((*floors, RECALL_MIN_SCORE)))
     for src in sources:
-        if isinstance(src, StoreSource) and floors:
-            src.min_score = min(*floors, RECALL_MIN_SCORE)
         await src.open()
     kinds = ("answerable", "trivial", "foreign")
     out = {k: _Tally() for k in kinds}

@@ -71,12 +71,23 @@ def default_sources(
 
     Each source returns only candidates at or above `min_score` (default: the one floor,
     RECALL_MIN_SCORE, which the selector applies anyway), and nothing when the task's gate is
-    under it; lower it to see below-floor candidates (`context-broker explain` passes 0).
+    under it. It may only be lowered, to see below-floor candidates (`context-broker explain`
+    passes 0): a higher one would silently raise the floor the trace reports.
     """
-    for error in count_errors("result_cache", result_cache, minimum=0, maximum=None):
-        raise ConfigError(f"result_cache {error.message}")
-    if isinstance(min_score, bool) or not isinstance(min_score, float | int) or not 0.0 <= min_score <= 1.0:
-        raise ConfigError(f"min_score must be a number in [0, 1], got {min_score!r}")
+    problems = [
+        f"result_cache {e.message}"
+        for e in count_errors("result_cache", result_cache, minimum=0, maximum=None)
+    ]
+    if (
+        isinstance(min_score, bool)
+        or not isinstance(min_score, float | int)
+        or not 0.0 <= min_score <= RECALL_MIN_SCORE
+    ):
+        problems.append(
+            f"min_score must be a number in [0, {RECALL_MIN_SCORE}] (RECALL_MIN_SCORE), got {min_score!r}"
+        )
+    if problems:
+        raise ConfigError("; ".join(problems))
     results = ResultCache(result_cache) if result_cache else None
     reader = StoreReader(store=store, limiter=limiter, results=results)
     out: list[Source] = []

@@ -156,8 +156,16 @@ class ReaderSource:
 
     name: ClassVar[str] = "abstract"
     _reader: StoreReader
-    min_score: float = attrs.field(default=RECALL_MIN_SCORE, kw_only=True)
-    """The floor this source applies to what it returns. A candidate under it could never clear
+    min_score: float = attrs.field(
+        default=RECALL_MIN_SCORE,
+        kw_only=True,
+        validator=attrs.validators.and_(
+            attrs.validators.instance_of(float), attrs.validators.ge(0.0), attrs.validators.le(1.0)
+        ),
+        on_setattr=attrs.setters.frozen,  # the source's kept answers were read at this floor
+    )
+    """The floor this source applies to what it returns (a float in [0, 1], fixed at
+    construction). A candidate under it could never clear
     the selector's one floor, so it is not built; and when the task's gate is under it, no
     candidate can (a score is qpp x band, band <= 1), so the source reads and scores nothing
     more. Lower it only to see below-floor candidates (`explain` passes 0)."""

@@ -82,6 +82,8 @@ class RecallQuery:
     context: SessionContext = attrs.field(default=None, converter=_context)
     types: tuple[str, ...] | None = attrs.field(default=None, converter=_types)
     embedder: Embedder | None = attrs.field(default=None, eq=False)
+    min_score: float = RECALL_MIN_SCORE
+    """The floor a memorule's score must reach (the one floor; `explain` lowers it to 0)."""
 
     def typed(self, c: Current) -> bool:
         """Whether a memorule is of an asked type (an unclassified one always is)."""
@@ -244,7 +246,8 @@ def recall_memorules_on(store: MemoryStore, conn: Reader, query: RecallQuery) ->
     matches = [
         (hit, overlap)
         for hit in hits
-        if hit.score >= RECALL_MIN_SCORE
+        if hit.score >= query.min_score
+        and hit.score > 0.0
         and (overlap := context_overlap(hit.current.fields.applies_to, query.context)) is not None
     ]
     matches.sort(key=lambda m: m[0].current.id)
@@ -288,6 +291,9 @@ def _recall_errors(asked: RecallQuery) -> list[FieldError]:
     errors += _validate.choice_errors("mode", asked.mode, MODES, optional=True)
     errors += _validate.choice_errors("source_type", asked.source_type, SOURCE_TYPES, optional=False)
     errors += count_errors("top_k", asked.top_k, maximum=MAX_TOP_K)
+    floor: object = asked.min_score  # typed, but a caller may pass anything
+    if isinstance(floor, bool) or not isinstance(floor, float | int) or not 0.0 <= floor <= 1.0:
+        errors.append(FieldError(field="min_score", code="range", message="must be a number in [0, 1]"))
     context: object = asked.context  # typed, but a caller may pass anything
     if not isinstance(context, SessionContext):
         errors.append(FieldError(field="context", code="type", message="must be a SessionContext"))

@@ -45,6 +45,7 @@ class MemorulesSource(ReaderSource):
             types=request.types,
             mode=request.mode,
             embedder=self._reader.embedder,
+            min_score=self.min_score,
         )
         matches = recall_memorules_on(self._reader.store, conn, query)
         return [self._candidate(m, rank) for rank, m in enumerate(matches)]

@@ -49,8 +49,9 @@ async def test_no_flat_score_shortcut(store: MemoryStore) -> None:
     reader = StoreReader(store=store)
     for task in (TASK, "Melanie charity race", "adoption agencies"):
         request = SourceRequest(task=task, namespace=NS)
-        knowledge = await ConsolidatedSource(reader).fetch(request)
-        facts = await AbstractionSource(reader).fetch(request)
+        # Floors at 0: below-floor scores are compared too.
+        knowledge = await ConsolidatedSource(reader, min_score=0.0).fetch(request)
+        facts = await AbstractionSource(reader, min_score=0.0).fetch(request)
         assert knowledge
         assert [c.score for c in knowledge] == [c.score for c in facts]
 

@@ -7,6 +7,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 import anyio
+import attrs
 import pytest
 
 from broker import RECALL_MIN_SCORE, ConfigError, Namespace, open_selector
@@ -14,6 +15,8 @@ from broker.abc import Source, SourceRequest
 from broker.testing import check_source_never_blocks
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
+from sources._neurons import NeuronSource
+from sources._source_base import StoreReader
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -209,11 +212,30 @@ async def test_a_gate_under_the_floor_gets_nothing_from_any_source(store: Memory
     assert await fetch_all(default_sources(store), request) == {name: [] for name in DEFAULT_SOURCES}
 
 
-@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), True, "0.4"])
+@pytest.mark.parametrize("bad", [-0.1, 0.5, 1.5, float("nan"), True, "0.4"])
 def test_a_bad_source_floor_is_a_config_error(store: MemoryStore, bad: object) -> None:
-    """min_score must be a number in [0, 1]: anything else is refused before a source is built."""
+    """min_score must be a number in [0, RECALL_MIN_SCORE]: a higher one would raise the floor
+    the trace reports; anything else is refused before a source is built."""
     with pytest.raises(ConfigError, match="min_score"):
         default_sources(store, min_score=bad)  # type: ignore[arg-type]
+
+
+def test_every_bad_argument_is_named_in_one_config_error(store: MemoryStore) -> None:
+    """A bad result_cache and a bad min_score are reported together, not the first alone."""
+    with pytest.raises(ConfigError, match="result_cache") as info:
+        default_sources(store, result_cache=-1, min_score=2.0)
+    assert "min_score" in str(info.value)
+
+
+def test_a_sources_floor_is_checked_and_fixed_at_construction(store: MemoryStore) -> None:
+    """A source's floor is a float in [0, 1] set once: its kept answers were read at it."""
+    source = default_sources(store)[0]
+    with pytest.raises(attrs.exceptions.FrozenAttributeError):
+        source.min_score = 0.0  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        NeuronSource(StoreReader(store=store), min_score="0.4")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_score"):
+        NeuronSource(StoreReader(store=store), min_score=1.5)
 
 
 async def test_trivial_tasks_get_nothing_above_the_floor_from_any_source(store: MemoryStore) -> None:

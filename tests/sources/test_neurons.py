@@ -59,8 +59,9 @@ async def test_importance_alone_never_injects(store: MemoryStore) -> None:
     """A top-importance neuron without a trigger in the task never fires; importance never scores."""
     writer = NeuronWriter(store)
     writer.add_neuron("Always greet Dana warmly.", namespace=NS, triggers=["Dana"], importance=1.0, id="vip")
+    at_zero = NeuronSource(StoreReader(store=store), min_score=0.0)  # not even a below-floor candidate
     for task in (TASK, "what time is it", "tell me a joke"):
-        assert await source(store).fetch(SourceRequest(task=task, namespace=NS)) == []
+        assert await at_zero.fetch(SourceRequest(task=task, namespace=NS)) == []
     text = "Bakery tax returns are due quarterly."
     writer.add_neuron(text, namespace=NS, triggers=["bakery tax"], importance=1.0, id="hi")
     writer.add_neuron(text, namespace=NS, triggers=["bakery tax"], importance=0.0, id="lo")
