@@ -2,11 +2,12 @@
 must leave them as they were.
 
     python -m benchmarks.candidates --out FILE [--n 100000] [--mode lexical|hybrid] [--tasks 120]
-                                    [--db DIR]
+                                    [--db DIR] [--min-score 0]
     python -m benchmarks.candidates --compare A.json B.json
 
 The first form asks each of the eight default sources (`sources.default_sources`, no answer
-kept across asks) for each of `benchmarks.turn_cost`'s tasks on its synthetic store, and writes
+kept across asks, each at floor `--min-score`: by default 0, so below-floor candidates are
+compared too) for each of `benchmarks.turn_cost`'s tasks on its synthetic store, and writes
 [task, source, [[entry id, score], ...]] rows. Run it against two checkouts (`PYTHONPATH=...`,
 from outside both, as `-m` puts the current directory ahead of `PYTHONPATH`; the same `--db` and `CONTEXT_BROKER_SHARED`, so both answer the same tasks on the same store),
 then compare: it prints the rows that differ and exits 1 if any does (scores compared to 1e-12).
@@ -27,15 +28,17 @@ import anyio
 
 from benchmarks._synthetic import NS
 from benchmarks.turn_cost import bench_tasks, open_bench_store
+from broker import ConfigError
 from broker.abc import SourceRequest
 from sources import MemoryStore, default_sources
 
 TOLERANCE = 1e-12
 
 
-async def dump(store: MemoryStore, mode: str, tasks: list[str]) -> list[list[Any]]:
-    """[task, source name, [[entry id, score], ...]] for every task and default source."""
-    sources = default_sources(store, result_cache=0)
+async def dump(store: MemoryStore, mode: str, tasks: list[str], min_score: float = 0.0) -> list[list[Any]]:
+    """[task, source name, [[entry id, score], ...]] for every task and default source, each
+    source returning what reaches `min_score`."""
+    sources = default_sources(store, result_cache=0, min_score=min_score)
     for source in sources:
         await source.open()
     rows: list[list[Any]] = []
@@ -95,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("lexical", "hybrid"), default="lexical")
     parser.add_argument("--tasks", type=int, default=120)
     parser.add_argument(
+        "--min-score",
+        type=float,
+        default=0.0,
+        help="each source's floor (default 0: every candidate; at most RECALL_MIN_SCORE)",
+    )
+    parser.add_argument(
         "--db", default=os.environ.get("BENCH_TMP", tempfile.gettempdir()), help="where stores are kept"
     )
     args = parser.parse_args(argv)
@@ -110,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if diff else 0
     store = open_bench_store(Path(args.db), args.n, args.mode)
     try:
-        rows = anyio.run(dump, store, args.mode, bench_tasks(args.tasks), backend="trio")
+        rows = anyio.run(dump, store, args.mode, bench_tasks(args.tasks), args.min_score, backend="trio")
+    except ConfigError as exc:
+        parser.error(str(exc))
     finally:
         store.close()
     args.out.write_text(json.dumps(rows), encoding="utf-8")
