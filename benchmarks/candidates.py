@@ -28,7 +28,7 @@ import anyio
 
 from benchmarks._synthetic import NS
 from benchmarks.turn_cost import bench_tasks, open_bench_store
-from broker import ConfigError
+from broker import RECALL_MIN_SCORE
 from broker.abc import SourceRequest
 from sources import MemoryStore, default_sources
 
@@ -89,6 +89,18 @@ def _same(x: list[Any], y: list[Any]) -> bool:
     )
 
 
+def _floor(text: str) -> float:
+    """A source floor from the command line, checked before any store is built (a 100k build
+    takes a minute): a number in [0, RECALL_MIN_SCORE], as `default_sources` takes."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= RECALL_MIN_SCORE:
+        raise argparse.ArgumentTypeError(f"min_score must be in [0, {RECALL_MIN_SCORE}], got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     what = parser.add_mutually_exclusive_group(required=True)
@@ -99,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=120)
     parser.add_argument(
         "--min-score",
-        type=float,
+        type=_floor,
         default=0.0,
         help="each source's floor (default 0: every candidate; at most RECALL_MIN_SCORE)",
     )
@@ -120,8 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     store = open_bench_store(Path(args.db), args.n, args.mode)
     try:
         rows = anyio.run(dump, store, args.mode, bench_tasks(args.tasks), args.min_score, backend="trio")
-    except ConfigError as exc:
-        parser.error(str(exc))
     finally:
         store.close()
     args.out.write_text(json.dumps(rows), encoding="utf-8")

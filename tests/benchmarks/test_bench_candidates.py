@@ -53,13 +53,15 @@ def test_a_missing_or_foreign_file_is_a_usage_error_not_a_traceback(tmp_path: Pa
 
 
 def test_a_floor_out_of_range_exits_2_with_the_reason(tmp_path: Path, capsys) -> None:
-    """--min-score above RECALL_MIN_SCORE (or under 0) exits 2 saying so, and writes no dump."""
+    """--min-score above RECALL_MIN_SCORE, under 0 or not a number exits 2 saying so, before any
+    store is built, and writes no dump."""
     out = tmp_path / "a.json"
-    for bad in ("0.9", "-0.1"):
+    for bad in ("0.9", "-0.1", "nan", "abc"):
         with pytest.raises(SystemExit) as exited:
             candidates.main(
                 ["--out", str(out), "--n", "1500", "--tasks", "2", "--db", str(tmp_path), "--min-score", bad]
             )
         assert exited.value.code == 2
-        assert "min_score" in capsys.readouterr().err
+        assert "--min-score" in capsys.readouterr().err
     assert not out.exists()
+    assert not list(tmp_path.glob("*.db"))  # no store was built for a bad flag
