@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import decimal
+import numbers
 from typing import TYPE_CHECKING
 
 import attrs
@@ -57,7 +59,7 @@ def default_sources(
     *,
     limiter: anyio.CapacityLimiter | None = None,
     result_cache: int = DEFAULT_RESULT_CACHE,
-    min_score: float = RECALL_MIN_SCORE,
+    min_score: float | numbers.Real | decimal.Decimal = RECALL_MIN_SCORE,
 ) -> list[Source]:
     """Return the sources of `store`, in `DEFAULT_SOURCES` order.
 
@@ -72,7 +74,8 @@ def default_sources(
     Each source returns only candidates at or above `min_score` (default: the one floor,
     RECALL_MIN_SCORE, which the selector applies anyway), and nothing when the task's gate is
     under it. It may only be lowered, to see below-floor candidates (`context-broker explain`
-    passes 0): a higher one would silently raise the floor the trace reports.
+    passes 0): a higher one would silently raise the floor the trace reports. Any real number
+    will do (an int, a Fraction, a Decimal); each source gets it as a float.
     """
     problems = [
         f"result_cache {e.message}"
@@ -80,8 +83,8 @@ def default_sources(
     ]
     if (
         isinstance(min_score, bool)
-        or not isinstance(min_score, float | int)
-        or not 0.0 <= min_score <= RECALL_MIN_SCORE
+        or not isinstance(min_score, numbers.Real | decimal.Decimal)
+        or not 0.0 <= float(min_score) <= RECALL_MIN_SCORE
     ):
         problems.append(
             f"min_score must be a number in [0, {RECALL_MIN_SCORE}] (RECALL_MIN_SCORE), got {min_score!r}"

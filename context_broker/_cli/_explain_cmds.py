@@ -98,7 +98,7 @@ def explain(args: argparse.Namespace, app: App) -> int:
 
 
 async def _explain(args: argparse.Namespace, app: App) -> dict[str, Any]:
-    store = await open_store_in_thread(app.db_path, mode=args.mode)
+    store = await open_store_in_thread(app.db_path, mode=args.mode, create=False)
     try:
         # The store's own floor at 0, so below-floor memories show.
         async with open_default_selector(
@@ -208,12 +208,25 @@ def _print(app: App, report: dict[str, Any]) -> None:
         app.out(
             "no source returned a candidate (nothing in the namespace shares the task's informative terms)"
         )
-    app.out("score  qpp    band   outcome               source/entry  text")
-    for row in report["candidates"]:
-        fate = row["outcome"] + (f" ({row['detail']})" if row["detail"] else "")
-        text = " ".join(str(row["text"]).split())[:80]
-        app.out(
-            f"{row['score']:.3f}  {_number(row['qpp'])}  {_number(row['band'])}  {fate:<21} "
-            f"{row['source']}/{row['entry_id']}  {text}"
-        )
+    for line in _table(report["candidates"]):
+        app.out(line)
     app.out("sources: " + ", ".join(f"{s['name']}={s['status']}" for s in report["sources"]))
+
+
+def _table(candidates: list[dict[str, Any]]) -> list[str]:
+    """The candidates as aligned columns: each column as wide as its widest cell."""
+    rows = [
+        (
+            f"{row['score']:.3f}  {_number(row['qpp'])}  {_number(row['band'])}",
+            row["outcome"] + (f" ({row['detail']})" if row["detail"] else ""),
+            f"{row['source']}/{row['entry_id']}",
+            " ".join(str(row["text"]).split())[:80],
+        )
+        for row in candidates
+    ]
+    fate_width = max([len("outcome"), *(len(fate) for _, fate, _, _ in rows)])
+    where_width = max([len("source/entry"), *(len(where) for _, _, where, _ in rows)])
+    lines = [f"score  qpp    band   {'outcome':<{fate_width}}  {'source/entry':<{where_width}}  text"]
+    for numbers, fate, where, text in rows:
+        lines.append(f"{numbers}  {fate:<{fate_width}}  {where:<{where_width}}  {text}")
+    return lines

@@ -4,6 +4,8 @@ cross-source guarantees."""
 from __future__ import annotations
 
 import sqlite3
+from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import anyio
@@ -212,12 +214,22 @@ async def test_a_gate_under_the_floor_gets_nothing_from_any_source(store: Memory
     assert await fetch_all(default_sources(store), request) == {name: [] for name in DEFAULT_SOURCES}
 
 
-@pytest.mark.parametrize("bad", [-0.1, 0.5, 1.5, float("nan"), True, "0.4"])
+@pytest.mark.parametrize(
+    "bad", [-0.1, 0.5, 1.5, float("nan"), Decimal("NaN"), Fraction(1, 2), True, "0.4", None]
+)
 def test_a_bad_source_floor_is_a_config_error(store: MemoryStore, bad: object) -> None:
     """min_score must be a number in [0, RECALL_MIN_SCORE]: a higher one would raise the floor
     the trace reports; anything else is refused before a source is built."""
     with pytest.raises(ConfigError, match="min_score"):
         default_sources(store, min_score=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("floor", [Fraction(1, 5), Decimal("0.2"), 0, 0.2])
+def test_any_real_number_in_range_is_a_source_floor(store: MemoryStore, floor: object) -> None:
+    """A Fraction or a Decimal floor is a number like any other: every source gets it as a float."""
+    sources = default_sources(store, min_score=floor)  # type: ignore[arg-type]
+    assert {s.min_score for s in sources} == {float(floor)}  # type: ignore[arg-type, attr-defined]
+    assert all(type(s.min_score) is float for s in sources)  # type: ignore[attr-defined]
 
 
 def test_every_bad_argument_is_named_in_one_config_error(store: MemoryStore) -> None:

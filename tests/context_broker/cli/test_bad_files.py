@@ -32,6 +32,7 @@ READERS: tuple[tuple[str, ...], ...] = (
     ("stats",),
     ("recall", "deploy freeze payment", "--mode", "lexical"),
     ("select", "deploy freeze payment", "--mode", "lexical"),
+    ("explain", "deploy freeze payment", "--mode", "lexical"),
     ("audit",),
     ("memorule", "history", "r1"),
 )

@@ -66,6 +66,22 @@ def test_explain_text_says_the_gate_and_each_fate(tmp_path: Path) -> None:
     assert "selected" in done.stdout
 
 
+def test_explain_text_columns_line_up_whatever_the_outcome(tmp_path: Path) -> None:
+    """A long outcome ("deduplicated (kept from store)") widens its column: every row's entry starts under its header."""
+    db = seeded(tmp_path)
+    done = run("--db", str(db), "explain", "How do we upgrade Postgres?", "--mode", "lexical", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("score "))
+    rows = lines[header + 1 : next(i for i, line in enumerate(lines) if line.startswith("sources: "))]
+    assert len({len(row.split("  ")[3]) for row in rows}) > 1, rows  # outcomes of unequal widths
+    column = lines[header].index("source/entry")
+    for row in rows:
+        assert row[column - 2 : column] == "  ", row
+        assert row[column] != " ", row
+        assert "/" in row[column:].split()[0], row
+
+
 def test_explain_rejects_an_empty_task_and_message(tmp_path: Path) -> None:
     """Bad input is one line per error and exit 2, never a traceback."""
     done = run("--db", str(tmp_path / "x.db"), "explain", " ", "--message", "", home=tmp_path)
