@@ -1,13 +1,16 @@
 """One turn at a time on a synthetic store: select_for_task p50 / p99 and CPU a turn.
 
     python -m benchmarks.turn_cost [--n 100000] [--mode lexical|hybrid] [--turns 200] [--db DIR]
-                                   [--repeats 10]
+                                   [--repeats 10] [--gate open|closed]
 
 Builds the latency run's synthetic corpus (`benchmarks._synthetic`, with recycled real
 embeddings in hybrid) once into `--db` and reuses it, opens the default sources keeping no
 answers across turns (every turn does the full work), and runs the tasks one after another
 under a 1 s deadline (so no source is cut and every turn is measured whole). CPU a turn is the
 process's CPU time over the turns (ONNX and BLAS threads included) divided by the turns.
+`--gate open` (or `closed`) keeps only the drawn tasks whose gate reaches (or misses) the floor
+(`benchmarks._latency.gates`): a gate-open turn is the one whose sources read and score, about
+one task in fifty of this draw, so ask for many (`--turns 2000`).
 
 To compare two versions of the code side by side, run this against each checkout on the same
 store, alternating them: `cd /tmp && PYTHONPATH=/path/to/checkout python -m
@@ -30,6 +33,7 @@ import anyio
 import numpy as np
 
 from benchmarks import _synthetic
+from benchmarks._latency import gates
 from benchmarks._synthetic import NS
 from broker import open_selector
 from sources import MemoryStore, default_sources
@@ -102,9 +106,19 @@ def main() -> None:
     parser.add_argument(
         "--db", default=os.environ.get("BENCH_TMP", tempfile.gettempdir()), help="where stores are kept"
     )
+    parser.add_argument("--gate", choices=("open", "closed"), help="keep only the tasks whose gate is so")
     args = parser.parse_args()
     store = open_bench_store(Path(args.db), args.n, args.mode)
     tasks = bench_tasks(args.turns)
+    if args.gate is not None:
+        opened = gates(store, tasks, args.mode)
+        tasks = [t for t, o in zip(tasks, opened, strict=True) if o == (args.gate == "open")]
+        if len(tasks) < 6:
+            parser.exit(
+                2,
+                f"turn_cost: only {len(tasks)} of {args.turns} tasks have a {args.gate} gate; ask more --turns\n",
+            )
+        print(f"{len(tasks)} tasks with a {args.gate} gate")
     try:
         ms, cpu = anyio.run(_turns, store, args.mode, tasks, backend="trio")
         again = anyio.run(_repeats, store, args.mode, tasks[:20], args.repeats, backend="trio")

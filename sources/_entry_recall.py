@@ -58,7 +58,7 @@ def recall_on(
         # A score is qpp x band with band <= 1: below the floor's gate no memory can clear it,
         # so no candidate is read or scored (most turns of a trivial or foreign task).
         return []
-    scored = _Recall(store, conn, ns_id, scorer).scored(types, limit)
+    scored = _Recall(store, conn, ns_id, scorer).scored(types, limit, floor)
     kept = [(p, r) for p, r in scored if p.score >= floor and p.score > 0.0]
     kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
     recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])
@@ -75,14 +75,52 @@ class _Recall:
     ns_id: int
     scorer: Scorer
 
-    def scored(self, types: Sequence[str] | None, limit: int) -> list[tuple[Relevance, Any]]:
-        """The namespace's candidates for the query, scored in the scorer's mode."""
+    def scored(
+        self, types: Sequence[str] | None, limit: int, floor: float = 0.0
+    ) -> list[tuple[Relevance, Any]]:
+        """The namespace's candidates for the query, scored in the scorer's mode (in lexical
+        mode, those under `floor` may be left out: their rows are never read)."""
         k = recall_depth(limit)
         if self.scorer.mode == "lexical":
-            rows = self._lexical_top(types, k)
-            return list(zip(self.scorer.relevances_at([_row_terms(r) for r in rows]), rows, strict=True))
+            return self._lexical_scored(types, k, floor)
         # hybrid unions two lists: half as deep each keeps the pool the same size
         return self._dense_scored(types, k if self.scorer.mode == "dense" else max(2 * limit, 50))
+
+    def _lexical_scored(
+        self, types: Sequence[str] | None, k: int, floor: float
+    ) -> list[tuple[Relevance, Any]]:
+        """The lexical top `k` scored from their indexed terms, then the rows of those at or
+        above `floor` read: most of a turn's candidates never clear it, and reading a row costs
+        more than scoring it."""
+        keyed = self._lexical_terms(types, k)
+        if keyed is None:
+            top = self._lexical_top(types, k)
+            return list(zip(self.scorer.relevances_at([_row_terms(r) for r in top]), top, strict=True))
+        rowids, terms = keyed
+        rels = self.scorer.relevances_at(terms)
+        keep = [
+            (rel, r) for r, rel in zip(rowids, rels, strict=True) if rel.score >= floor and rel.score > 0.0
+        ]
+        rows = {int(row[0]): row for row in rows_by_rowid(self.conn, self.ns_id, [r for _, r in keep])}
+        return [(rel, rows[r]) for rel, r in keep if r in rows]
+
+    def _lexical_terms(
+        self, types: Sequence[str] | None, k: int
+    ) -> tuple[list[int], Sequence[Sequence[str]]] | None:
+        """The entries' best `k` matches (rowids, best first) with their indexed terms, without
+        reading a row: untyped from the turn's shared retrieval, typed from the store's
+        in-memory index; None when only rows can tell (no current index)."""
+        if types is None:
+            hits = shared_or_searched(self.conn, self.ns_id, self.scorer, corpus=CORPUS_ENTRIES, depth=k)
+            return hits.rowids.tolist(), hits.terms
+        picked = self._typed_best(types, k)
+        if picked is None:
+            return None
+        held = self.store.texts.indexed_terms(self.conn, self.ns_id, [(CORPUS_ENTRIES, r) for r in picked])
+        if held is None:
+            return None
+        rowids = [r for r in picked if (CORPUS_ENTRIES, r) in held]
+        return rowids, [held[(CORPUS_ENTRIES, r)] for r in rowids]
 
     def _dense_scored(self, types: Sequence[str] | None, k: int) -> list[tuple[Relevance, Any]]:
         """Score the dense top-k (and in hybrid the lexical top-k) with the mode's logistic.

@@ -23,10 +23,11 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from broker.log import get_logger
 
@@ -37,8 +38,6 @@ from ._relevance import LexicalRun
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    import numpy.typing as npt
-
     from ._engine import Reader
 
 logger = get_logger(__name__)
@@ -46,6 +45,9 @@ logger = get_logger(__name__)
 K1: Final = 1.2
 B: Final = 0.75
 _CORPORA: Final = len(CORPORA)  # entries, facts, knowledge (fts rowid & 3)
+_DENSE_SUM_RATIO: Final = 32
+"""A query's matches are summed over every slot when they number at least 1/32 of the
+slots (a sort of that many costs more than a pass over all of them), else sorted."""
 _ENTRIES: Final = CORPUS_ENTRIES
 _STRIDE: Final = 4  # a document's key: rowid * 4 + corpus, the corpus in the low two bits
 _CHUNK: Final = 50_000  # documents tokenised at a time while indexing
@@ -55,6 +57,10 @@ _COMPACT_MIN: Final = 4096  # removed documents kept before `warm` builds an ind
 
 
 _Part = tuple["npt.NDArray[np.int32]", "npt.NDArray[np.int32]", "npt.NDArray[np.float32]"]
+
+
+_Scored: TypeAlias = tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+"""A query's live matches: their slots, FTS rowids and BM25 scores (`Postings._scored`)."""
 
 
 @attrs.frozen(eq=False)
@@ -92,6 +98,11 @@ class Postings:
     type_code: dict[str, int] = attrs.field(factory=dict)
     types_read: bool = False
     """Whether every entry's type was read once (`TextIndex.learn_types`)."""
+    _changes: int = attrs.field(default=0, init=False)
+    """Bumped by every `add` and `remove`: what `_scored` keeps is of one state of the index."""
+    _last_scored: tuple[tuple[str, ...], int, _Scored | None] | None = attrs.field(default=None, init=False)
+    """The last query `_scored` answered, at which `_changes`, and its answer: a turn's sources
+    ask the same query again (the shared retrieval's `top`, then a typed lane's `top_typed`)."""
 
     def set_types(self, types: dict[int, str | None]) -> None:
         """Record the memory types of some entries (by entry rowid) held by the index."""
@@ -117,6 +128,7 @@ class Postings:
     def add(self, *chunks: Sequence[tuple[int, str]]) -> None:
         """Index documents (a rowid already indexed is replaced), a chunk at a time so only one
         chunk's tokens are ever held as Python strings."""
+        self._changes += 1
         vocab: dict[str, int] = {}
         parts, forwards = [], []
         for rows in chunks:
@@ -245,6 +257,7 @@ class Postings:
     def remove(self, fts_rowids: Iterable[int]) -> None:
         """Forget documents (unknown rowids are ignored); their slots stay, marked dead."""
         slots = [slot for rowid in list(fts_rowids) if (slot := self.slot_of.pop(rowid, None)) is not None]
+        self._changes += 1
         for slot, terms in zip(slots, self._slot_terms(slots), strict=True):
             self.alive[slot] = False
             self.n_live -= 1
@@ -282,18 +295,32 @@ class Postings:
         kept = entries[np.isin(tags, allowed)]
         return _best(rowids[kept], scores[kept], _ENTRIES, depth)
 
-    def _scored(
-        self, qterms: Sequence[str]
-    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
-        """Every live match of any of `qterms`: (slots, FTS rowids, BM25 scores), None if none."""
+    def _scored(self, qterms: Sequence[str]) -> _Scored | None:
+        """Every live match of any of `qterms`: (slots, FTS rowids, BM25 scores), None if none;
+        the last answer again while the query and the index are the same."""
+        key = tuple(qterms)
+        last = self._last_scored
+        if last is not None and last[0] == key and last[1] == self._changes:
+            return last[2]
+        scored = self._score(qterms)
+        self._last_scored = (key, self._changes, scored)
+        return scored
+
+    def _score(self, qterms: Sequence[str]) -> _Scored | None:
         if self.n_live == 0:
             return None
         slots, parts = self._contributions(qterms)
         if not slots:
             return None
-        found, where = np.unique(np.concatenate(slots), return_inverse=True)
+        matched, weights = np.concatenate(slots), np.concatenate(parts)
         # bincount adds each slot's parts in input order: the query's term order, as FTS5 does.
-        scores = np.bincount(where, weights=np.concatenate(parts)).astype(np.float64)
+        if len(matched) * _DENSE_SUM_RATIO >= len(self.rowids):
+            # Many matches: one sum over every slot, no sort (a part is never 0: tf >= 1, idf > 0).
+            summed = np.bincount(matched, weights=weights, minlength=len(self.rowids))
+            found = np.flatnonzero(summed).astype(np.int32)
+            return found, self.rowids[found], summed[found].astype(np.float64)
+        found, where = np.unique(matched, return_inverse=True)
+        scores = np.bincount(where, weights=weights).astype(np.float64)
         return found, self.rowids[found], scores
 
     def _contributions(

@@ -479,24 +479,38 @@ class CorpusSource(ReaderSource):
         if self._gate_closed(scorer):  # no text of the corpus can reach the floor: none is read
             return []
         hits = shared_or_searched(conn, ns_id, scorer, corpus=self.corpus, depth=recall_depth(request.limit))
-        at = {rowid: i for i, rowid in enumerate(hits.rowids.tolist())}
-        rows = conn.docs.rows(
-            self.table, ns_id, list(at), ("text", "created_at", "metadata", *self.extra_cols)
-        )
-        batch = Batch(
-            slot=Slot(ns_id, self.corpus),
-            rowids=[int(r[0]) for r in rows],
-            texts=[r[2] for r in rows],
-            terms=hits.terms.take([at[int(r[0])] for r in rows]),
-        )
-        scores = score_rows(scorer, conn, batch, self._reader.store.vindex)
         best = BestRows(
             entry_id=lambda row: f"{self.id_prefix}{row[1]}",
             table=self.table,
             limit=request.limit,
             floor=self.min_score,
         )
-        return best.candidates(zip(rows, scores, strict=True), lambda rs: self._candidate(*rs))
+        return best.candidates(self._scored(conn, ns_id, scorer, hits), lambda rs: self._candidate(*rs))
+
+    def _scored(
+        self, conn: Reader, ns_id: int, scorer: Scorer, hits: LexicalRun
+    ) -> list[tuple[Sequence[Any], Relevance]]:
+        """The hits' rows with their relevance. In lexical mode the hits are scored on their
+        indexed terms first and only the rows that clear the floor are read (most never do);
+        dense modes read every row, whose text a missing vector is embedded from."""
+        cols = ("text", "created_at", "metadata", *self.extra_cols)
+        if scorer.mode == "lexical" or scorer.abstains:
+            rels = scorer.relevances_at(hits.terms)
+            kept = {
+                r: rel
+                for r, rel in zip(hits.rowids.tolist(), rels, strict=True)
+                if rel.score > 0.0 and rel.score >= self.min_score
+            }
+            return [(row, kept[int(row[0])]) for row in conn.docs.rows(self.table, ns_id, list(kept), cols)]
+        at = {rowid: i for i, rowid in enumerate(hits.rowids.tolist())}
+        rows = conn.docs.rows(self.table, ns_id, list(at), cols)
+        batch = Batch(
+            slot=Slot(ns_id, self.corpus),
+            rowids=[int(r[0]) for r in rows],
+            texts=[r[2] for r in rows],
+            terms=hits.terms.take([at[int(r[0])] for r in rows]),
+        )
+        return list(zip(rows, score_rows(scorer, conn, batch, self._reader.store.vindex), strict=True))
 
     def _candidate(self, row: Sequence[Any], rel: Relevance) -> Candidate:
         return Candidate(

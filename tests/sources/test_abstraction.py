@@ -10,6 +10,7 @@ from broker.abc import SourceRequest
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry
 from sources._abstraction import AbstractionSource, FactWriter, NewFact
+from sources._engine import ReadStop
 from sources._source_base import StoreReader
 from sources._store_source import StoreSource
 
@@ -166,3 +167,31 @@ async def test_a_request_deeper_than_the_shared_retrieval_searches_itself_and_ag
     assert len(shared) == 10
     assert len(deep) == 13
     assert [(c.entry_id, c.score) for c in deep[:10]] == [(c.entry_id, c.score) for c in shared]
+
+
+async def test_a_lexical_fetch_reads_the_rows_of_only_the_facts_that_clear_the_floor(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Facts are scored on their indexed terms first: a fact under the floor is never read."""
+    writer = FactWriter(store)
+    writer.add_fact(SHARED, namespace=NS, id="shared")
+    for i, text in enumerate(("Caroline likes tea", "The support desk opens at nine", "A meeting was moved")):
+        writer.add_fact(text, namespace=NS, id=f"weak{i}")
+    with store.engine.read(ReadStop()) as conn:
+        docs = type(conn.docs)
+    read: list[int] = []
+    rows = docs.rows
+    monkeypatch.setattr(
+        docs,
+        "rows",
+        lambda self, table, ns_id, rowids, cols: (
+            read.extend(rowids) or rows(self, table, ns_id, rowids, cols)
+        ),
+    )
+    found = await source(store).fetch(SourceRequest(task=TASK, namespace=NS, limit=50))
+    assert [c.entry_id for c in found][:1] == ["fact:shared"]
+    assert len(read) == len(found)
+    read.clear()
+    low = AbstractionSource(StoreReader(store=store), min_score=0.0)
+    everything = await low.fetch(SourceRequest(task=TASK, namespace=NS, limit=50))
+    assert len(read) == len(everything) > len(found)

@@ -389,3 +389,54 @@ def test_documents_terms_come_packed_as_their_own_across_segments(
     assert form is not None
     assert form[1].tolist() == [index.word_id[t] for doc in wanted for t in doc]
     assert form[2].tolist() == [len(doc) for doc in wanted]
+
+
+def test_a_query_asked_again_after_a_write_sees_the_write() -> None:
+    """The index keeps its last query's matches only while nothing is added or removed."""
+    index = Postings.build([[(0, "apple"), (4, "apple berry")]], 0)
+    assert [r for r, _ in index.top(["apple"], 5)[0]] == [0, 4]
+    index.add([(8, "apple apple")])
+    assert [r for r, _ in index.top(["apple"], 5)[0]] == [8, 0, 4]
+    index.remove([0])
+    assert [r for r, _ in index.top(["apple"], 5)[0]] == [8, 4]
+    index.set_types({1: None, 2: None})
+    assert index.top_typed(["apple"], 5, ("self",)) == index.top(["apple"], 5)[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.integers(0, 5), texts), max_size=25), query=queries)
+def test_asking_between_writes_answers_as_a_fresh_index_would(
+    steps: list[tuple[bool, int, str]], query: list[str]
+) -> None:
+    """Whatever the writes between two askings of one query, each answer is a just-built index's."""
+    index = Postings.build([[(0, "apple")]], 0)
+    live = {0: "apple"}
+    for adding, slot, text in steps:
+        rowid = slot * 4
+        if adding:
+            live[rowid] = " ".join(_analysis.terms(text))
+            index.add([(rowid, live[rowid])])
+        else:
+            index.remove([rowid])
+            live.pop(rowid, None)
+        assert index.top(query, 8) == Postings.build([sorted(live.items())], 0).top(query, 8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(notes=st.lists(texts, min_size=1, max_size=40), query=queries)
+def test_summing_over_every_slot_and_sorting_the_matches_rank_alike(
+    notes: list[str], query: list[str]
+) -> None:
+    """The two ways a query's BM25 parts are added up give the same matches, ranks and order."""
+    body = [(i * 4 + c, " ".join(_analysis.terms(t))) for i, t in enumerate(notes) for c in (0, 1)]
+    index = Postings.build([body], 0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_postings, "_DENSE_SUM_RATIO", 0)  # never dense: sorted
+        sorted_way = index._score(query)
+        patch.setattr(_postings, "_DENSE_SUM_RATIO", 10**9)  # always dense
+        dense_way = index._score(query)
+    if sorted_way is None or dense_way is None:
+        assert sorted_way is dense_way is None
+        return
+    for a, b in zip(sorted_way, dense_way, strict=True):
+        assert a.tolist() == b.tolist()

@@ -475,3 +475,29 @@ def test_a_closed_gate_recalls_nothing_without_scoring_a_candidate(
     assert calls == []
     assert store.recall(query, namespace=A, min_score=0.0)
     assert calls == [1]
+
+
+def test_a_lexical_recall_reads_the_rows_of_only_the_memories_that_clear_the_floor(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Candidates are scored on their indexed terms first: a row under the floor is never read."""
+    fill(store, A)
+    store.add_entry("Dana fixed the flaky payment webhook retry bug", namespace=A, id="m1")
+    for i, text in enumerate(
+        ("The webhook docs are on the wiki", "A retry budget was agreed", "Payment day")
+    ):
+        store.add_entry(text, namespace=A, id=f"weak{i}")
+    read: list[int] = []
+    rows_by_rowid = _entry_recall.rows_by_rowid
+    monkeypatch.setattr(
+        _entry_recall,
+        "rows_by_rowid",
+        lambda conn, ns_id, rowids: read.extend(rowids) or rows_by_rowid(conn, ns_id, rowids),
+    )
+    query = "who fixed the payment webhook retry bug?"
+    hits = store.recall(query, namespace=A, limit=50)
+    assert [h.memory.id for h in hits][:1] == ["m1"]
+    assert len(read) == len(hits)
+    read.clear()
+    everything = store.recall(query, namespace=A, limit=50, min_score=0.0)
+    assert len(read) == len(everything) > len(hits)
