@@ -14,7 +14,7 @@ from . import _analysis, _validate
 from ._engine import CORPUS_ENTRIES, Slot
 from ._entries import MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
 from ._relevance import DENSE_MODES, check_mode
-from ._source_base import recall_depth, shared_or_searched
+from ._source_base import clearing, recall_depth, shared_or_searched
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -97,12 +97,9 @@ class _Recall:
             top = self._lexical_top(types, k)
             return list(zip(self.scorer.relevances_at([_row_terms(r) for r in top]), top, strict=True))
         rowids, terms = keyed
-        rels = self.scorer.relevances_at(terms)
-        keep = [
-            (rel, r) for r, rel in zip(rowids, rels, strict=True) if rel.score >= floor and rel.score > 0.0
-        ]
-        rows = {int(row[0]): row for row in rows_by_rowid(self.conn, self.ns_id, [r for _, r in keep])}
-        return [(rel, rows[r]) for rel, r in keep if r in rows]
+        kept = clearing(rowids, self.scorer.relevances_at(terms), floor)
+        rows = {int(row[0]): row for row in rows_by_rowid(self.conn, self.ns_id, list(kept))}
+        return [(rel, rows[r]) for r, rel in kept.items() if r in rows]
 
     def _lexical_terms(
         self, types: Sequence[str] | None, k: int

@@ -355,6 +355,12 @@ class BestRows:
         return list(itertools.islice(built, max(self.limit, 0)))
 
 
+def clearing(rowids: Iterable[int], rels: Iterable[Relevance], floor: float) -> dict[int, Relevance]:
+    """The rowids (in their order) whose relevance has some evidence and is at least `floor`,
+    with it: the rows worth reading."""
+    return {r: rel for r, rel in zip(rowids, rels, strict=True) if rel.score > 0.0 and rel.score >= floor}
+
+
 def best_first(candidates: Iterable[Candidate], limit: int, floor: float = 0.0) -> list[Candidate]:
     """Candidates with some evidence (score > 0) and at least `floor`, best first (ties by id),
     at most `limit`."""
@@ -495,12 +501,7 @@ class CorpusSource(ReaderSource):
         dense modes read every row, whose text a missing vector is embedded from."""
         cols = ("text", "created_at", "metadata", *self.extra_cols)
         if scorer.mode == "lexical" or scorer.abstains:
-            rels = scorer.relevances_at(hits.terms)
-            kept = {
-                r: rel
-                for r, rel in zip(hits.rowids.tolist(), rels, strict=True)
-                if rel.score > 0.0 and rel.score >= self.min_score
-            }
+            kept = clearing(hits.rowids.tolist(), scorer.relevances_at(hits.terms), self.min_score)
             return [(row, kept[int(row[0])]) for row in conn.docs.rows(self.table, ns_id, list(kept), cols)]
         at = {rowid: i for i, rowid in enumerate(hits.rowids.tolist())}
         rows = conn.docs.rows(self.table, ns_id, list(at), cols)
