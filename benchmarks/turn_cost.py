@@ -10,7 +10,7 @@ under a 1 s deadline (so no source is cut and every turn is measured whole). CPU
 process's CPU time over the turns (ONNX and BLAS threads included) divided by the turns.
 `--gate open` (or `closed`) keeps only the drawn tasks whose gate reaches (or misses) the floor
 (`benchmarks._latency.gates`): a gate-open turn is the one whose sources read and score, about
-one task in fifty of this draw, so ask for many (`--turns 2000`).
+one task in twenty of this draw (90 of 2,000 at 100k), so ask for many (`--turns 2000`).
 
 To compare two versions of the code side by side, run this against each checkout on the same
 store, alternating them: `cd /tmp && PYTHONPATH=/path/to/checkout python -m
@@ -116,9 +116,9 @@ def main() -> None:
         if len(tasks) < 6:
             parser.exit(
                 2,
-                f"turn_cost: only {len(tasks)} of {args.turns} tasks have a {args.gate} gate; ask more --turns\n",
+                f"turn_cost: only {len(tasks)} of {args.turns} tasks have their gate {args.gate}; ask more --turns\n",
             )
-        print(f"{len(tasks)} tasks with a {args.gate} gate")
+        print(f"{len(tasks)} of {args.turns} tasks have their gate {args.gate}")
     try:
         ms, cpu = anyio.run(_turns, store, args.mode, tasks, backend="trio")
         again = anyio.run(_repeats, store, args.mode, tasks[:20], args.repeats, backend="trio")
