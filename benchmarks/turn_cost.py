@@ -1,7 +1,7 @@
 """One turn at a time on a synthetic store: select_for_task p50 / p99 and CPU a turn.
 
     python -m benchmarks.turn_cost [--n 100000] [--mode lexical|hybrid] [--turns 200] [--db DIR]
-                                   [--repeats 10] [--gate open|closed]
+                                   [--repeats N] [--gate open|closed]
 
 Builds the latency run's synthetic corpus (`benchmarks._synthetic`, with recycled real
 embeddings in hybrid) once into `--db` and reuses it, opens the default sources keeping no

@@ -57,16 +57,19 @@ _GRAPH: Final = -1  # the pool's key space of graph nodes (not a stored corpus)
 Key = tuple[int, int]  # (corpus, source rowid)
 
 
-def compute_reference(
+def compute_reference(  # noqa: PLR0913 - the store's two indexes, and the retrieval when already done
     conn: Reader,
     ns_id: int,
     scorer: Scorer,
     vindex: VectorIndex | None,
     texts: TextIndex | None = None,
+    *,
+    hits: tuple[LexicalRun, ...] | None = None,
 ) -> Reference:
     """The namespace's best evidence for the scorer's task in its mode, its candidate pool and
     the gate (`scorer` carries the task, its profile, the mode and, in dense modes, the query
-    vector and the embedder; its own reference is not read).
+    vector and the embedder; its own reference is not read). `hits` are the task's
+    `lexical_hits` when the caller has them (ignored in dense mode).
 
     The pool also holds the graph nodes the task names (name and description), embedded on
     the fly in dense modes: a namespace whose answer is in its graph serves the task too.
@@ -74,7 +77,10 @@ def compute_reference(
     prof, task, mode, embedder = scorer.profile, scorer.query, scorer.mode, scorer.embedder
     dense = scorer.query_vector if mode in DENSE_MODES and vindex is not None else None
     search = None if dense is None or vindex is None else (dense, vindex)
-    hits = lexical_hits(conn, ns_id, prof, texts) if mode != "dense" else ()
+    if mode == "dense":
+        hits = ()
+    elif hits is None:
+        hits = lexical_hits(conn, ns_id, prof, texts)
     found = _retrieved(conn, ns_id, hits, dense=search, texts=texts)
     for key, (node_terms, cosine) in _graph_nodes(conn, ns_id, task, dense, embedder).items():
         found.terms[key] = node_terms

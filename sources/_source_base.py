@@ -19,6 +19,7 @@ import attrs
 import numpy as np
 
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace
+from broker.log import get_logger
 
 from . import _analysis, _batch, _index, _results, _validate
 from ._engine import ReadStop, Slot
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from ._vectors import VectorIndex
 
 T = TypeVar("T")
+
+logger = get_logger(__name__)
 
 
 @attrs.define(eq=False)
@@ -103,12 +106,16 @@ class StoreReader:
             self._queries = QueryCache(self.store.embedder)
         return self._queries
 
-    async def embed_ahead(self, task: str) -> None:
+    async def embed_ahead(self, task: str, namespace: Namespace | None = None) -> None:
         """Embed a dense turn's task in a worker thread of its own, once for the sources that
         ask together, before their reads queue in the lane: the model runs beside the lane
         (it releases the GIL), not in it, so another turn's reads go on meanwhile. The reads
         then find the vector in the query cache. A task without an informative term is never
-        embedded (no text can score for it)."""
+        embedded (no text can score for it).
+
+        Given the `namespace` (a hybrid turn), the task's lexical retrieval there
+        (`MemoryStore.lexical_on`), which needs no vector, runs in the lane meanwhile, so the
+        turn's reference is left only its dense part once the vector is there."""
         queries = self.embedder
         if queries is None or queries.holds(task) or not _analysis.query_terms(task):
             return
@@ -118,12 +125,23 @@ class StoreReader:
             await pending.wait()
             return
         self._embedding[key] = done = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            if namespace is not None:
+                tg.start_soon(self._lexical_ahead, task, namespace)
+            try:
+                # A cancelled turn does not wait for the model: the thread only fills the cache.
+                await anyio.to_thread.run_sync(queries.embed, [task], abandon_on_cancel=True)
+            finally:
+                del self._embedding[key]
+                done.set()
+
+    async def _lexical_ahead(self, task: str, namespace: Namespace) -> None:
+        """Fill the store's lexical retrieval of `task` in `namespace`; a failure is only logged
+        (at debug): the read that needs the retrieval computes it again and meets the error."""
         try:
-            # A cancelled turn does not wait for the model: the thread only fills the cache.
-            await anyio.to_thread.run_sync(queries.embed, [task], abandon_on_cancel=True)
-        finally:
-            del self._embedding[key]
-            done.set()
+            await self.run(functools.partial(_lexical_on, self.store, task, namespace))
+        except Exception as exc:  # noqa: BLE001 - an early fill; the source's own read reports
+            logger.debug("store.lexical_ahead.failed", error=type(exc).__name__)
 
     def scorer(self, conn: Reader, ns_id: int | None, task: str, mode: str | None) -> Scorer:
         """Return the calibrated scorer of a task in the request's mode (default: the store's),
@@ -204,7 +222,8 @@ class ReaderSource:
         if kept is not None:
             return list(kept)
         if resolved.mode in DENSE_MODES:
-            await self._reader.embed_ahead(resolved.task)
+            lexical = resolved.namespace if resolved.mode != "dense" else None
+            await self._reader.embed_ahead(resolved.task, lexical)
         return await self._reader.run(functools.partial(self._answer, request=resolved))
 
     def _answer(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
@@ -233,6 +252,12 @@ class ReaderSource:
     def _check_open(self) -> None:
         if self._closed:
             raise BrokerClosedError(f"source {self.name!r} is closed")
+
+
+def _lexical_on(store: MemoryStore, task: str, namespace: Namespace, conn: Reader) -> None:
+    ns_id = conn.namespace_id(namespace)
+    if ns_id is not None:
+        store.lexical_on(conn, ns_id, task)
 
 
 def _ping(conn: Reader) -> None:

@@ -44,8 +44,8 @@ from ._entries import (
 from ._exceptions import StoreError
 from ._lane import ReadLane
 from ._postings import TextIndex
-from ._reference import compute_reference
-from ._relevance import DENSE_MODES, QueryProfile, Reference, check_mode
+from ._reference import compute_reference, lexical_hits
+from ._relevance import DENSE_MODES, LexicalRun, QueryProfile, Reference, check_mode
 from ._scorer import Scorer
 from ._singleflight import SingleFlight
 from ._sqlite import SqliteEngine
@@ -85,6 +85,9 @@ class MemoryStore:
         factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
     )
     _profiles: SingleFlight[tuple[int, str, int], QueryProfile] = attrs.field(
+        factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
+    )
+    _lexical: SingleFlight[tuple[int, str, int], tuple[LexicalRun, ...]] = attrs.field(
         factory=lambda: SingleFlight(size=_REFERENCES_KEPT), init=False
     )
     _texts: TextIndex = attrs.field(factory=TextIndex, init=False)
@@ -395,6 +398,7 @@ class MemoryStore:
             self._vindex.invalidate()
         self._references.clear()
         self._profiles.clear()
+        self._lexical.clear()
         self.warm()
         logger.info("store.reindexed", vectors=done, model_id=embedder.model_id)
         return done
@@ -463,6 +467,16 @@ class MemoryStore:
             (ns_id, query, generation), lambda: _index.profile(conn, ns_id, query, self._texts)
         )
 
+    def lexical_on(self, conn: Reader, ns_id: int, query: str) -> tuple[LexicalRun, ...]:
+        """The query's lexical retrieval in namespace `ns_id` (`sources._reference.lexical_hits`),
+        computed once per write generation of the namespace like its profile. A hybrid turn
+        starts it while the task is embedded (`StoreReader.embed_ahead`); its reference
+        (`scorer_on`) then reads it."""
+        prof = self.profile_on(conn, ns_id, query)
+        return self._lexical.get(
+            (ns_id, query, prof.generation), lambda: lexical_hits(conn, ns_id, prof, self._texts)
+        )
+
     def scorer_on(
         self,
         conn: Reader,
@@ -485,10 +499,13 @@ class MemoryStore:
         if ns_id is None or not prof.terms:
             return scorer
         key = (ns_id, query, prof.generation, mode)
-        ref = self._references.get(
-            key, lambda: compute_reference(conn, ns_id, scorer, self._vindex, self._texts)
-        )
+        ref = self._references.get(key, lambda: self._reference(conn, ns_id, scorer))
         return attrs.evolve(scorer, reference=ref)
+
+    def _reference(self, conn: Reader, ns_id: int, scorer: Scorer) -> Reference:
+        # Only a hybrid turn retrieves ahead (while it embeds); lexical and dense ones need no cache.
+        hits = self.lexical_on(conn, ns_id, scorer.query) if scorer.mode == "hybrid" else None
+        return compute_reference(conn, ns_id, scorer, self._vindex, self._texts, hits=hits)
 
     def stats(self, *, namespace: Namespace | None = None) -> dict[str, Any]:
         """Return counts per namespace and kind, schema version, file size."""

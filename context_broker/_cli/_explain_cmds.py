@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def explain(args: argparse.Namespace, app: App) -> int:
     """Explain one task: print every candidate with its qpp, band, score and fate."""
     problems = [
-        f"error: --{name}: must be a positive integer"
+        f"error: --{name}: must be a positive integer, got {value}"
         for name, value in (
             ("budget", args.budget),
             ("window", args.window),

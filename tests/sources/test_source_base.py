@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
+    from sources._engine import Reader
+
 # A statement that runs for minutes unless interrupted.
 SLOW_SQL = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
 
@@ -201,6 +203,67 @@ async def test_a_dense_turns_sources_embed_the_task_once_outside_the_read_lane(t
     thread = fake.queries[0][1]
     assert thread != threading.main_thread().name
     assert not thread.startswith("context-broker-read")
+
+
+class LexicalWaitingEmbedder:
+    """A fake embedder whose query call waits (up to 5 s) for the store's lexical retrieval of
+    that query, and records whether it came."""
+
+    model_id = "fake"
+    dim = 2
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+        self.retrieved: list[str] = []
+        self.lexical_done = threading.Event()
+        self.saw_lexical: list[bool] = []
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Return ones; a query first waits for its lexical retrieval."""
+        if list(texts) == [self.query]:
+            self.saw_lexical.append(self.lexical_done.wait(5.0))
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+
+async def test_a_hybrid_turns_lexical_retrieval_runs_while_its_task_is_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hybrid turn retrieves its task's lexical matches in the lane while the task is embedded, and its reference reuses them: one retrieval a turn."""
+    from sources._reference import lexical_hits  # noqa: PLC0415 - the retrieval counted
+
+    task = "which database did we pick"
+    fake = LexicalWaitingEmbedder(task)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        found = lexical_hits(*args, **kwargs)  # type: ignore[arg-type]
+        fake.retrieved.append(threading.current_thread().name)
+        fake.lexical_done.set()
+        return found
+
+    for where in ("sources._store.lexical_hits", "sources._reference.lexical_hits"):
+        monkeypatch.setattr(where, counted)
+    ns = Namespace(tenant_id="t")
+    with MemoryStore.open(tmp_path / "e.db", mode="hybrid", embedder=fake) as store:
+        store.add_entry("we picked sqlite as the database", namespace=ns)
+        reader = StoreReader(store=store, results=None)
+        sources = [_Scoring(reader) for _ in range(3)]
+        request = SourceRequest(task=task, namespace=ns, mode="hybrid")
+        async with anyio.create_task_group() as tg:
+            for source in sources:
+                tg.start_soon(source.fetch, request)
+    assert fake.saw_lexical == [True]
+    assert len(fake.retrieved) == 1
+    assert fake.retrieved[0].startswith("context-broker-read")
+
+
+class _Scoring(ReaderSource):
+    """Builds the task's scorer (and so the namespace's reference), returns nothing."""
+
+    name = "scoring"
+
+    def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
+        self._reader.scorer(conn, conn.namespace_id(request.namespace), request.task, request.mode)
+        return []
 
 
 class _Empty(ReaderSource):

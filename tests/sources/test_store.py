@@ -501,3 +501,17 @@ def test_a_lexical_recall_reads_the_rows_of_only_the_memories_that_clear_the_flo
     read.clear()
     everything = store.recall(query, namespace=A, limit=50, min_score=0.0)
     assert len(read) == len(everything) > len(hits)
+
+
+def test_a_kept_lexical_retrieval_is_read_again_after_a_write(store: MemoryStore) -> None:
+    """The lexical retrieval kept for a query (`lexical_on`, which a hybrid turn fills while it embeds) is not served after a write to its namespace: the new match is in it."""
+    store.add_entry("the deploy checklist lives in the wiki", namespace=A)
+    with store.engine.read() as conn:
+        ns_id = conn.namespace_id(A)
+        assert ns_id is not None
+        first = store.lexical_on(conn, ns_id, "deploy checklist")
+        assert store.lexical_on(conn, ns_id, "deploy checklist") is first
+    store.add_entry("the deploy checklist needs a rollback step", namespace=A)
+    with store.engine.read() as conn:
+        again = store.lexical_on(conn, ns_id, "deploy checklist")
+    assert (len(first[0]), len(again[0])) == (1, 2)

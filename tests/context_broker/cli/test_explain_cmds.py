@@ -89,3 +89,9 @@ def test_explain_rejects_an_empty_task_and_message(tmp_path: Path) -> None:
     assert "TASK" in done.stderr
     assert "--message" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_explain_names_the_bad_budget_it_got(tmp_path: Path) -> None:
+    """A budget under 1 is refused with the value given, as `select` and `demo` refuse it."""
+    done = run("--db", str(tmp_path / "x.db"), "explain", "a task", "--budget", "-3", home=tmp_path)
+    assert (done.returncode, done.stderr) == (2, "error: --budget: must be a positive integer, got -3\n")
