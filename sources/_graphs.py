@@ -232,6 +232,7 @@ class GraphSource(ReaderSource):
     """
 
     name: ClassVar[str] = "graphs"
+    gated: ClassVar[bool] = True
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         if request.types is not None and GRAPH_TYPE not in request.types:

@@ -251,6 +251,7 @@ class NeuronSource(ReaderSource):
     """
 
     name: ClassVar[str] = "neurons"
+    gated: ClassVar[bool] = True
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         ns_id = conn.namespace_id(request.namespace)

@@ -43,6 +43,7 @@ class PastTaskSource(ReaderSource):
     """Completed tasks of the namespace that clear the floor for the active task."""
 
     name: ClassVar[str] = "past_tasks"
+    gated: ClassVar[bool] = True
     _vectors: SingleFlight[str, npt.NDArray[np.float32]] = attrs.field(
         factory=lambda: SingleFlight(size=_EMBEDDED), init=False
     )

@@ -66,6 +66,7 @@ class StoreReader:
     results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _embedding: dict[tuple[int, str], anyio.Event] = attrs.field(factory=dict, init=False)
+    _gates: dict[tuple[int, Namespace, str, str | None], _PendingGate] = attrs.field(factory=dict, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
 
@@ -135,6 +136,50 @@ class StoreReader:
                 del self._embedding[key]
                 done.set()
 
+    async def gated(
+        self, request: SourceRequest, read: Callable[[Reader], T]
+    ) -> tuple[Gate | None, T | None]:
+        """The task's gate in the request's namespace, read once for the sources that ask
+        together: the first runs its own `read` and the gate in one read and gets (gate, its
+        answer); the others wait for it and get (gate, None). The gate is None when that read
+        failed (the first meets the error; the others then read on their own).
+
+        A source whose every candidate is scored against the namespace's reference returns
+        nothing below its floor's gate, so when the first's read finds the gate closed (most
+        turns) the others answer without a read of their own (`keep` their empty answers): the
+        turn pays one read for its gated sources, not one each. An open gate costs no read more:
+        the others read as they would have, behind the first in the lane, and find the
+        reference it computed (`MemoryStore.scorer_on`)."""
+        key = (threading.get_ident(), request.namespace, request.task, request.mode)
+        pending = self._gates.get(key)
+        if pending is not None:
+            await pending.done.wait()
+            return pending.gate, None
+        self._gates[key] = mine = _PendingGate()
+        try:
+            found, mine.gate = await self.run(functools.partial(self._read_and_gate, read, request))
+        finally:
+            del self._gates[key]
+            mine.done.set()
+        return mine.gate, found
+
+    def _read_and_gate(
+        self, read: Callable[[Reader], T], request: SourceRequest, conn: Reader
+    ) -> tuple[T, Gate]:
+        stamp = None if self.results is None else self.stamp()  # first: the gate is never older
+        found = read(conn)
+        ns_id = conn.namespace_id(request.namespace)
+        if ns_id is None or not self.store.profile_on(conn, ns_id, request.task).terms:
+            return found, Gate(qpp=0.0, stamp=stamp)
+        scorer = self.scorer(conn, ns_id, request.task, request.mode)
+        return found, Gate(qpp=0.0 if scorer.abstains else scorer.qpp, stamp=stamp)
+
+    def keep(self, key: Hashable, stamp: int | None, answer: tuple[Candidate, ...]) -> None:
+        """Keep a source's answer read at change stamp `stamp` (None: unknown, not kept), which
+        `kept` then serves until anything is committed."""
+        if self.results is not None and stamp is not None:
+            self.results.stamp(key, stamp, answer)
+
     async def _lexical_ahead(self, task: str, namespace: Namespace) -> None:
         """Fill the store's lexical retrieval of `task` in `namespace`; a failure is only logged
         (at debug): the read that needs the retrieval computes it again and meets the error."""
@@ -173,6 +218,11 @@ class ReaderSource:
     """
 
     name: ClassVar[str] = "abstract"
+    gated: ClassVar[bool] = False
+    """Whether every candidate of this source is scored against the namespace's reference for
+    the task (`StoreReader.scorer`), so none can clear the floor when the task's gate is under
+    it: such a source reads through `StoreReader.gated`, and when another source's read of the
+    turn found the gate closed it answers nothing without a read of its own."""
     _reader: StoreReader
     min_score: float = attrs.field(
         default=RECALL_MIN_SCORE,
@@ -224,7 +274,16 @@ class ReaderSource:
         if resolved.mode in DENSE_MODES:
             lexical = resolved.namespace if resolved.mode != "dense" else None
             await self._reader.embed_ahead(resolved.task, lexical)
-        return await self._reader.run(functools.partial(self._answer, request=resolved))
+        read = functools.partial(self._answer, request=resolved)
+        if not self.gated:
+            return await self._reader.run(read)
+        gate, found = await self._reader.gated(resolved, read)
+        if found is not None:
+            return found
+        if gate is not None and gate.qpp < self.min_score:
+            self._reader.keep((self, resolved), gate.stamp, ())
+            return []
+        return await self._reader.run(read)
 
     def _answer(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         cache = self._reader.results
@@ -252,6 +311,24 @@ class ReaderSource:
     def _check_open(self) -> None:
         if self._closed:
             raise BrokerClosedError(f"source {self.name!r} is closed")
+
+
+@attrs.frozen
+class Gate:
+    """A task's gate in a namespace (`StoreReader.gated`)."""
+
+    qpp: float
+    """`Scorer.qpp`; 0 when no text can score (no namespace, no informative term)."""
+    stamp: int | None
+    """The store's change stamp read first (None: unknown, or the reader keeps no answers)."""
+
+
+@attrs.define(eq=False)
+class _PendingGate:
+    """A task's gate being read for the sources that wait on it."""
+
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    gate: Gate | None = None
 
 
 def _lexical_on(store: MemoryStore, task: str, namespace: Namespace, conn: Reader) -> None:
@@ -487,6 +564,7 @@ class CorpusSource(ReaderSource):
     """
 
     table: ClassVar[str] = ""
+    gated: ClassVar[bool] = True
     corpus: ClassVar[int] = -1
     block: ClassVar[str] = "memory"
     memory_type: ClassVar[str | None] = None

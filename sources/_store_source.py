@@ -38,6 +38,7 @@ class StoreSource(ReaderSource):
 
     name: ClassVar[str] = "store"
     block: ClassVar[str] = "memory"
+    gated: ClassVar[bool] = True  # recall_on returns nothing under the floor's gate
     lane: ClassVar[tuple[str, ...] | None] = None
     """Types this source is fixed to (None: the request's types, or all)."""
 

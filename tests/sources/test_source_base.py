@@ -12,14 +12,14 @@ import attrs
 import numpy as np
 import pytest
 
-from broker import BrokerClosedError, Candidate, Namespace
+from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace
 from broker.abc import Source, SourceRequest
 from sources import MemoryStore
 from sources._engine import ReadStop
-from sources._source_base import ReaderSource, StoreReader
+from sources._source_base import Gate, ReaderSource, StoreReader
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     import numpy.typing as npt
@@ -304,3 +304,98 @@ async def test_open_warms_every_matrix_so_no_turn_loads_one(
             )
         assert loads == []
         assert {str(s.status) for s in result.sources} <= {"ok", "empty"}
+
+
+ALICE = Namespace(tenant_id="alice")  # the background_store fixture's tenant
+_GATE_TASKS = (
+    "prepare the Lighthouse 2.4 release notes",
+    "who is on call for Lighthouse this week",
+    "what time is it",
+    "bake a sourdough loaf with rye flour",
+)
+
+
+async def _answers(
+    store: MemoryStore, task: str, *, result_cache: int = 0, turns: int = 1
+) -> dict[str, list[tuple[str, float]]]:
+    """Every default source's answer to `task` in alice's namespace, fetched together, in each
+    of `turns` turns (the last turn's answers)."""
+    from sources import default_sources  # noqa: PLC0415 - the composition under test
+
+    sources = default_sources(store, result_cache=result_cache)
+    for source in sources:
+        await source.open()
+    out: dict[str, list[tuple[str, float]]] = {}
+    for _ in range(turns - 1):
+        await _turn(sources, task, out)
+    await _turn(sources, task, out)
+    return out
+
+
+async def _turn(sources: list[Source], task: str, out: dict[str, list[tuple[str, float]]]) -> None:
+
+    async def one(source: Source) -> None:
+        found = await source.fetch(SourceRequest(task=task, namespace=ALICE, mode="lexical"))
+        out[source.name] = [(c.entry_id, c.score) for c in found]
+
+    async with anyio.create_task_group() as tg:
+        for source in sources:
+            tg.start_soon(one, source)
+
+
+async def test_sources_answer_the_same_whether_or_not_they_ask_the_gate_first(
+    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the task's gate once for the gated sources changes no source's answer, for tasks whose gate opens and tasks whose gate stays closed."""
+    with background_store.engine.read() as conn:
+        ns_id = conn.namespace_id(ALICE)
+        gates = [background_store.scorer_on(conn, ns_id, t, mode="lexical").qpp for t in _GATE_TASKS]
+    assert min(gates) < RECALL_MIN_SCORE <= max(gates), gates  # both kinds are tried
+    gated = [await _answers(background_store, t) for t in _GATE_TASKS]
+    assert any(any(found.values()) for found in gated)
+    monkeypatch.setattr(StoreReader, "gated", _unknown_gate)
+    assert [await _answers(background_store, t) for t in _GATE_TASKS] == gated
+
+
+async def _unknown_gate(
+    self: StoreReader, request: SourceRequest, read: Callable[[Reader], object]
+) -> tuple[Gate | None, None]:
+    return None, None
+
+
+async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
+    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a task whose gate stays closed, the seven gated sources answer nothing after one read between them; memorules (tenant-wide) reads on its own."""
+    reads: list[str] = []
+    real = StoreReader._work
+
+    def counted(self: StoreReader, fn: Callable[[Reader], object], stop: ReadStop) -> object:
+        reads.append(getattr(fn, "func", fn).__qualname__)
+        return real(self, fn, stop)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StoreReader, "_work", counted)
+    found = await _answers(background_store, "bake a sourdough loaf with rye flour")
+    assert len(found) == 8
+    assert not any(found.values())
+    turn = [r for r in reads if r != "_ping"]  # the sources' opens ping the store first
+    assert len(turn) == 2, turn
+
+
+async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
+    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers given on a closed gate without a read are kept at the store's change stamp: the same task asked again on an unchanged store reads nothing (an engine without a change stamp, PostgreSQL, reads the gate and memorules' kept answer again)."""
+    reads: list[str] = []
+    real = StoreReader._work
+
+    def counted(self: StoreReader, fn: Callable[[Reader], object], stop: ReadStop) -> object:
+        reads.append(getattr(fn, "func", fn).__qualname__)
+        return real(self, fn, stop)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StoreReader, "_work", counted)
+    found = await _answers(background_store, "bake a sourdough loaf with rye flour", result_cache=64, turns=2)
+    assert not any(found.values())
+    again = 0 if background_store.engine.change_stamp(wait=True) is not None else 2
+    turns = [r for r in reads if r != "_ping"]
+    assert len(turns) == 2 + again, turns  # the first turn's two reads, then the second's
