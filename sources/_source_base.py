@@ -66,7 +66,7 @@ class StoreReader:
     results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
     _embedding: dict[tuple[int, str], anyio.Event] = attrs.field(factory=dict, init=False)
-    _gates: dict[tuple[int, Namespace, str, str | None], _PendingGate] = attrs.field(factory=dict, init=False)
+    _gates: dict[tuple[int, int], _PendingGate] = attrs.field(factory=dict, init=False)
     _warm_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _warmed: bool = attrs.field(default=False, init=False)
 
@@ -126,15 +126,24 @@ class StoreReader:
             await pending.wait()
             return
         self._embedding[key] = done = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            if namespace is not None:
-                tg.start_soon(self._lexical_ahead, task, namespace)
-            try:
-                # A cancelled turn does not wait for the model: the thread only fills the cache.
-                await anyio.to_thread.run_sync(queries.embed, [task], abandon_on_cancel=True)
-            finally:
-                del self._embedding[key]
-                done.set()
+        # The model's error is carried out of the task group by hand, so that the source (and
+        # the breaker behind it) gets it as raised, not wrapped in an ExceptionGroup.
+        failure: Exception | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                if namespace is not None:
+                    tg.start_soon(self._lexical_ahead, task, namespace)
+                try:
+                    # A cancelled turn does not wait for the model: the thread only fills the cache.
+                    await anyio.to_thread.run_sync(queries.embed, [task], abandon_on_cancel=True)
+                except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
+                    failure = exc
+                    tg.cancel_scope.cancel()  # the early lexical fill is of no use now
+        finally:
+            del self._embedding[key]
+            done.set()
+        if failure is not None:
+            raise failure
 
     async def gated(
         self, request: SourceRequest, read: Callable[[Reader], T]
@@ -144,18 +153,23 @@ class StoreReader:
         answer); the others wait for it and get (gate, None). The gate is None when that read
         failed (the first meets the error; the others then read on their own).
 
+        The sources that ask together are those given the very same request object, as a
+        selector gives one turn's sources: an equal request of another turn,
+        which may come after a commit the first's read did not see, never waits on it.
+
         A source whose every candidate is scored against the namespace's reference returns
         nothing below its floor's gate, so when the first's read finds the gate closed (most
         turns) the others answer without a read of their own (`keep` their empty answers): the
         turn pays one read for its gated sources, not one each. An open gate costs no read more:
         the others read as they would have, behind the first in the lane, and find the
         reference it computed (`MemoryStore.scorer_on`)."""
-        key = (threading.get_ident(), request.namespace, request.task, request.mode)
+        # By identity: the entry holds its request, so no other object can take its id meanwhile.
+        key = (threading.get_ident(), id(request))
         pending = self._gates.get(key)
         if pending is not None:
             await pending.done.wait()
             return pending.gate, None
-        self._gates[key] = mine = _PendingGate()
+        self._gates[key] = mine = _PendingGate(request)
         try:
             found, mine.gate = await self.run(functools.partial(self._read_and_gate, read, request))
         finally:
@@ -327,6 +341,7 @@ class Gate:
 class _PendingGate:
     """A task's gate being read for the sources that wait on it."""
 
+    request: SourceRequest
     done: anyio.Event = attrs.field(factory=anyio.Event)
     gate: Gate | None = None
 

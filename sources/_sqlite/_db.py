@@ -149,7 +149,8 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """A reader connection of its own for the duration; returned to the pool after."""
+        """A reader connection of its own for the duration, in one snapshot (a deferred
+        transaction, rolled back after); returned to the pool after."""
         self._check_open()
         try:
             conn = self._readers.get_nowait()
@@ -161,6 +162,10 @@ class Database:
                 self._all_readers.append(conn)
         try:
             with translated(self.path):
+                # A deferred transaction: the snapshot is taken at the first statement and kept
+                # to the end. The connection is in autocommit mode, where each statement would
+                # otherwise see the latest commit.
+                conn.execute("BEGIN")
                 yield conn
         finally:
             rollback(conn)

@@ -47,6 +47,20 @@ def test_a_read_never_creates_a_namespace_and_a_write_creates_it_once(engine: En
         assert r.namespace_ids() == (first,)
 
 
+def test_a_read_is_one_snapshot_that_a_commit_during_it_does_not_reach(engine: Engine) -> None:
+    """A read sees the store as at its first statement: what another connection commits meanwhile comes only with the next read."""
+    with engine.write() as w:
+        first = w.ensure_namespace(NS)
+    with engine.read() as r:
+        assert r.namespace_ids() == (first,)
+        with engine.write() as w:
+            w.ensure_namespace(OTHER)
+        assert r.namespace_ids() == (first,)
+        assert r.namespace_id(OTHER) is None
+    with engine.read() as r:
+        assert len(r.namespace_ids()) == 2
+
+
 def test_term_statistics_are_the_projects_and_a_removal_undoes_exactly(engine: Engine) -> None:
     """n_docs, total_len and df count the analysed terms of every corpus; unindexing reverts them."""
     ns_id, rowids = _indexed(engine)

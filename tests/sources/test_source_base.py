@@ -11,6 +11,8 @@ import anyio
 import attrs
 import numpy as np
 import pytest
+import trio
+import trio.testing
 
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace
 from broker.abc import Source, SourceRequest
@@ -333,9 +335,10 @@ async def _answers(
 
 
 async def _turn(sources: list[Source], task: str, out: dict[str, list[tuple[str, float]]]) -> None:
+    request = SourceRequest(task=task, namespace=ALICE, mode="lexical")  # one a turn, as a selector's
 
     async def one(source: Source) -> None:
-        found = await source.fetch(SourceRequest(task=task, namespace=ALICE, mode="lexical"))
+        found = await source.fetch(request)
         out[source.name] = [(c.entry_id, c.score) for c in found]
 
     async with anyio.create_task_group() as tg:
@@ -399,3 +402,74 @@ async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
     again = 0 if background_store.engine.change_stamp(wait=True) is not None else 2
     turns = [r for r in reads if r != "_ping"]
     assert len(turns) == 2 + again, turns  # the first turn's two reads, then the second's
+
+
+async def test_a_later_turns_source_never_waits_on_an_earlier_turns_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source of a later turn, asked after a commit while an earlier turn's gate read of the same task is still running, reads on its own and sees the commit."""
+    from sources import default_sources  # noqa: PLC0415 - the composition under test
+
+    ns = Namespace(tenant_id="t")
+    task = "which database did we pick for the ledger"
+    entered, go = threading.Event(), threading.Event()
+    real = StoreReader._read_and_gate
+
+    def held(
+        self: StoreReader, read: Callable[[Reader], object], request: SourceRequest, conn: Reader
+    ) -> object:
+        conn.namespace_id(request.namespace)  # the read's snapshot, taken before the commit
+        entered.set()
+        go.wait(5.0)
+        return real(self, read, request, conn)  # type: ignore[arg-type]
+
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
+        for text in ("The team deploys on Fridays.", "Tomasz is learning Rust."):
+            store.add_entry(text, namespace=ns)
+        by_name = {s.name: s for s in default_sources(store, result_cache=0)}
+        earlier, later = by_name["store"], by_name["persona"]
+        for source in (earlier, later):
+            await source.open()
+        monkeypatch.setattr(StoreReader, "_read_and_gate", held)
+        found: dict[str, Sequence[Candidate]] = {}
+
+        async def ask(source: ReaderSource) -> None:
+            found[source.name] = await source.fetch(SourceRequest(task=task, namespace=ns, mode="lexical"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, earlier)
+            assert await anyio.to_thread.run_sync(entered.wait, 5.0)
+            store.add_entry("We picked SQLite as the database for the ledger service.", namespace=ns)
+            tg.start_soon(ask, later)
+            await trio.testing.wait_all_tasks_blocked()
+            go.set()
+    assert found["store"] == []  # its snapshot is older than the commit
+    assert [c.text for c in found["persona"]] == ["We picked SQLite as the database for the ledger service."]
+
+
+class FailingEmbedder:
+    """A fake embedder that fails on one query (and embeds anything else as ones)."""
+
+    model_id = "failing"
+    dim = 2
+
+    def __init__(self, query: str) -> None:
+        self.query = query
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Raise on the query."""
+        if list(texts) == [self.query]:
+            raise ValueError("the model failed")
+        return np.ones((len(texts), 2), dtype=np.float32)
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+async def test_a_failing_embedder_reaches_the_source_as_raised(tmp_path: Path, mode: str) -> None:
+    """The model's error in a dense or hybrid turn comes out of `fetch` as itself, not wrapped in an ExceptionGroup, so a trace and a breaker see what failed."""
+    ns = Namespace(tenant_id="t")
+    task = "which database did we pick"
+    with MemoryStore.open(tmp_path / "f.db", mode=mode, embedder=FailingEmbedder(task)) as store:
+        store.add_entry("we picked sqlite as the database", namespace=ns)
+        source = _Scoring(StoreReader(store=store, results=None))
+        with pytest.raises(ValueError, match="the model failed"):
+            await source.fetch(SourceRequest(task=task, namespace=ns, mode=mode))
