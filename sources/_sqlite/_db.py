@@ -169,7 +169,18 @@ class Database:
                 yield conn
         finally:
             rollback(conn)
+            self._release(conn)
+
+    def _release(self, conn: sqlite3.Connection) -> None:
+        """Return a reader to the pool; one whose ROLLBACK failed (an interrupt that landed
+        while a statement was still active) is still in its snapshot: closed and dropped, so
+        no later read finds it mid-transaction and no old snapshot holds back checkpoints."""
+        if not conn.in_transaction:
             self._readers.put(conn)
+            return
+        with self._pool_lock:
+            self._all_readers.remove(conn)
+        conn.close()
 
     def close(self) -> None:
         """Close every connection; later use raises BrokerClosedError."""

@@ -166,3 +166,21 @@ def test_a_really_full_disk_is_reported_as_full_and_loses_nothing(on_small_disk)
     assert all("database or disk is full" in e for e in got["errors"]), got["errors"]
     assert not any("cannot rollback" in e for e in got["errors"])
     assert (got["kept"], got["integrity"], got["after"]) == (50, "ok", 1)
+
+
+def test_a_reader_whose_rollback_failed_is_dropped_not_pooled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader left inside its snapshot by a failed ROLLBACK is closed and dropped from the pool: the next read gets a clean connection and sees the latest commit."""
+    with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
+        database = store.engine.database
+        monkeypatch.setattr("sources._sqlite._db.rollback", lambda _conn: None)  # it failed, logged
+        with database.read() as conn:
+            conn.execute("SELECT count(*) FROM namespaces").fetchone()
+            stuck = conn
+        monkeypatch.undo()
+        assert stuck not in database._all_readers
+        store.add_entry("written after the failed rollback", namespace=NS)
+        with database.read() as conn:
+            assert conn is not stuck
+            assert conn.execute("SELECT count(*) FROM namespaces").fetchone()[0] == 1
