@@ -154,8 +154,8 @@ class StoreReader:
         failed (the first meets the error; the others then read on their own).
 
         The sources that ask together are those given the very same request object, as a
-        selector gives one turn's sources: an equal request of another turn,
-        which may come after a commit the first's read did not see, never waits on it.
+        selector gives one turn's sources: an equal request of another turn, which may come
+        after a commit the first's read did not see, never waits on it.
 
         A source whose every candidate is scored against the namespace's reference returns
         nothing below its floor's gate, so when the first's read finds the gate closed (most
@@ -291,7 +291,8 @@ class ReaderSource:
         read = functools.partial(self._answer, request=resolved)
         if not self.gated:
             return await self._reader.run(read)
-        gate, found = await self._reader.gated(resolved, read)
+        # The caller's own request: the sources of one turn share it, not the copies resolved here.
+        gate, found = await self._reader.gated(request, read)
         if found is not None:
             return found
         if gate is not None and gate.qpp < self.min_score:

@@ -174,11 +174,12 @@ class MemoryStore:
         """Load what a first turn would otherwise load inside its deadline; blocking.
 
         The in-memory text index of every namespace (or of `namespaces`; `sources._postings`)
-        and, with an embedder, one embedding run (the model's first is slow) and the vector
-        matrices of every corpus. Idempotent: a warm index or matrix only catches up with the
-        writes since. The selector's sources call it when they
-        open (`StoreReader.warm`); a host that writes much between opening and its first turn
-        may call it again.
+        and, with an embedder, one embedding run (the model's first is slow), the vector
+        matrices of every corpus and their HNSW graphs. Idempotent: a warm index or matrix only
+        catches up with the writes since. Each namespace is read in a snapshot of its own and
+        its graphs are built after it, so no read stays open for the whole warm. The selector's
+        sources call it when they open (`StoreReader.warm`); a host that writes much between
+        opening and its first turn may call it again.
         """
         if self.embedder is not None:
             self.embedder.embed(["warm"])
@@ -188,13 +189,20 @@ class MemoryStore:
             else:
                 found = (conn.namespace_id(ns) for ns in namespaces)
                 ids = [i for i in found if i is not None]
-            for ns_id in ids:
-                self._texts.warm(conn, ns_id)
-                if self._vindex is not None:
-                    for corpus in CORPORA:
-                        self._vindex.warm(conn, Slot(ns_id, corpus))
         for ns_id in ids:
+            self._warm_namespace(ns_id)
             self._learn_types(ns_id)
+
+    def _warm_namespace(self, ns_id: int) -> None:
+        vindex = self._vindex
+        with self.engine.read() as conn:
+            self._texts.warm(conn, ns_id)
+            if vindex is not None:
+                for corpus in CORPORA:
+                    vindex.load(conn, Slot(ns_id, corpus))
+        if vindex is not None:
+            for corpus in CORPORA:
+                vindex.open_graph(Slot(ns_id, corpus))
 
     def _learn_types(self, ns_id: int) -> None:
         """The entries' memory types for the text index (`TextIndex.learn_types`), in a read of

@@ -204,16 +204,29 @@ class VectorIndex:
             return matrix.live, matrix.mean_cosine(q)
 
     def warm(self, conn: Reader, slot: Slot) -> int:
+        """Load (or catch up) the matrix of one namespace and corpus now and open its HNSW
+        graph (`load`, then `open_graph`); return its live rows."""
+        live = self.load(conn, slot)
+        self.open_graph(slot)
+        return live
+
+    def load(self, conn: Reader, slot: Slot) -> int:
         """Load (or catch up) the matrix of one namespace and corpus now; return its live rows.
 
-        A cold load reads every vector of the namespace (about 1 s at 100k) and opens the HNSW
-        graph of a matrix above the exact limit (restored from beside the database, or built):
-        it belongs before the first turn, never inside its deadline.
+        A cold load reads every vector of the namespace (about 1 s at 100k): it belongs before
+        the first turn, never inside its deadline.
         """
         with self._lock:
-            matrix = self._fresh(conn, slot.ns_id, slot.corpus)
-            matrix.ensure_graph()
-            return matrix.live
+            return self._fresh(conn, slot.ns_id, slot.corpus).live
+
+    def open_graph(self, slot: Slot) -> None:
+        """Open the HNSW graph of a loaded matrix above the exact limit: restored from beside
+        the database, or built (seconds to minutes). It reads nothing, so a store builds it
+        outside any snapshot. A matrix not loaded is left alone."""
+        with self._lock:
+            matrix = self._cache.get((slot.ns_id, slot.corpus))
+            if matrix is not None:
+                matrix.ensure_graph()
 
     def uses_ann(self, conn: Reader, slot: Slot) -> bool:
         """Whether searches of this namespace and corpus go through the HNSW index."""

@@ -318,10 +318,10 @@ _GATE_TASKS = (
 
 
 async def _answers(
-    store: MemoryStore, task: str, *, result_cache: int = 0, turns: int = 1
+    store: MemoryStore, task: str, *, result_cache: int = 0, turns: int = 1, mode: str | None = "lexical"
 ) -> dict[str, list[tuple[str, float]]]:
     """Every default source's answer to `task` in alice's namespace, fetched together, in each
-    of `turns` turns (the last turn's answers)."""
+    of `turns` turns (the last turn's answers); `mode` None leaves it to the store."""
     from sources import default_sources  # noqa: PLC0415 - the composition under test
 
     sources = default_sources(store, result_cache=result_cache)
@@ -329,13 +329,15 @@ async def _answers(
         await source.open()
     out: dict[str, list[tuple[str, float]]] = {}
     for _ in range(turns - 1):
-        await _turn(sources, task, out)
-    await _turn(sources, task, out)
+        await _turn(sources, task, out, mode)
+    await _turn(sources, task, out, mode)
     return out
 
 
-async def _turn(sources: list[Source], task: str, out: dict[str, list[tuple[str, float]]]) -> None:
-    request = SourceRequest(task=task, namespace=ALICE, mode="lexical")  # one a turn, as a selector's
+async def _turn(
+    sources: list[Source], task: str, out: dict[str, list[tuple[str, float]]], mode: str | None
+) -> None:
+    request = SourceRequest(task=task, namespace=ALICE, mode=mode)  # one a turn, as a selector's
 
     async def one(source: Source) -> None:
         found = await source.fetch(request)
@@ -366,10 +368,11 @@ async def _unknown_gate(
     return None, None
 
 
+@pytest.mark.parametrize("mode", ["lexical", None])
 async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
-    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch, mode: str | None
 ) -> None:
-    """On a task whose gate stays closed, the seven gated sources answer nothing after one read between them; memorules (tenant-wide) reads on its own."""
+    """On a task whose gate stays closed, the seven gated sources answer nothing after one read between them, also when the request leaves the mode to the store; memorules (tenant-wide) reads on its own."""
     reads: list[str] = []
     real = StoreReader._work
 
@@ -378,7 +381,7 @@ async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
         return real(self, fn, stop)  # type: ignore[arg-type]
 
     monkeypatch.setattr(StoreReader, "_work", counted)
-    found = await _answers(background_store, "bake a sourdough loaf with rye flour")
+    found = await _answers(background_store, "bake a sourdough loaf with rye flour", mode=mode)
     assert len(found) == 8
     assert not any(found.values())
     turn = [r for r in reads if r != "_ping"]  # the sources' opens ping the store first

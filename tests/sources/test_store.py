@@ -7,9 +7,11 @@ path, a missing file, the schema-1 migration) are SQLite-only by nature: they op
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -515,3 +517,49 @@ def test_a_kept_lexical_retrieval_is_read_again_after_a_write(store: MemoryStore
     with store.engine.read() as conn:
         again = store.lexical_on(conn, ns_id, "deploy checklist")
     assert (len(first[0]), len(again[0])) == (1, 2)
+
+
+def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_outside_any(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`warm` reads each namespace in a read of its own and opens the HNSW graphs with no read open: no snapshot stays pinned for the whole warm."""
+    from sources import _matrix, _postings  # noqa: PLC0415 - the steps observed
+    from sources._embedder import load_default_embedder  # noqa: PLC0415
+
+    reads: list[int] = []  # the serial of each read still open
+    serials = itertools.count(1)
+    warmed: list[tuple[int, int]] = []  # (read serial, namespace)
+    graphs: list[int] = []  # reads open at each graph opening
+    with MemoryStore.open(tmp_path / "w.db", embedder=load_default_embedder()) as store:
+        for tenant in ("a", "b"):
+            store.add_entries(
+                [NewEntry(text=f"The {tenant} team ships on Fridays.")], namespace=Namespace(tenant_id=tenant)
+            )
+        real_read, real_warm = type(store.engine).read, _postings.TextIndex.warm
+        real_graph = _matrix.Matrix.ensure_graph
+
+        @contextlib.contextmanager
+        def tracked(self: object) -> Iterator[object]:
+            reads.append(next(serials))
+            try:
+                with real_read(self) as conn:  # type: ignore[arg-type]
+                    yield conn
+            finally:
+                reads.pop()
+
+        def text_warm(self: _postings.TextIndex, conn: object, ns_id: int) -> None:
+            warmed.append((reads[-1], ns_id))
+            real_warm(self, conn, ns_id)  # type: ignore[arg-type]
+
+        def graph(self: _matrix.Matrix) -> None:
+            graphs.append(len(reads))
+            real_graph(self)
+
+        monkeypatch.setattr(type(store.engine), "read", tracked)
+        monkeypatch.setattr(_postings.TextIndex, "warm", text_warm)
+        monkeypatch.setattr(_matrix.Matrix, "ensure_graph", graph)
+        store.warm()
+    assert sorted(ns for _, ns in warmed) == [1, 2]
+    assert len({serial for serial, _ in warmed}) == 2, warmed  # one read each
+    assert graphs, "no graph was opened"
+    assert set(graphs) == {0}, graphs
