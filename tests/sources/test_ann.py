@@ -129,6 +129,20 @@ def test_a_small_graph_reaches_every_vector_it_holds() -> None:
     assert missed == 0
 
 
+def test_a_graph_links_lightly_while_small_and_with_the_default_once_large(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An add links with expansion_add 64 while the graph will stay under LIGHT_BELOW, 128 from there."""
+    monkeypatch.setattr(_ann, "LIGHT_BELOW", 100)
+    vecs = unit_vectors(np.random.default_rng(3), 150)
+    graph = _ann.new_graph(DIM)
+    _ann.add(graph, np.arange(99, dtype=np.int64), vecs[:99])
+    assert graph.expansion_add == 64
+    _ann.add(graph, np.arange(99, 100, dtype=np.int64), vecs[99:100])
+    assert graph.expansion_add == 128
+    assert len(graph) == 100
+
+
 def test_a_graph_of_other_vectors_is_rebuilt_never_used(
     db: SqliteEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
