@@ -61,9 +61,12 @@ graphs of 70 random 384-d vectors, f16, 2 cores): a true top-5 missing from the 
 recall@10 0.9985 vs 1.0, build 0.41 vs 0.82 s. Large builds keep every core (a 1M build would
 take several times longer on one)."""
 
+LIGHT_EXPANSION_ADD: Final = 64
+"""usearch `expansion_add` (candidates kept while linking a new vector) of a graph under `LIGHT_BELOW`."""
+EXPANSION_ADD: Final = 128  # usearch's default
 LIGHT_BELOW: Final = 250_000
-"""A graph that will hold fewer vectors than this links each new one with `expansion_add` 64
-(candidates kept while linking), a larger one with usearch's default 128 (`expansion_add`).
+"""A graph that will hold fewer vectors than this links each new one with `LIGHT_EXPANSION_ADD`,
+a larger one with `EXPANSION_ADD` (`expansion_add`).
 
 A graph's quality needs grow with its size, and linking is most of a build. Measured
 (`usearch` 2.26, `benchmarks.ann_recall`'s clustered 384-d vectors, 200 queries, ef 512, 2
@@ -95,7 +98,7 @@ def add(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float3
 
 def expansion_add(size: int) -> int:
     """The `expansion_add` of a graph that will hold `size` vectors (`LIGHT_BELOW`)."""
-    return 64 if size < LIGHT_BELOW else 128
+    return LIGHT_EXPANSION_ADD if size < LIGHT_BELOW else EXPANSION_ADD
 
 
 def graph_path(directory: Path, ns_id: int, corpus: int, model_id: str) -> Path:
@@ -197,7 +200,9 @@ def _catch_up(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.
 __all__ = [
     "ANN_DTYPE",
     "ANN_EXPANSION",
+    "EXPANSION_ADD",
     "LIGHT_BELOW",
+    "LIGHT_EXPANSION_ADD",
     "SERIAL_BELOW",
     "Graph",
     "add",

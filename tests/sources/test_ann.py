@@ -134,12 +134,12 @@ def test_a_graph_links_lightly_while_small_and_with_the_default_once_large(
 ) -> None:
     """An add links with expansion_add 64 while the graph will stay under LIGHT_BELOW, 128 from there."""
     monkeypatch.setattr(_ann, "LIGHT_BELOW", 100)
-    vecs = unit_vectors(np.random.default_rng(3), 150)
+    vecs = unit_vectors(np.random.default_rng(3), 100)
     graph = _ann.new_graph(DIM)
     _ann.add(graph, np.arange(99, dtype=np.int64), vecs[:99])
-    assert graph.expansion_add == 64
+    assert graph.expansion_add == _ann.LIGHT_EXPANSION_ADD == 64
     _ann.add(graph, np.arange(99, 100, dtype=np.int64), vecs[99:100])
-    assert graph.expansion_add == 128
+    assert graph.expansion_add == _ann.EXPANSION_ADD == 128
     assert len(graph) == 100
 
 
