@@ -70,8 +70,9 @@ a larger one with `EXPANSION_ADD` (`expansion_add`).
 
 A graph's quality needs grow with its size, and linking is most of a build. Measured
 (`usearch` 2.26, `benchmarks.ann_recall`'s clustered 384-d vectors, 200 queries, ef 512, 2
-cores, 2026-12-04): recall@10 against exact search at 100k 0.998 at 64 against 1.000 at 128,
-load and build 5.3 against 8.3 s; at 300k 0.9825 against 0.9975, 21.0 against 33.0 s; at 1M
+cores, 2026-12-04, `expansion_add` fixed by hand for the comparison): recall@10 against exact
+search at 100k 0.998 at 64 against 1.000 at 128, load and build 5.3 against 8.3 s (through this
+module, in another run: 0.999, 3.9 s); at 300k 0.9825 against 0.9975, 21.0 against 33.0 s; at 1M
 0.9385 against 0.9815 (issue 13's floor is 0.97), so large graphs keep 128."""
 
 Graph = Any  # usearch.index.Index: optional and untyped
