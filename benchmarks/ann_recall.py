@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         recall = np.mean([len(set(a) & set(e)) / args.k for a, e in zip(ann, exact, strict=True)])
         print(
             f"{kind} n={args.n} k={args.k}: HNSW recall@{args.k} {recall:.3f} "
-            f"(ef={_ann.ANN_EXPANSION}); exact p50 {exact_lat[0]:.2f} ms p99 {exact_lat[1]:.2f} ms "
+            f"(ef={_ann.expansion_search(args.n)}); exact p50 {exact_lat[0]:.2f} ms p99 {exact_lat[1]:.2f} ms "
             f"(load {load_s:.1f} s); HNSW p50 {ann_lat[0]:.2f} ms p99 {ann_lat[1]:.2f} ms "
             f"(load+build {build_s:.1f} s)"
         )

@@ -129,18 +129,36 @@ def test_a_small_graph_reaches_every_vector_it_holds() -> None:
     assert missed == 0
 
 
-def test_a_graph_links_lightly_while_small_and_with_the_default_once_large(
+def test_a_graph_links_and_searches_lightly_while_small_and_with_the_defaults_once_large(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """An add links with expansion_add 64 while the graph will stay under LIGHT_BELOW, 128 from there."""
+    """Under LIGHT_BELOW an add links with expansion_add 64 and leaves search ef 256; 128 and 512 from there."""
     monkeypatch.setattr(_ann, "LIGHT_BELOW", 100)
     vecs = unit_vectors(np.random.default_rng(3), 100)
     graph = _ann.new_graph(DIM)
+    assert graph.expansion_search == _ann.LIGHT_EXPANSION_SEARCH == 256
     _ann.add(graph, np.arange(99, dtype=np.int64), vecs[:99])
-    assert graph.expansion_add == _ann.LIGHT_EXPANSION_ADD == 64
+    assert (graph.expansion_add, graph.expansion_search) == (_ann.LIGHT_EXPANSION_ADD, 256) == (64, 256)
     _ann.add(graph, np.arange(99, 100, dtype=np.int64), vecs[99:100])
-    assert graph.expansion_add == _ann.EXPANSION_ADD == 128
+    assert (
+        (graph.expansion_add, graph.expansion_search)
+        == (_ann.EXPANSION_ADD, _ann.ANN_EXPANSION)
+        == (128, 512)
+    )
     assert len(graph) == 100
+
+
+def test_a_restored_graph_is_searched_with_the_ef_of_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search ef is not saved with a graph: a restored one gets 256 under LIGHT_BELOW, 512 from it."""
+    vecs = unit_vectors(np.random.default_rng(4), 120)
+    ids, path = np.arange(120, dtype=np.int64), tmp_path / "g.usearch"
+    _ann.save(_ann.open_graph(None, DIM, ids, vecs), path)
+    assert _ann.open_graph(path, DIM, ids, vecs).expansion_search == _ann.LIGHT_EXPANSION_SEARCH
+    monkeypatch.setattr(_ann, "LIGHT_BELOW", 100)
+    restored = _ann.open_graph(path, DIM, ids, vecs)
+    assert restored.expansion_search == _ann.ANN_EXPANSION
 
 
 def test_a_graph_of_other_vectors_is_rebuilt_never_used(
