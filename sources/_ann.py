@@ -1,17 +1,20 @@
-"""HNSW graphs of large vector matrices, kept beside the database between processes.
+"""HNSW graphs of large namespaces, kept beside the database between processes.
 
-A (namespace, corpus) matrix above `_vectors.EXACT_LIMIT` live vectors is searched through an
-HNSW graph (`usearch`, an optional dependency imported only then), keyed by vector id: ids
-are AUTOINCREMENT, never given to another vector, so a key always names one stored vector.
+A namespace whose corpora hold more than `_vectors.EXACT_LIMIT` live vectors between them has
+one HNSW graph (`usearch`, an optional dependency imported only then) over the vectors of all
+its corpora (`NamespaceGraph`), keyed by vector id: ids are AUTOINCREMENT over every corpus,
+never given to another vector, so a key always names one stored vector of one corpus. A turn's
+dense retrieval (`VectorIndex.nearest`, every corpus at once) is then one walk of one graph,
+not one search per corpus; a search of one corpus keeps the graph's hits of that corpus.
 
 Building a graph takes minutes at a million vectors on 2 cores, so it is saved in the
-directory beside the database (`<database>.ann/`, one file per namespace, corpus and model)
-when it is built and when the store closes, and restored when the matrix is next warmed, by
-any process. A restored graph is brought up to date by comparing its keys with the live
-vector ids (vectors added, deleted or replaced since it was saved, by any process), and a
-sample of its vectors is compared with the stored ones first: a graph of another database
-or model is rebuilt, never used. A graph only proposes candidates: every hit is mapped back
-to its row within the namespace and its cosine recomputed from the stored vector.
+directory beside the database (`<database>.ann/`, one file per namespace and model) when it
+is built and when the store closes, and restored when the namespace is next warmed, by any
+process. A restored graph is brought up to date by comparing its keys with the live vector
+ids (vectors added, deleted or replaced since it was saved, by any process), and a sample of
+its vectors is compared with the stored ones first: a graph of another database or model is
+rebuilt, never used. A graph only proposes candidates: every hit is mapped back to its row
+within the namespace and its cosine recomputed from the stored vector.
 
 A graph that cannot be saved (read-only directory, full disk) is logged and kept in memory.
 """
@@ -24,6 +27,7 @@ import os
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import numpy as np
 
 from broker.log import get_logger
@@ -120,10 +124,25 @@ def expansion_search(size: int) -> int:
     return LIGHT_EXPANSION_SEARCH if size < LIGHT_BELOW else ANN_EXPANSION
 
 
-def graph_path(directory: Path, ns_id: int, corpus: int, model_id: str) -> Path:
-    """Where the graph of one namespace, corpus and model is kept."""
-    model = hashlib.sha256(model_id.encode()).hexdigest()[:16]
-    return directory / f"ns{ns_id}-corpus{corpus}-{model}.usearch"
+def graph_path(directory: Path, ns_id: int, model_id: str) -> Path:
+    """Where the graph of one namespace and model is kept."""
+    return directory / f"ns{ns_id}-{_model_key(model_id)}.usearch"
+
+
+def retire_corpus_graphs(directory: Path, ns_id: int, model_id: str) -> None:
+    """Delete the graphs of single corpora that versions before the namespace graph kept for this
+    namespace and model (`ns<id>-corpus<n>-<model>.usearch`): nothing reads them any more."""
+    for old in directory.glob(f"ns{ns_id}-corpus*-{_model_key(model_id)}.usearch"):
+        try:
+            old.unlink()
+        except OSError as exc:
+            logger.warning("store.vectors.graph_not_removed", path=str(old), error=str(exc))
+        else:
+            logger.info("store.vectors.graph_retired", path=str(old))
+
+
+def _model_key(model_id: str) -> str:
+    return hashlib.sha256(model_id.encode()).hexdigest()[:16]
 
 
 def open_graph(
@@ -134,7 +153,7 @@ def open_graph(
     None when usearch is not installed."""
     graph = _restored(path, dim, ids, vectors) if path is not None else None
     if graph is not None:
-        changed = _catch_up(graph, ids, vectors)
+        changed = catch_up(graph, ids, vectors)
         logger.debug("store.vectors.graph_restored", path=str(path), vectors=len(ids), changed=changed)
         if changed:
             save(graph, path)
@@ -205,7 +224,7 @@ def _agrees(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.fl
     return bool(np.all(np.abs(got - vectors[picked]) <= _QUANTUM))
 
 
-def _catch_up(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> int:
+def catch_up(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> int:
     """Make the graph's keys the live ids: drop the deleted, add the new; return the changes."""
     keys = np.asarray(graph.keys, dtype=np.int64)
     gone = np.setdiff1d(keys, ids, assume_unique=True)
@@ -214,6 +233,48 @@ def _catch_up(graph: Graph, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.
     new = ~np.isin(ids, keys)
     add(graph, ids[new], vectors[new])
     return len(gone) + int(new.sum())
+
+
+@attrs.define(eq=False)
+class NamespaceGraph:
+    """One namespace's graph over the live vectors of every corpus it holds (`graph_path`).
+
+    The namespace's matrices share it and keep it current: each adds the vectors written to it
+    and removes the ones deleted (`sources._matrix.Matrix`). `dirty` says it changed since it
+    was saved.
+    """
+
+    index: Graph
+    path: Path | None
+    dirty: bool = False
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search(self, query: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.int64]:
+        """The keys (vector ids) of the graph's `count` nearest to a unit query, nearest first."""
+        return np.asarray(self.index.search(query, count).keys, dtype=np.int64)
+
+    def add(self, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """Add vectors written since the graph was opened."""
+        add(self.index, ids, vectors)
+        self.dirty = self.dirty or len(ids) > 0
+
+    def remove(self, vector_id: int) -> None:
+        """Remove a deleted (or replaced) vector."""
+        self.index.remove(vector_id)
+        self.dirty = True
+
+    def catch_up(self, ids: npt.NDArray[np.int64], vectors: npt.NDArray[np.float32]) -> None:
+        """Make the graph's keys these live ids (`catch_up`)."""
+        if catch_up(self.index, ids, vectors):
+            self.dirty = True
+
+    def persist(self) -> None:
+        """Save the graph if it changed since it was saved."""
+        if self.dirty:
+            save(self.index, self.path)
+            self.dirty = False
 
 
 __all__ = [
@@ -225,11 +286,14 @@ __all__ = [
     "LIGHT_EXPANSION_SEARCH",
     "SERIAL_BELOW",
     "Graph",
+    "NamespaceGraph",
     "add",
+    "catch_up",
     "expansion_add",
     "expansion_search",
     "graph_path",
     "new_graph",
     "open_graph",
+    "retire_corpus_graphs",
     "save",
 ]

@@ -4,7 +4,8 @@ the exact limit (`sources._ann`). `sources._vectors` keeps matrices current with
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+import math
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import numkong
@@ -17,6 +18,8 @@ from ._runs import Run
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from pathlib import Path
+
+    from ._ann import NamespaceGraph
 
 Vectors = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.int8]
@@ -32,6 +35,13 @@ vectors, 200 queries, ef 512, 2 cores, 2026-12-02): recall@10 against exact sear
 asking for 2k, 0.9995 for 4k or 8k; at 1M 0.9125 for 2k, 0.9815 for 4k, 0.989 for 8k; a search's
 p50 1.64 / 1.63 / 1.73 ms at 1M (0.60 / 0.64 / 0.71 at 100k): re-scoring 4k rows costs nothing
 the walk does not (its `ef` already holds 512)."""
+
+
+GRAPH_WANT_LIMIT: Final = 2_048
+"""The most hits a search of one corpus asks of its namespace's graph. A corpus that is a small
+part of its namespace asks for more (k times the overfetch times the graph's size over the
+corpus's), and beyond this it is searched exactly instead: a graph walk that wide would cost
+more than reading the corpus's rows."""
 
 
 TYPED_EXACT_LIMIT = 5_000
@@ -181,10 +191,9 @@ class Matrix:
     vids: npt.NDArray[np.int64] = attrs.field(factory=lambda: np.empty(0, dtype=np.int64))  # position -> id
     position: dict[int, int] = attrs.field(factory=dict)  # src_rowid -> position
     by_id: dict[int, int] = attrs.field(factory=dict)  # vector id -> position
-    graph_path: Path | None = None  # where its HNSW graph is kept (None: in memory only)
-    ann: _ann.Graph | None = None  # keyed by vector id
-    no_ann: bool = False  # usearch missing: stay exact, warn once
-    dirty: bool = False  # the graph changed since it was saved
+    ann: NamespaceGraph | None = None
+    """The graph of the matrix's namespace (shared with its other corpora, keyed by vector id),
+    once a warm opened it (`open_namespace_graph`); the matrix adds and removes its rows there."""
     total: npt.NDArray[np.float64] = attrs.field(init=False)
     """The sum of the live vectors: the query's mean cosine over them is one dot product."""
     generation: int = attrs.field(factory=lambda: next(_GENERATIONS))
@@ -229,8 +238,7 @@ class Matrix:
         self.n += len(mine)
         self.live += len(mine)
         if self.ann is not None:
-            _ann.add(self.ann, self.vids[start : self.n], block)
-            self.dirty = True
+            self.ann.add(self.vids[start : self.n], block)
 
     def cosines(self, rowids: Sequence[int], query: Vectors) -> dict[int, float]:
         """The query's cosines with the current vectors of some source rows, in one product
@@ -241,14 +249,11 @@ class Matrix:
         at = np.fromiter((pos for _, pos in held), np.int64, len(held))
         return dict(zip((r for r, _ in held), dot(self.buf[at], query).tolist(), strict=True))
 
-    def ensure_graph(self) -> None:
-        """Open the HNSW graph (restored, or built: seconds to minutes) once the matrix is above
-        the exact limit. Only when the matrix is warmed, never in a search (which may load a
-        matrix): until then it is searched exactly."""
-        if self.ann is None and self.live > self.exact_limit and not self.no_ann:
-            live = np.flatnonzero(self.alive[: self.n])
-            self.ann = _ann.open_graph(self.graph_path, self.dim, self.vids[live], self.buf[live])
-            self.no_ann = self.ann is None
+    @property
+    def uses_graph(self) -> bool:
+        """Whether a search of this matrix goes through its namespace's graph: it is attached to
+        one and holds more live rows than its exact limit (a smaller corpus is read whole)."""
+        return self.ann is not None and self.live > self.exact_limit
 
     def remove(self, vector_ids: Iterable[int]) -> None:
         """Mark deleted vectors dead (ids it never held are ignored)."""
@@ -269,7 +274,6 @@ class Matrix:
             self.total -= self.buf[pos]
             if self.ann is not None:
                 self.ann.remove(int(self.vids[pos]))
-                self.dirty = True
 
     def _reserve(self, size: int) -> None:
         if size <= len(self.rowids):
@@ -320,21 +324,27 @@ class Matrix:
         """Top-k live rows by cosine (typed: memory_type in types, or unclassified)."""
         if self.live == 0 or k <= 0:
             return []
-        if self.ann is not None:
+        if self.uses_graph:
             return self._search_ann(query, k, types)
         return self.exact(types).search(query, k)
 
     def _search_ann(self, query: Vectors, k: int, types: frozenset[str] | None) -> list[Hit]:
         """The graph's top-k, re-scored exactly; a typed search stays exact while its rows are
-        few, and when the graph's nearest hold fewer than k of them."""
+        few, and when the graph's nearest hold fewer than k of them. The graph holds every
+        corpus of the namespace: the search asks for more hits the smaller the matrix's share of
+        it, and reads the rows exactly when that would be more than `GRAPH_WANT_LIMIT`."""
         typed, allowed = None, None if types is None else self._allowed(types)
         if allowed is not None:
             typed = np.flatnonzero(self.alive[: self.n] & np.isin(self.tags[: self.n], allowed))
             if len(typed) <= min(self.exact_limit, TYPED_EXACT_LIMIT):
                 return self._exact_rows(typed, query, k)
         assert self.ann is not None  # noqa: S101 - the caller checked
-        want = min(self.live, k * (_TYPED_OVERFETCH if types is not None else _OVERFETCH))
-        pos = self._kept(np.asarray(self.ann.search(query, want).keys, dtype=np.int64), allowed)
+        share = max(1.0, len(self.ann) / self.live)
+        overfetch = _TYPED_OVERFETCH if types is not None else _OVERFETCH
+        want = min(len(self.ann), math.ceil(k * overfetch * share))
+        if want > GRAPH_WANT_LIMIT:
+            return self.exact(types).search(query, k)
+        pos = self._kept(self.ann.search(query, want), allowed)
         if typed is not None and len(pos) < min(k, len(typed)):
             # The graph's 8k nearest held too few of a type this rare: search its rows exactly.
             return self._exact_rows(typed, query, k)
@@ -379,11 +389,51 @@ class Matrix:
             at=positions,
         ).search(query, k)
 
-    def persist(self) -> None:
-        """Save the graph if it changed since it was saved (`sources._ann`)."""
-        if self.ann is not None and self.dirty:
-            _ann.save(self.ann, self.graph_path)
-            self.dirty = False
+    def graph_hits(self, keys: npt.NDArray[np.int64], query: Vectors, k: int) -> list[Hit]:
+        """The best `k` of this matrix's live rows among a namespace graph's hits (`keys`, vector
+        ids of any corpus), re-scored exactly."""
+        pos = self._kept(keys, None)
+        return self._rescored(pos, query, k) if len(pos) else []
+
+
+def open_namespace_graph(
+    matrices: Sequence[Matrix], path: Path | None, current: NamespaceGraph | None = None
+) -> NamespaceGraph | None:
+    """Attach a namespace's matrices to one graph over the live rows of them all: `current`
+    brought up to date (a matrix was reloaded, or rows changed without it), else the graph kept
+    at `path` restored and brought up to date, else a new one (seconds to minutes; saved at
+    `path`). None when usearch is not installed."""
+    total = sum(m.live for m in matrices)
+    ids = np.empty(total, dtype=np.int64)
+    vectors = np.empty((total, matrices[0].dim if matrices else 0), dtype=np.float32)
+    at = 0
+    for m in (m for m in matrices if m.live):  # one copy of the rows, not one per matrix and one joined
+        live = m.alive[: m.n]
+        np.compress(live, m.vids[: m.n], out=ids[at : at + m.live])
+        np.compress(live, m.buf[: m.n], axis=0, out=vectors[at : at + m.live])
+        at += m.live
+    graph = current
+    if graph is not None:
+        graph.catch_up(ids, vectors)
+    else:
+        index = _ann.open_graph(path, vectors.shape[1], ids, vectors)
+        if index is None:
+            return None
+        graph = _ann.NamespaceGraph(index=index, path=path)
+    for m in matrices:
+        m.ann = graph
+    return graph
+
+
+def graph_nearest(
+    graph: NamespaceGraph, matrices: Sequence[Matrix], query: Vectors, k: int
+) -> list[list[Hit]]:
+    """The nearest rows of each of a namespace's matrices in one walk of its graph: each
+    matrix's rows among the graph's `k * _OVERFETCH` nearest (of every corpus), re-scored
+    exactly, at most `k`. A corpus far from the query may get fewer than `k`, or none: its
+    rows are then not among the namespace's nearest."""
+    keys = graph.search(query, min(len(graph), k * _OVERFETCH))
+    return [m.graph_hits(keys, query, k) for m in matrices]
 
 
 @attrs.frozen(kw_only=True)

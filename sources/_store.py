@@ -201,8 +201,7 @@ class MemoryStore:
                 for corpus in CORPORA:
                     vindex.load(conn, Slot(ns_id, corpus))
         if vindex is not None:
-            for corpus in CORPORA:
-                vindex.open_graph(Slot(ns_id, corpus))
+            vindex.open_graph(ns_id)
 
     def _learn_types(self, ns_id: int) -> None:
         """The entries' memory types for the text index (`TextIndex.learn_types`), in a read of

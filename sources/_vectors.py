@@ -5,15 +5,17 @@ Vectors never cross namespaces: every in-memory matrix holds one (namespace, cor
 Search is exact up to `EXACT_LIMIT` vectors: every row ranked by its 8-bit copy's product with
 the query (one integer product, memory-bound, a quarter of float32's bytes: `_matrix.Exact`),
 a shortlist of the best (`_matrix.shortlist`: twice k, at least k + 16) re-scored from the float32
-rows. Beyond the limit it goes through an HNSW
-graph (`usearch`, imported only above the limit), whose hits are re-scored exactly; see
-benchmarks/ann_recall.py for its recall against exact search. A typed search of such a matrix
-stays exact over the typed rows while they are few. The graph is built (or
-restored from beside the database and brought up to date, `sources._ann`) when the matrix is
-warmed above the limit (`MemoryStore.warm`, which the sources call when they open), never
-inside a search: a matrix first loaded by a search (a namespace not warmed, after `reindex`,
-or reloaded behind the tombstones kept), or that crosses the limit by writes, is searched
-exactly until the store is warmed again.
+rows. A namespace holding more than the limit between its corpora has one HNSW graph over all of
+them (`usearch`, imported only then; `sources._ann`), whose hits are re-scored exactly; see
+benchmarks/ann_recall.py for its recall against exact search. The turn's retrieval of every
+corpus at once (`VectorIndex.nearest`) is one walk of that graph; a search of one corpus goes
+through it while the corpus itself holds more than the limit, and is exact below it. A typed
+search of a corpus stays exact over the typed rows while they are few. The graph is built (or
+restored from beside the database and brought up to date, `sources._ann`) when the namespace is
+warmed above the limit (`MemoryStore.warm`, which the sources call when they open), never inside
+a search: a matrix first loaded by a search (a namespace not warmed, after `reindex`, or
+reloaded behind the tombstones kept), or a namespace that crosses the limit by writes, is
+searched exactly until the store is warmed again.
 
 Keeping the cache in sync. Each matrix is loaded lazily on the first dense query of its
 namespace and then kept current by the write generation of its rows, which no rowid reuse
@@ -38,7 +40,7 @@ from broker.log import get_logger
 
 from . import _ann
 from ._engine import Slot
-from ._matrix import Hit, Matrix, Vectors, from_blobs, shortlist, to_blob
+from ._matrix import Hit, Matrix, Vectors, from_blobs, graph_nearest, open_namespace_graph, shortlist, to_blob
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -46,12 +48,14 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder
 
+    from ._ann import NamespaceGraph
     from ._engine import Reader, Writer
 
 logger = get_logger(__name__)
 
 EXACT_LIMIT: Final = 20_000
-"""Live vectors per (namespace, corpus) searched exactly; an HNSW graph is used above it.
+"""Live vectors a namespace holds (over its corpora) before it has an HNSW graph; a corpus is
+searched exactly while it holds at most this many, through its namespace's graph above it.
 
 An exact search reads every vector (1.5 KB each at 384 dimensions) in one pass the processor
 prefetches; a graph search at ef 512 jumps between a few thousand of them. Inside a turn the
@@ -62,8 +66,10 @@ cores; corpora of 77k, 15k and 6k vectors): a graph search took 1.05 ms at 6k an
 bandwidth); the turn as a whole, alternated six times with a limit of 5,000, p50 17.4 against
 17.6 ms and 16.5 against 16.7 ms of CPU (means; the exact pass streams its rows through the
 cache the rest of the turn reads from; measured before the exact pass ranked by 8-bit copies,
-which halved its cost). Below the limit no graph is built or kept, and the cosines returned are
-the float32 ones; only which rows are re-scored comes from the 8-bit ranking (`_matrix.Exact`)."""
+which halved its cost; measured before a namespace had one graph over its corpora, when each
+corpus above the limit had its own). Below the limit no graph is built or kept, and the cosines
+returned are the float32 ones; only which rows are re-scored comes from the 8-bit ranking
+(`_matrix.Exact`)."""
 _SCORES_KEPT: Final = 8  # 8-bit product vectors kept for reuse (80 KB each at 20k rows)
 
 
@@ -110,6 +116,9 @@ class VectorIndex:
     graphs: Path | None = None
     """The directory HNSW graphs are kept in between processes (None: built in memory only)."""
     _cache: dict[tuple[int, int], Matrix] = attrs.field(factory=dict)
+    _ns_graphs: dict[int, NamespaceGraph] = attrs.field(factory=dict, init=False)
+    """Each large namespace's graph (`sources._ann`), by namespace id."""
+    _no_ann: bool = attrs.field(default=False, init=False)  # no usearch: every search stays exact
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     # (ns_id, corpus, matrix generation, rows, query bytes) -> every row's 8-bit product with the
     # query (`Exact.approx`): the sources of a turn (and the reference) search one matrix with one
@@ -130,34 +139,46 @@ class VectorIndex:
         q = np.asarray(query, dtype=np.float32)
         with self._lock:
             matrix = self._fresh(conn, slot.ns_id, slot.corpus)
-            if matrix.ann is not None or matrix.live == 0 or k <= 0:
+            if matrix.uses_graph or matrix.live == 0 or k <= 0:
                 return matrix.search(q, k, typed)
             exact = self._exact(slot, matrix, q, k, typed)
         return exact()
 
     def nearest(self, conn: Reader, slots: Sequence[Slot], query: Vectors, k: int) -> list[Nearest]:
-        """`search` (untyped) and `background` of several corpora for one query, each matrix
-        caught up once.
+        """The nearest rows of several corpora of one namespace for one query, and each one's
+        `background`, each matrix caught up once.
 
-        The searches run one after another on the caller's thread. Running the graph searches
-        at the same time on helper threads was measured and dropped: in a turn the graphs are
-        cold in the cache (the task's embedding streams the model's weights through it just
-        before), so each search waits on memory, and three searches on two cores cost more
-        CPU for no shorter turn (100k hybrid, `benchmarks.turn_cost`, alternated: 15.8 and
-        14.4 ms of CPU a turn one after another against 17.7 and 15.8 at the same time, p50
-        16.8/15.2 against 16.9/15.4 ms)."""
+        A namespace with a graph (`open_graph`) is searched in one walk of it: each corpus gets
+        its rows among the namespace's nearest (`sources._matrix.graph_nearest`), so a corpus
+        far from the query may get fewer than `k`. Measured in hybrid turns at 100k
+        (`benchmarks.turn_cost`'s store: corpora of 77k, 15k and 6k vectors; 2 cores, 2026-12-05,
+        two runs alternated): the retrieval took 1.1 ms (p50) against 2.3 through a graph of the
+        77k and exact searches of the
+        others. Without a graph, or while a corpus's matrix is not attached to it (loaded by a
+        search since the last warm), each corpus is searched on its own (`search`, untyped), one
+        after another on the caller's thread: running the searches on helper threads at once
+        was measured and dropped (each waits on memory, and on 2 cores three searches at once
+        cost more CPU for no shorter turn)."""
         q = np.asarray(query, dtype=np.float32)
         with self._lock:
             matrices = [self._fresh(conn, s.ns_id, s.corpus) for s in slots]
-            graphs = {i: m.search(q, k, None) for i, m in enumerate(matrices) if m.ann is not None}
-            exact = {
-                i: self._exact(slot, matrix, q, k, None)
-                for i, (slot, matrix) in enumerate(zip(slots, matrices, strict=True))
-                if i not in graphs
-            }
             backgrounds = [(m.live, m.mean_cosine(q)) for m in matrices]
-        hits = [graphs[i] if i in graphs else exact[i]() for i in range(len(slots))]
-        return [Nearest(tuple(h), live, mean) for h, (live, mean) in zip(hits, backgrounds, strict=True)]
+            graph = _shared_graph(matrices)
+            if graph is not None:
+                found = graph_nearest(graph, matrices, q, k)
+            else:
+                runs = [self._searcher(s, m, q, k) for s, m in zip(slots, matrices, strict=True)]
+        if graph is None:
+            found = [run() for run in runs]
+        return [Nearest(tuple(h), live, mean) for h, (live, mean) in zip(found, backgrounds, strict=True)]
+
+    def _searcher(self, slot: Slot, matrix: Matrix, q: Vectors, k: int) -> Callable[[], list[Hit]]:
+        """An untyped search of one caught-up matrix (taken under the lock): through the graph
+        now, or exactly when called (outside the lock, `_exact`)."""
+        if not matrix.uses_graph:
+            return self._exact(slot, matrix, q, k, None)
+        hits = matrix.search(q, k, None)
+        return lambda: hits
 
     def _exact(
         self, slot: Slot, matrix: Matrix, q: Vectors, k: int, typed: frozenset[str] | None
@@ -204,10 +225,10 @@ class VectorIndex:
             return matrix.live, matrix.mean_cosine(q)
 
     def warm(self, conn: Reader, slot: Slot) -> int:
-        """Load (or catch up) the matrix of one namespace and corpus now and open its HNSW
-        graph (`load`, then `open_graph`); return its live rows."""
+        """Load (or catch up) the matrix of one namespace and corpus now and open its
+        namespace's HNSW graph (`load`, then `open_graph`); return its live rows."""
         live = self.load(conn, slot)
-        self.open_graph(slot)
+        self.open_graph(slot.ns_id)
         return live
 
     def load(self, conn: Reader, slot: Slot) -> int:
@@ -219,19 +240,33 @@ class VectorIndex:
         with self._lock:
             return self._fresh(conn, slot.ns_id, slot.corpus).live
 
-    def open_graph(self, slot: Slot) -> None:
-        """Open the HNSW graph of a loaded matrix above the exact limit: restored from beside
-        the database, or built (seconds to minutes). It reads nothing, so a store builds it
-        outside any snapshot. A matrix not loaded is left alone."""
+    def open_graph(self, ns_id: int) -> None:
+        """Open the HNSW graph of a namespace whose loaded matrices hold more than the exact
+        limit of live rows between them, over all of them (`sources._ann`): restored from
+        beside the database, or built (seconds to minutes), and attached to each of them; a
+        graph already open is brought up to date with matrices reloaded since. It reads
+        nothing, so a store opens it outside any snapshot (after `load`ing every corpus)."""
         with self._lock:
-            matrix = self._cache.get((slot.ns_id, slot.corpus))
-            if matrix is not None:
-                matrix.ensure_graph()
+            matrices = [m for (ns, _), m in sorted(self._cache.items()) if ns == ns_id]
+            current = self._ns_graphs.get(ns_id)
+            if not matrices or (current is not None and all(m.ann is current for m in matrices)):
+                return
+            if self._no_ann or (current is None and sum(m.live for m in matrices) <= self.exact_limit):
+                return
+            path = None
+            if self.graphs is not None:
+                path = _ann.graph_path(self.graphs, ns_id, self.model_id)
+                _ann.retire_corpus_graphs(self.graphs, ns_id, self.model_id)
+            graph = open_namespace_graph(matrices, path, current)
+            if graph is None:
+                self._no_ann = True
+                return
+            self._ns_graphs[ns_id] = graph
 
     def uses_ann(self, conn: Reader, slot: Slot) -> bool:
-        """Whether searches of this namespace and corpus go through the HNSW index."""
+        """Whether searches of this namespace and corpus go through its namespace's HNSW graph."""
         with self._lock:
-            return self._fresh(conn, slot.ns_id, slot.corpus).ann is not None
+            return self._fresh(conn, slot.ns_id, slot.corpus).uses_graph
 
     def stale(self, conn: Reader, slot: Slot) -> int:
         """Count stored vectors of this namespace and corpus made by another model."""
@@ -241,13 +276,14 @@ class VectorIndex:
     def persist(self) -> None:
         """Save every HNSW graph that changed since it was saved (the store calls it on close)."""
         with self._lock:
-            for matrix in self._cache.values():
-                matrix.persist()
+            for graph in self._ns_graphs.values():
+                graph.persist()
 
     def invalidate(self) -> None:
-        """Drop every cached matrix (after a reindex)."""
+        """Drop every cached matrix and graph (after a reindex)."""
         with self._lock:
             self._cache.clear()
+            self._ns_graphs.clear()
             self._scores.clear()
 
     def _fresh(self, conn: Reader, ns_id: int, corpus: int) -> Matrix:
@@ -269,10 +305,10 @@ class VectorIndex:
         return matrix
 
     def _load(self, conn: Reader, ns_id: int, corpus: int, tomb: int) -> Matrix:
-        path = None if self.graphs is None else _ann.graph_path(self.graphs, ns_id, corpus, self.model_id)
-        matrix = Matrix(dim=self.dim, exact_limit=self.exact_limit, tomb=tomb, graph_path=path)
-        # No graph here: a load may happen inside a search (first use, after `invalidate`, or
-        # behind the tombstones kept), and opening a graph takes minutes at 1M; `warm` opens it.
+        matrix = Matrix(dim=self.dim, exact_limit=self.exact_limit, tomb=tomb)
+        # Not attached to the namespace's graph: a load may happen inside a search (first use,
+        # after `invalidate`, or behind the tombstones kept), and the graph may lack its rows;
+        # bringing it up to date takes long at 1M. The next warm attaches it (`open_graph`).
         matrix.append(conn.vector_rows(Slot(ns_id, corpus), 0), self.model_id)
         self._cache[(ns_id, corpus)] = matrix
         logger.debug("store.vectors.loaded", ns_id=ns_id, corpus=corpus, live=matrix.live, stale=matrix.stale)
@@ -281,6 +317,12 @@ class VectorIndex:
                 "store.vectors.stale", ns_id=ns_id, corpus=corpus, stale=matrix.stale, hint="run reindex"
             )
         return matrix
+
+
+def _shared_graph(matrices: Sequence[Matrix]) -> NamespaceGraph | None:
+    """The namespace graph every one of these matrices is attached to, if there is one."""
+    graph = matrices[0].ann if matrices else None
+    return graph if graph is not None and all(m.ann is graph for m in matrices) else None
 
 
 __all__ = [

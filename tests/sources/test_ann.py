@@ -402,8 +402,7 @@ def test_a_typed_search_of_a_graph_finds_k_rows_when_the_type_has_k() -> None:
     ]
     matrix = Matrix(dim=DIM, exact_limit=LIMIT)
     matrix.append(rows, MODEL)
-    matrix.ensure_graph()
-    assert matrix.ann is not None
+    assert _matrix.open_namespace_graph([matrix], None) is matrix.ann is not None
     typed = frozenset({"persona"})
     assert len([r for r in rows if r[4] == "persona"]) > LIMIT  # the graph answers
     hits = matrix.search(vecs[1], 5, typed)
@@ -426,8 +425,7 @@ def test_a_typed_search_stays_exact_only_while_its_rows_are_within_the_typed_lim
     monkeypatch.setattr(_matrix, "TYPED_EXACT_LIMIT", 10)
     matrix = Matrix(dim=DIM, exact_limit=100)  # 30 typed rows: within the matrix's limit, not the typed one
     matrix.append(rows, MODEL)
-    matrix.ensure_graph()
-    assert matrix.ann is not None
+    assert _matrix.open_namespace_graph([matrix], None) is matrix.ann is not None
     gathered: list[int] = []
     exact_rows = Matrix._exact_rows
     monkeypatch.setattr(
@@ -445,7 +443,7 @@ def test_a_typed_search_stays_exact_only_while_its_rows_are_within_the_typed_lim
     monkeypatch.setattr(_matrix, "TYPED_EXACT_LIMIT", 1000)
     small = Matrix(dim=DIM, exact_limit=20)  # 30 typed rows: within the typed limit, not the matrix's
     small.append(rows, MODEL)
-    small.ensure_graph()
+    _matrix.open_namespace_graph([small], None)
     gathered.clear()
     small.search(vecs[4], 5, typed)
     assert gathered == []  # above the matrix's own limit: the graph answered
@@ -511,10 +509,9 @@ def test_a_graph_that_returns_too_few_live_rows_falls_back_to_exact(monkeypatch:
     rows: list[Row] = [(i + 1, i, MODEL, _vectors.to_blob(v), "episodic") for i, v in enumerate(vecs)]
     matrix = Matrix(dim=DIM, exact_limit=LIMIT)
     matrix.append(rows, MODEL)
-    matrix.ensure_graph()
-    assert matrix.ann is not None
-    search = matrix.ann.search
-    monkeypatch.setattr(matrix.ann, "search", lambda q, _n: search(q, 19))  # fewer than the 20 asked
+    assert _matrix.open_namespace_graph([matrix], None) is matrix.ann is not None
+    search = matrix.ann.index.search
+    monkeypatch.setattr(matrix.ann.index, "search", lambda q, _n: search(q, 19))  # fewer than the 20 asked
     hits = matrix.search(vecs[7], 20, None)
     assert [h.rowid for h in hits] == [h.rowid for h in matrix.exact(None).search(vecs[7], 20)]
     assert len(hits) == 20
@@ -559,9 +556,13 @@ def test_a_graph_made_before_the_embedder_loads_does_not_crash_the_process() -> 
     assert done.stdout.strip() == "alive"
 
 
-def test_nearest_answers_what_search_and_background_answer_for_each_corpus(db: SqliteEngine) -> None:
-    """One call over corpora searched through graphs and exactly, with an
-    empty one: each corpus's hits, live rows and mean cosine are those of `search` and `background`."""
+def test_nearest_walks_the_namespace_graph_once_for_every_corpus(
+    db: SqliteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A namespace above the limit has one graph over all its corpora: `nearest` walks it once
+    and gives each corpus its rows among the namespace's 4k nearest, re-scored (the namespace's
+    nearest split by corpus), with each corpus's live rows and mean cosine (`background`). A
+    corpus within the limit is searched exactly on its own; one above it through the graph."""
     rng = np.random.default_rng(21)
     big, other, small = unit_vectors(rng, 90), unit_vectors(rng, 60), unit_vectors(rng, 8)
     with db.write() as conn:
@@ -570,16 +571,81 @@ def test_nearest_answers_what_search_and_background_answer_for_each_corpus(db: S
         conn.store_vectors(Slot(1, 0), list(range(8)), small, MODEL)
     index = _index(None)
     slots = [Slot(1, 0), Slot(1, FACTS), Slot(1, 2), Slot(1, 3)]
+    walks: list[int] = []
+    real = _ann.NamespaceGraph.search
+    monkeypatch.setattr(_ann.NamespaceGraph, "search", lambda g, q, n: walks.append(n) or real(g, q, n))
+    stored = [(c, r, v) for c, vecs in ((FACTS, big), (2, other), (0, small)) for r, v in enumerate(vecs)]
     with db.read() as conn:
         for slot in slots:
             index.warm(conn, slot)
         assert [index.uses_ann(conn, s) for s in slots] == [False, True, True, False]
         for q in (big[4], other[7], small[2]):
+            walks.clear()
             found = index.nearest(conn, slots, q, 6)
-            assert [list(part.hits) for part in found] == [index.search(conn, s, q, 6) for s in slots]
+            assert walks == [24]
+            nearest = sorted(stored, key=lambda row: -float(row[2] @ q))[:24]
+            expected = [[r for c, r, _ in nearest if c == s.corpus][:6] for s in slots]
+            assert [[h.rowid for h in part.hits] for part in found] == expected
             assert [(part.live, part.mean) for part in found] == [index.background(conn, s, q) for s in slots]
-            assert [h.rowid for h in found[1].hits] == _exact(db, 1, q, 6)
-            assert [len(part.hits) for part in found] == [6, 6, 6, 0]
+
+
+def test_nearest_searches_each_corpus_while_one_is_detached_from_the_graph(
+    db: SqliteEngine, tmp_path: Path
+) -> None:
+    """A matrix reloaded by a search (here: after the namespace was warmed, a corpus first asked
+    for) is not in the namespace's graph: `nearest` then searches every corpus on its own, each
+    its exact top k, and the next warm takes the corpus into the graph."""
+    rng = np.random.default_rng(22)
+    big, late = unit_vectors(rng, 60), unit_vectors(rng, 10)
+    _put(db, 1, list(range(60)), big)
+    with db.write() as conn:
+        conn.store_vectors(Slot(1, 2), list(range(10)), late, MODEL)
+    index = _warmed(db, _index(tmp_path / "v.db.ann"), 1)  # FACTS only: corpus 2 not loaded
+    slots = [Slot(1, FACTS), Slot(1, 2)]
+    with db.read() as conn:
+        found = index.nearest(conn, slots, late[3], 5)
+        assert [[h.rowid for h in part.hits] for part in found] == [
+            [h.rowid for h in index.search(conn, s, late[3], 5)] for s in slots
+        ]
+        assert found[1].hits[0].rowid == 3
+        assert len(graph_of(index, 1)) == 60
+        index.warm(conn, Slot(1, 2))  # attaches it: the graph holds both corpora now
+        assert len(graph_of(index, 1)) == 70
+        found = index.nearest(conn, slots, late[3], 5)
+        assert found[1].hits[0].rowid == 3
+
+
+def graph_of(index: _vectors.VectorIndex, ns_id: int) -> Any:
+    """The namespace's graph (`sources._ann.NamespaceGraph`) the index holds."""
+    return index._ns_graphs[ns_id]
+
+
+def test_a_namespace_keeps_one_graph_file_and_retires_those_of_single_corpora(
+    db: SqliteEngine, tmp_path: Path
+) -> None:
+    """One graph file per namespace and model, whatever corpora it holds; the per-corpus files
+    of earlier versions for that namespace are deleted when its graph opens, another
+    namespace's are left alone."""
+    rng = np.random.default_rng(23)
+    _put(db, 1, list(range(40)), unit_vectors(rng, 40))
+    with db.write() as conn:
+        conn.store_vectors(Slot(1, 2), list(range(30)), unit_vectors(rng, 30), MODEL)
+    graphs = tmp_path / "v.db.ann"
+    graphs.mkdir()
+    model = _ann.graph_path(graphs, 1, MODEL).name.split("-", 1)[1].removesuffix(".usearch")
+    old = [graphs / f"ns1-corpus{c}-{model}.usearch" for c in (1, 2)]
+    kept = graphs / f"ns11-corpus1-{model}.usearch"
+    for path in (*old, kept):
+        path.write_bytes(b"an old graph")
+    index = _index(graphs)
+    with db.read() as conn:
+        index.load(conn, Slot(1, FACTS))
+        index.load(conn, Slot(1, 2))
+    index.open_graph(1)
+    assert sorted(p.name for p in graphs.iterdir()) == sorted(
+        [_ann.graph_path(graphs, 1, MODEL).name, kept.name]
+    )
+    assert len(graph_of(index, 1)) == 70
 
 
 def test_a_graph_search_keeps_the_exact_top_k_when_8_bit_copies_swap_near_ties() -> None:
@@ -592,9 +658,36 @@ def test_a_graph_search_keeps_the_exact_top_k_when_8_bit_copies_swap_near_ties()
     rows: list[Row] = [(i + 1, i, MODEL, _vectors.to_blob(v), "episodic") for i, v in enumerate(vecs)]
     matrix = Matrix(dim=DIM, exact_limit=LIMIT)
     matrix.append(rows, MODEL)
-    matrix.ensure_graph()
+    _matrix.open_namespace_graph([matrix], None)
     queries = vecs[rng.integers(0, 3000, 200)] + 0.02 * rng.standard_normal((200, DIM)).astype(np.float32)
     found = [{h.rowid for h in matrix.search(q, 10, None)} for q in queries]
     exact = [{int(i) for i in np.argsort(-(vecs @ q), kind="stable")[:10]} for q in queries]
     kept = np.mean([len(f & e) / 10 for f, e in zip(found, exact, strict=True)])
     assert kept >= 0.99
+
+
+def test_a_corpus_asks_the_shared_graph_for_more_the_smaller_its_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A corpus holding a ninth of its namespace's graph asks it for nine times the hits, and
+    still gets its exact top k; past `GRAPH_WANT_LIMIT` hits it reads its rows exactly instead."""
+    rng = np.random.default_rng(24)
+    many, few = unit_vectors(rng, 320), unit_vectors(rng, 40)
+    a, b = Matrix(dim=DIM, exact_limit=LIMIT), Matrix(dim=DIM, exact_limit=LIMIT)
+    a.append([(i + 1, i, MODEL, _vectors.to_blob(v), None) for i, v in enumerate(many)], MODEL)
+    b.append([(i + 1001, i, MODEL, _vectors.to_blob(v), None) for i, v in enumerate(few)], MODEL)
+    graph = _matrix.open_namespace_graph([a, b], None)
+    assert graph is not None
+    assert len(graph) == 360
+    assert a.uses_graph
+    assert b.uses_graph
+    asked: list[int] = []
+    real = _ann.NamespaceGraph.search
+    monkeypatch.setattr(_ann.NamespaceGraph, "search", lambda g, q, n: asked.append(n) or real(g, q, n))
+    for q in few[:5]:
+        assert [h.rowid for h in b.search(q, 5, None)] == [h.rowid for h in b.exact(None).search(q, 5)]
+    assert asked == [5 * 4 * 9] * 5
+    asked.clear()
+    monkeypatch.setattr(_matrix, "GRAPH_WANT_LIMIT", 100)
+    assert [h.rowid for h in b.search(few[0], 5, None)] == [h.rowid for h in b.exact(None).search(few[0], 5)]
+    assert asked == []

@@ -523,7 +523,7 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`warm` reads each namespace in a read of its own and opens the HNSW graphs with no read open: no snapshot stays pinned for the whole warm."""
-    from sources import _matrix, _postings  # noqa: PLC0415 - the steps observed
+    from sources import _postings, _vectors  # noqa: PLC0415 - the steps observed
     from sources._embedder import load_default_embedder  # noqa: PLC0415
 
     reads: list[int] = []  # the serial of each read still open
@@ -536,7 +536,7 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
                 [NewEntry(text=f"The {tenant} team ships on Fridays.")], namespace=Namespace(tenant_id=tenant)
             )
         real_read, real_warm = type(store.engine).read, _postings.TextIndex.warm
-        real_graph = _matrix.Matrix.ensure_graph
+        real_graph = _vectors.VectorIndex.open_graph
 
         @contextlib.contextmanager
         def tracked(self: object) -> Iterator[object]:
@@ -551,13 +551,13 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
             warmed.append((reads[-1], ns_id))
             real_warm(self, conn, ns_id)  # type: ignore[arg-type]
 
-        def graph(self: _matrix.Matrix) -> None:
+        def graph(self: _vectors.VectorIndex, ns_id: int) -> None:
             graphs.append(len(reads))
-            real_graph(self)
+            real_graph(self, ns_id)
 
         monkeypatch.setattr(type(store.engine), "read", tracked)
         monkeypatch.setattr(_postings.TextIndex, "warm", text_warm)
-        monkeypatch.setattr(_matrix.Matrix, "ensure_graph", graph)
+        monkeypatch.setattr(_vectors.VectorIndex, "open_graph", graph)
         store.warm()
     assert sorted(ns for _, ns in warmed) == [1, 2]
     assert len({serial for serial, _ in warmed}) == 2, warmed  # one read each
