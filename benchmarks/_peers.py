@@ -49,6 +49,11 @@ RATIOS: Final = (
         "select_for_task hybrid / (chromadb query + one embedding)",
     ),
     ("ours-recall-hybrid", ("chromadb", "minilm"), "recall hybrid / (chromadb query + one embedding)"),
+    (
+        "ours-select-hybrid",
+        ("chromadb-embedded",),
+        "select_for_task hybrid / chromadb query with its embedding in the same call",
+    ),
     ("ours-select-hybrid", ("langgraph",), "select_for_task hybrid / LangGraph search"),
     (
         "ours-select-hybrid",

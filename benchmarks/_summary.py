@@ -549,9 +549,10 @@ def _peers_tables(peers: dict[str, Any]) -> list[str]:
             "",
             (
                 "Ratios over two peers add their p50s (p99s), each timed on its own: an embedding then a "
-                "query. Build: items/s of the system's own index from the same texts (ours: all six "
+                "query, each in a process that does nothing else (its data stays in the processor's "
+                "caches); `chromadb-embedded` times both in one call, as a Chroma user's turn runs them. Build: items/s of the system's own index from the same texts (ours: all six "
                 "sources written, in hybrid with the same vectors given, then the store's first warm, which "
-                "builds its in-memory text index and the HNSW graphs of corpora above 20,000 vectors; chromadb: vectors given; LangGraph: "
+                "builds its in-memory text index and the HNSW graph of each namespace above 20,000 vectors; chromadb: vectors given; LangGraph: "
                 "one `put` per item, its vector looked up, not computed), in the process that serves. RSS "
                 "ready: after the build and a few warm-up calls; peak: the process's high-water mark, "
                 "build included. Calls returning nothing: chromadb and LangGraph always return their top "

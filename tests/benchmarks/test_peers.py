@@ -18,11 +18,19 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_system_says_what_its_call_includes() -> None:
     """The summary explains each timing (search kind, embedding inside or outside, sources)."""
     assert set(SYSTEMS) == set(INCLUDES)
-    assert set(REQUIRES) == {"bm25s", "bm25s-scores", "chromadb", "langgraph", "pgvector"}
+    assert set(REQUIRES) == {
+        "bm25s",
+        "bm25s-scores",
+        "chromadb",
+        "chromadb-embedded",
+        "langgraph",
+        "pgvector",
+    }
     for peer in ("chromadb", "pgvector"):
         assert "approximate" in INCLUDES[peer]
         assert "embedding outside" in INCLUDES[peer]
-    assert "embedding inside" in INCLUDES["ours-select-hybrid"]
+    for system in ("ours-select-hybrid", "chromadb-embedded"):
+        assert "embedding inside" in INCLUDES[system]
 
 
 def test_a_missing_peer_is_named_with_the_install_command() -> None:
@@ -136,10 +144,10 @@ def hidden_peers(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_missing_peers_are_skipped_with_a_message(hidden_peers: Path) -> None:
     """Without chromadb and LangGraph the run still measures the rest and says what it skipped."""
     peers = json.loads((hidden_peers / "peers.json").read_text(encoding="utf-8"))
-    assert set(peers["skipped"]) == {"chromadb", "langgraph"}
+    assert set(peers["skipped"]) == {"chromadb", "chromadb-embedded", "langgraph"}
     size = next(iter(peers["sizes"].values()))
     assert not size["failed"]
-    assert set(size["systems"]) == set(SYSTEMS) - {"chromadb", "langgraph"}
+    assert set(size["systems"]) == set(SYSTEMS) - {"chromadb", "chromadb-embedded", "langgraph"}
     summary = (hidden_peers / "SUMMARY.md").read_text(encoding="utf-8")
     assert "chromadb: skipped, `chromadb` is not installed" in summary
     assert "langgraph: skipped" in summary
