@@ -251,6 +251,11 @@ class NamespaceGraph:
     def __len__(self) -> int:
         return len(self.index)
 
+    @property
+    def expansion_search(self) -> int:
+        """The candidates a walk keeps (`expansion_search`): up to this many hits cost one walk."""
+        return int(self.index.expansion_search)
+
     def search(self, query: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.int64]:
         """The keys (vector ids) of the graph's `count` nearest to a unit query, nearest first."""
         return np.asarray(self.index.search(query, count).keys, dtype=np.int64)

@@ -37,11 +37,16 @@ p50 1.64 / 1.63 / 1.73 ms at 1M (0.60 / 0.64 / 0.71 at 100k): re-scoring 4k rows
 the walk does not (its `ef` already holds 512)."""
 
 
-GRAPH_WANT_LIMIT: Final = 2_048
-"""The most hits a search of one corpus asks of its namespace's graph. A corpus that is a small
-part of its namespace asks for more (k times the overfetch times the graph's size over the
-corpus's), and beyond this it is searched exactly instead: a graph walk that wide would cost
-more than reading the corpus's rows."""
+GRAPH_HIT_ROWS: Final = 48
+"""About how many rows an exact search reads in the time a graph walk takes per hit asked for
+beyond its `expansion_search` (up to which a walk costs the same). A search of one corpus asks
+its namespace's graph for more hits the smaller the corpus's share of it (k times the overfetch
+times the graph's size over the corpus's), and reads the corpus's rows exactly instead once the
+hits asked for beyond the walk's own, times this, exceed its rows. Measured (the 98k graph of
+`benchmarks.turn_cost`'s 100k hybrid store, ef 256, its 15k corpus, 200 task queries, hot
+caches, 2 cores, 2026-12-05): a walk for 40 / 262 / 1,024 / 2,048 hits 0.33 / 0.35 / 1.25 /
+2.44 ms p50, an exact search of the 15k rows 0.38 ms: about 1.2 us a hit beyond 256, 0.025 us a
+row."""
 
 
 TYPED_EXACT_LIMIT = 5_000
@@ -332,7 +337,7 @@ class Matrix:
         """The graph's top-k, re-scored exactly; a typed search stays exact while its rows are
         few, and when the graph's nearest hold fewer than k of them. The graph holds every
         corpus of the namespace: the search asks for more hits the smaller the matrix's share of
-        it, and reads the rows exactly when that would be more than `GRAPH_WANT_LIMIT`."""
+        it, and reads the rows exactly when that would cost more (`GRAPH_HIT_ROWS`)."""
         typed, allowed = None, None if types is None else self._allowed(types)
         if allowed is not None:
             typed = np.flatnonzero(self.alive[: self.n] & np.isin(self.tags[: self.n], allowed))
@@ -342,7 +347,7 @@ class Matrix:
         share = max(1.0, len(self.ann) / self.live)
         overfetch = _TYPED_OVERFETCH if types is not None else _OVERFETCH
         want = min(len(self.ann), math.ceil(k * overfetch * share))
-        if want > GRAPH_WANT_LIMIT:
+        if (want - self.ann.expansion_search) * GRAPH_HIT_ROWS > self.live:
             return self.exact(types).search(query, k)
         pos = self._kept(self.ann.search(query, want), allowed)
         if typed is not None and len(pos) < min(k, len(typed)):

@@ -670,7 +670,8 @@ def test_a_corpus_asks_the_shared_graph_for_more_the_smaller_its_share(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A corpus holding a ninth of its namespace's graph asks it for nine times the hits, and
-    still gets its exact top k; past `GRAPH_WANT_LIMIT` hits it reads its rows exactly instead."""
+    still gets its exact top k; when reading its rows costs less than the walk's hits beyond its
+    own `expansion_search` (`GRAPH_HIT_ROWS`), it reads them exactly instead."""
     rng = np.random.default_rng(24)
     many, few = unit_vectors(rng, 320), unit_vectors(rng, 40)
     a, b = Matrix(dim=DIM, exact_limit=LIMIT), Matrix(dim=DIM, exact_limit=LIMIT)
@@ -686,8 +687,8 @@ def test_a_corpus_asks_the_shared_graph_for_more_the_smaller_its_share(
     monkeypatch.setattr(_ann.NamespaceGraph, "search", lambda g, q, n: asked.append(n) or real(g, q, n))
     for q in few[:5]:
         assert [h.rowid for h in b.search(q, 5, None)] == [h.rowid for h in b.exact(None).search(q, 5)]
-    assert asked == [5 * 4 * 9] * 5
+    assert asked == [5 * 4 * 9] * 5  # 180 hits: within the walk's own 256
     asked.clear()
-    monkeypatch.setattr(_matrix, "GRAPH_WANT_LIMIT", 100)
-    assert [h.rowid for h in b.search(few[0], 5, None)] == [h.rowid for h in b.exact(None).search(few[0], 5)]
-    assert asked == []
+    for q in few[:5]:
+        assert [h.rowid for h in b.search(q, 10, None)] == [h.rowid for h in b.exact(None).search(q, 10)]
+    assert asked == []  # 360 hits, 104 beyond 256: more than b's 40 rows
