@@ -285,15 +285,12 @@ class ReaderSource:
         kept = self._reader.kept((self, resolved))
         if kept is not None:
             return list(kept)
-        read = functools.partial(self._answer, request=resolved)
-        if not self.gated:
-            # Queued at once, not behind the turn's embedding: a read that needs the vector
-            # waits for it in the lane (`QueryCache`), one that finds nothing to score (most
-            # namespaces hold no memorule) is done before the vector comes.
-            return await self._reader.run(read)
         if resolved.mode in DENSE_MODES:
             lexical = resolved.namespace if resolved.mode != "dense" else None
             await self._reader.embed_ahead(resolved.task, lexical)
+        read = functools.partial(self._answer, request=resolved)
+        if not self.gated:
+            return await self._reader.run(read)
         # The caller's own request: the sources of one turn share it, not the copies resolved here.
         gate, found = await self._reader.gated(request, read)
         if found is not None:

@@ -262,7 +262,6 @@ class _Scoring(ReaderSource):
     """Builds the task's scorer (and so the namespace's reference), returns nothing."""
 
     name = "scoring"
-    gated = True
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         self._reader.scorer(conn, conn.namespace_id(request.namespace), request.task, request.mode)
@@ -270,53 +269,10 @@ class _Scoring(ReaderSource):
 
 
 class _Empty(ReaderSource):
-    """Reads nothing, returns nothing; gated, as the sources scored against the reference are."""
-
     name = "empty"
-    gated = True
 
     def _fetch_on(self, conn: sqlite3.Connection, *, request: SourceRequest) -> list[Candidate]:  # noqa: ARG002
         return []
-
-
-class _Ungated(_Empty):
-    """An `_Empty` that is not gated (as the memorules source is not)."""
-
-    name = "ungated"
-    gated = False
-
-
-class BlockingEmbedder:
-    """A fake embedder whose one query waits (up to 5 s) until `release` is set."""
-
-    model_id = "blocking"
-    dim = 2
-
-    def __init__(self, query: str) -> None:
-        self.query = query
-        self.release = threading.Event()
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Return ones; the query first waits for `release`."""
-        if list(texts) == [self.query]:
-            self.release.wait(5.0)
-        return np.ones((len(texts), 2), dtype=np.float32)
-
-
-async def test_an_ungated_sources_read_never_waits_for_the_turns_embedding(tmp_path: Path) -> None:
-    """In a dense turn a source that is not gated (memorules) queues its read at once: one that
-    needs no vector answers while the task is still being embedded for the gated sources."""
-    task = "which database did we pick"
-    fake = BlockingEmbedder(task)
-    with MemoryStore.open(tmp_path / "u.db", mode="hybrid", embedder=fake) as store:
-        reader = StoreReader(store=store, results=None)
-        request = SourceRequest(task=task, namespace=Namespace(tenant_id="t"), mode="hybrid")
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_Empty(reader).fetch, request)  # embeds the task before its read
-            with anyio.fail_after(2):
-                assert await _Ungated(reader).fetch(request) == []
-            assert not fake.release.is_set()
-            fake.release.set()
 
 
 async def test_open_warms_every_matrix_so_no_turn_loads_one(
