@@ -6,7 +6,9 @@ namespace only: over every corpus the namespace holds (entries, facts, knowledge
 typed subset or one source's candidates.
 
 The namespace's candidates for the task are its `REFERENCE_DEPTH` best FTS matches (lexical
-and hybrid modes) and the `REFERENCE_DEPTH` nearest vectors of each corpus (dense and hybrid).
+and hybrid modes) and the `REFERENCE_DEPTH` nearest vectors of each corpus (dense and hybrid;
+in a namespace with an HNSW graph, each corpus's rows among the namespace's nearest,
+`VectorIndex.nearest`).
 From them: the best BM25 and coverage, the best cosines and the mean cosine of the query over
 the namespace (the background), and the base relevance of every candidate (its logit, best
 first: the `pool` a memory's rank is read from). The task's gate (`qpp`) is computed from
@@ -95,6 +97,7 @@ def compute_reference(  # noqa: PLR0913 - the store's two indexes, and the retri
         offtopic=offtopic,
         lexical_hits=found.hits,
         dense_hits=tuple(map(DenseRun.pack, found.nearest)),
+        dense_complete=found.complete,
         depth=REFERENCE_DEPTH,
     )
     features = _gate.qpp_features(mode, task, prof, ref)
@@ -110,6 +113,8 @@ class _Retrieved:
     nearest: tuple[tuple[Hit, ...], ...]
     terms: dict[Key, Sequence[str]]
     cosines: dict[Key, float]
+    complete: tuple[bool, ...] = ()
+    """Per corpus, whether `nearest` holds its `REFERENCE_DEPTH` nearest (`Nearest.complete`)."""
     tops: tuple[float, ...] = ()
     mean: float = 0.0
 
@@ -129,14 +134,16 @@ def _retrieved(
     if dense is None:
         return _Retrieved(hits=hits, nearest=(), terms=terms, cosines={})
     query_vector, vindex = dense
-    nearest, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
+    nearest, complete, tops, mean = _dense_pool(conn, ns_id, query_vector, vindex)
     cosines = {(c, h.rowid): h.cosine for c, corpus_hits in enumerate(nearest) for h in corpus_hits}
     wanted = [k for k in cosines if k not in terms]
     kept = None if texts is None else texts.indexed_terms(conn, ns_id, wanted)
     terms.update(conn.indexed_terms(ns_id, wanted) if kept is None else kept)
     lexical_only = [k for k in terms if k not in cosines]
     cosines.update(_stored_cosines(conn, ns_id, lexical_only, query_vector, vindex))
-    return _Retrieved(hits=hits, nearest=nearest, terms=terms, cosines=cosines, tops=tops, mean=mean)
+    return _Retrieved(
+        hits=hits, nearest=nearest, terms=terms, cosines=cosines, complete=complete, tops=tops, mean=mean
+    )
 
 
 def _pooled(mode: str, prof: QueryProfile, found: _Retrieved, *, dense: bool) -> Reference:
@@ -211,16 +218,17 @@ def _lexical_pool(runs: tuple[LexicalRun, ...]) -> dict[Key, Sequence[str]]:
 
 def _dense_pool(
     conn: Reader, ns_id: int, query_vector: npt.NDArray[np.float32], vindex: VectorIndex
-) -> tuple[tuple[tuple[Hit, ...], ...], tuple[float, ...], float]:
-    """Nearest vectors of each corpus (indexed by corpus), the namespace's best cosines, and
-    its mean cosine."""
+) -> tuple[tuple[tuple[Hit, ...], ...], tuple[bool, ...], tuple[float, ...], float]:
+    """Nearest vectors of each corpus (indexed by corpus), whether each corpus's are complete,
+    the namespace's best cosines, and its mean cosine."""
     found = vindex.nearest(conn, [Slot(ns_id, c) for c in _CORPORA], query_vector, REFERENCE_DEPTH)
     hits = tuple(part.hits for part in found)
     total, weighted = 0, 0.0
     for part in found:
         total, weighted = total + part.live, weighted + part.live * part.mean
     cosines = sorted((h.cosine for corpus_hits in hits for h in corpus_hits), reverse=True)
-    return hits, tuple(cosines[: _gate.TOP_COSINES]), (weighted / total if total else 0.0)
+    complete = tuple(part.complete for part in found)
+    return hits, complete, tuple(cosines[: _gate.TOP_COSINES]), (weighted / total if total else 0.0)
 
 
 def _stored_cosines(

@@ -198,6 +198,11 @@ class Reference:
     dense_hits: tuple[DenseRun, ...] = ()
     """The task's nearest vectors of each corpus (indexed by corpus number), best first,
     `REFERENCE_DEPTH` deep: the turn's one dense retrieval (empty in lexical mode)."""
+    dense_complete: tuple[bool, ...] = ()
+    """Per corpus, whether `dense_hits` holds its `depth` nearest (or all its rows). A corpus
+    searched in one walk of its namespace's graph keeps only its rows among the namespace's
+    nearest (`VectorIndex.nearest`): when those are fewer, they are still its nearest, but
+    no deeper run is (empty: every run is complete)."""
     depth: int = 0
     """How deep `lexical_hits` and `dense_hits` were retrieved per corpus."""
 
@@ -210,10 +215,13 @@ class Reference:
 
     def nearest(self, corpus: int, depth: int) -> DenseRun | None:
         """The `depth` nearest vectors of one corpus, or None if the reference has not
-        retrieved that deep (the source then searches itself)."""
+        retrieved that deep (the source then searches itself): beyond its `depth`, or beyond
+        the rows it has of a corpus whose run is not complete (`dense_complete`)."""
         if corpus >= len(self.dense_hits) or depth > self.depth:
             return None
-        return self.dense_hits[corpus].head(depth)
+        run = self.dense_hits[corpus]
+        short = corpus < len(self.dense_complete) and not self.dense_complete[corpus]
+        return None if short and len(run) < depth else run.head(depth)
 
 
 NO_REFERENCE: Final = Reference()

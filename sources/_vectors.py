@@ -54,8 +54,10 @@ if TYPE_CHECKING:
 logger = get_logger(__name__)
 
 EXACT_LIMIT: Final = 20_000
-"""Live vectors a namespace holds (over its corpora) before it has an HNSW graph; a corpus is
-searched exactly while it holds at most this many, through its namespace's graph above it.
+"""Live vectors a namespace holds (over its corpora) before it has an HNSW graph. A search of one
+corpus (`VectorIndex.search`) is exact while the corpus holds at most this many and goes through
+its namespace's graph above it; the turn's retrieval of every corpus at once
+(`VectorIndex.nearest`) walks the graph for all of them.
 
 An exact search reads every vector (1.5 KB each at 384 dimensions) in one pass the processor
 prefetches; a graph search at ef 512 jumps between a few thousand of them. Inside a turn the
@@ -95,11 +97,20 @@ class Nearest:
     """One corpus's part of a dense retrieval (`VectorIndex.nearest`)."""
 
     hits: tuple[Hit, ...]
-    """The k rows closest to the query, best first."""
+    """The corpus's rows closest to the query, best first: its k nearest, or fewer when
+    searched in one walk of its namespace's graph (its rows among the namespace's nearest)."""
     live: int
     """The corpus's live rows."""
     mean: float
     """The query's mean cosine over them (`VectorIndex.background`)."""
+    k: int = 0
+    """How many rows were asked for."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether `hits` holds the corpus's k nearest (or all its rows): a short walk's hits
+        are still its nearest, but none deeper."""
+        return len(self.hits) >= min(self.k, self.live)
 
 
 @attrs.define(eq=False)
@@ -170,7 +181,7 @@ class VectorIndex:
                 runs = [self._searcher(s, m, q, k) for s, m in zip(slots, matrices, strict=True)]
         if graph is None:
             found = [run() for run in runs]
-        return [Nearest(tuple(h), live, mean) for h, (live, mean) in zip(found, backgrounds, strict=True)]
+        return [Nearest(tuple(h), live, mean, k) for h, (live, mean) in zip(found, backgrounds, strict=True)]
 
     def _searcher(self, slot: Slot, matrix: Matrix, q: Vectors, k: int) -> Callable[[], list[Hit]]:
         """An untyped search of one caught-up matrix (taken under the lock): through the graph

@@ -20,7 +20,7 @@ import pytest
 from vector_kit import DIM, FACTS, MODEL, new_namespaces, unit_vectors
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _ann, _matrix, _vectors
+from sources import FactWriter, MemoryStore, NewEntry, NewFact, _ann, _matrix, _vectors
 from sources._matrix import Matrix, Row
 from sources._sqlite import SqliteEngine
 from sources._vectors import Slot
@@ -560,33 +560,101 @@ def test_nearest_walks_the_namespace_graph_once_for_every_corpus(
     db: SqliteEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A namespace above the limit has one graph over all its corpora: `nearest` walks it once
-    and gives each corpus its rows among the namespace's 4k nearest, re-scored (the namespace's
-    nearest split by corpus), with each corpus's live rows and mean cosine (`background`). A
-    corpus within the limit is searched exactly on its own; one above it through the graph."""
+    for its 4k nearest and gives each corpus its rows among them, re-scored, with each corpus's
+    live rows and mean cosine (`background`); a corpus with fewer of them than asked is not
+    `complete`. A search of one corpus is exact while the corpus is within the limit, through
+    the graph above it."""
     rng = np.random.default_rng(21)
-    big, other, small = unit_vectors(rng, 90), unit_vectors(rng, 60), unit_vectors(rng, 8)
+    big, other = unit_vectors(rng, 300), unit_vectors(rng, 60)
+    far = -big[4] + 0.05 * unit_vectors(rng, 8)  # the farthest rows from the first query
+    far /= np.linalg.norm(far, axis=1, keepdims=True)
     with db.write() as conn:
-        conn.store_vectors(Slot(1, FACTS), list(range(90)), big, MODEL)
+        conn.store_vectors(Slot(1, FACTS), list(range(300)), big, MODEL)
         conn.store_vectors(Slot(1, 2), list(range(60)), other, MODEL)
-        conn.store_vectors(Slot(1, 0), list(range(8)), small, MODEL)
+        conn.store_vectors(Slot(1, 0), list(range(8)), far, MODEL)
     index = _index(None)
     slots = [Slot(1, 0), Slot(1, FACTS), Slot(1, 2), Slot(1, 3)]
     walks: list[int] = []
     real = _ann.NamespaceGraph.search
     monkeypatch.setattr(_ann.NamespaceGraph, "search", lambda g, q, n: walks.append(n) or real(g, q, n))
-    stored = [(c, r, v) for c, vecs in ((FACTS, big), (2, other), (0, small)) for r, v in enumerate(vecs)]
+    stored = [(c, r, v) for c, vecs in ((FACTS, big), (2, other), (0, far)) for r, v in enumerate(vecs)]
     with db.read() as conn:
         for slot in slots:
             index.warm(conn, slot)
         assert [index.uses_ann(conn, s) for s in slots] == [False, True, True, False]
-        for q in (big[4], other[7], small[2]):
+        for q in (big[4], other[7], far[2]):
             walks.clear()
             found = index.nearest(conn, slots, q, 6)
             assert walks == [24]
             nearest = sorted(stored, key=lambda row: -float(row[2] @ q))[:24]
             expected = [[r for c, r, _ in nearest if c == s.corpus][:6] for s in slots]
             assert [[h.rowid for h in part.hits] for part in found] == expected
+            assert [part.complete for part in found] == [
+                len(e) == min(6, n) for e, n in zip(expected, (8, 300, 60, 0), strict=True)
+            ]
             assert [(part.live, part.mean) for part in found] == [index.background(conn, s, q) for s in slots]
+        assert not index.nearest(conn, slots, big[4], 6)[0].complete  # the far corpus: none of its rows
+
+
+def test_a_corpus_the_walk_leaves_short_is_searched_on_its_own(tmp_path: Path) -> None:
+    """Entries behind 300 closer facts get none of the namespace's nearest: the turn's reference
+    marks their run incomplete and the store searches them itself, so recall selects the
+    entries it selects when every corpus is searched exactly."""
+    rng = np.random.default_rng(25)
+    q = unit_vectors(rng, 1)[0]
+
+    def near(cosine: float) -> np.ndarray:
+        v = unit_vectors(rng, 1)[0]
+        v -= (v @ q) * q
+        return (cosine * q + np.sqrt(1 - cosine**2) * v / np.linalg.norm(v)).astype(np.float32)
+
+    task = "which database did we pick"
+    table = {task: q.astype(np.float32)}
+    facts = [f"the database cluster {i} runs postgres" for i in range(300)]
+    entries = [f"our team settled on sqlite {i} for storage" for i in range(8)]
+    table.update({t: near(0.9) for t in facts})
+    table.update({t: near(0.8 - 0.01 * i) for i, t in enumerate(entries)})
+
+    class Table:
+        model_id, dim = "table", DIM
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.array([table.get(t, near(0.0)) for t in texts], dtype=np.float32).reshape(
+                len(texts), DIM
+            )
+
+    ns = Namespace(tenant_id="t")
+    found: dict[int, list[tuple[str, float]]] = {}
+    for limit in (LIMIT, 10**9):  # one graph for the namespace, then every corpus exact
+        index = _vectors.VectorIndex(model_id="table", dim=DIM, exact_limit=limit)
+        engine = SqliteEngine.open(tmp_path / f"s{limit}.db")
+        with MemoryStore(engine=engine, embedder=Table(), vindex=index, mode="dense") as store:
+            FactWriter(store).add_facts([NewFact(text=t) for t in facts], namespace=ns)
+            store.add_entries([NewEntry(text=t) for t in entries], namespace=ns)
+            store.warm()
+            with store.engine.read() as conn:
+                ns_id = conn.namespace_id(ns)
+                assert ns_id is not None
+                assert index.uses_ann(conn, Slot(ns_id, FACTS)) == (limit == LIMIT)
+            got = store.recall(task, namespace=ns, mode="dense", limit=5)
+            found[limit] = [(r.memory.text, round(r.score, 6)) for r in got]
+    assert found[LIMIT]
+    assert [t for t, _ in found[LIMIT]] == [t for t, _ in found[10**9]]
+    # The pool the band reads differs a little (no entry among the namespace's nearest): scores within 0.01.
+    assert [p for _, p in found[LIMIT]] == pytest.approx([p for _, p in found[10**9]], abs=0.01)
+
+
+def test_a_namespace_emptied_after_its_graph_opened_answers_nothing(db: SqliteEngine, tmp_path: Path) -> None:
+    """Every vector deleted after the warm: the namespace's searches and its turn's retrieval
+    find nothing, and never fail on the empty graph."""
+    vecs = unit_vectors(np.random.default_rng(26), 60)
+    _put(db, 1, list(range(60)), vecs)
+    index = _warmed(db, _index(tmp_path / "v.db.ann"), 1)
+    _delete(db, list(range(60)))
+    with db.read() as conn:
+        assert index.search(conn, Slot(1, FACTS), vecs[0], 5) == []
+        (part,) = index.nearest(conn, [Slot(1, FACTS)], vecs[0], 5)
+    assert (part.hits, part.live, part.complete) == ((), 0, True)
 
 
 def test_nearest_searches_each_corpus_while_one_is_detached_from_the_graph(
@@ -604,9 +672,7 @@ def test_nearest_searches_each_corpus_while_one_is_detached_from_the_graph(
     slots = [Slot(1, FACTS), Slot(1, 2)]
     with db.read() as conn:
         found = index.nearest(conn, slots, late[3], 5)
-        assert [[h.rowid for h in part.hits] for part in found] == [
-            [h.rowid for h in index.search(conn, s, late[3], 5)] for s in slots
-        ]
+        assert [h.rowid for h in found[0].hits] == _exact(db, 1, late[3])
         assert found[1].hits[0].rowid == 3
         assert len(graph_of(index, 1)) == 60
         index.warm(conn, Slot(1, 2))  # attaches it: the graph holds both corpora now
