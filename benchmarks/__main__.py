@@ -263,7 +263,7 @@ def _latency_notes(cfg: _latency.Config, latency: dict[str, Any]) -> list[str]:
             f"Hybrid corpora: the stored vectors are real MiniLM embeddings of {cfg.pool} synthetic "
             f"memories, recycled with noise for the rest: embedding runs at {rate} memories/s here, so "
             "embedding 100k memories would take longer than the whole run. Exact cosine search costs the "
-            "same whatever the values; an HNSW graph (above 20,000 vectors a corpus) may search these "
+            "same whatever the values; an HNSW graph (above 20,000 vectors a namespace) may search these "
             "clustered vectors faster than real ones. Every task is embedded for real, inside the measured turn."
         ),
         (

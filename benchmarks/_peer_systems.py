@@ -35,7 +35,7 @@ INCLUDES: Final = {
     "ours-select-hybrid": (
         "`select_for_task`, budget 10, hybrid: eight sources, the task's MiniLM embedding inside, exact "
         "BM25 over in-memory postings and cosine search of the stored vectors (an HNSW graph, approximate, "
-        "above 20,000 vectors a corpus, exact below; every hit re-scored exactly), calibrated floor"
+        "above 20,000 vectors a namespace, one walk for every corpus, exact below; every hit re-scored exactly), calibrated floor"
     ),
     "ours-recall-lexical": (
         "`MemoryStore.recall`, limit 10: the store's entries only (one source), exact BM25 over the "
@@ -43,7 +43,7 @@ INCLUDES: Final = {
     ),
     "ours-recall-hybrid": (
         "`MemoryStore.recall`, limit 10, hybrid: entries only, MiniLM embedding inside, exact BM25 and "
-        "cosine search of the stored vectors (an HNSW graph, approximate, above 20,000 vectors a corpus, exact "
+        "cosine search of the stored vectors (an HNSW graph, approximate, above 20,000 vectors a namespace, exact "
         "below; every hit re-scored exactly), calibrated floor"
     ),
     "minilm": "one query embedding: our int8 MiniLM on onnxruntime (`embed([task])`)",
