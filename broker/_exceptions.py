@@ -6,7 +6,8 @@
     ├── BrokerClosedError              the actor was used after it closed
     └── SourceError                    a source could not do its work
         ├── CandidateError             a source returned a malformed candidate
-        └── (sources.StoreError        the SQLite file is unusable: raised by the sources package)
+        ├── (sources.StoreError        the SQLite file is unusable: raised by the sources package)
+        └── (sources.EmbedderError     an embedder returned unusable vectors: the sources package)
 
 Inside a turn, a source failure is data (a status in the trace), not an exception.
 """

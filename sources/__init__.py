@@ -24,6 +24,7 @@ from ._entries import NewEntry as NewEntry
 from ._entries import Recalled as Recalled
 from ._entries import content_id as content_id
 from ._entries import entry_errors as entry_errors
+from ._exceptions import EmbedderError as EmbedderError
 from ._exceptions import StoreError as StoreError
 from ._graphs import GraphSource as GraphSource
 from ._graphs import GraphWriter as GraphWriter
@@ -81,6 +82,7 @@ __all__ = [
     "AuditEvent",
     "Compute",
     "ConsolidatedSource",
+    "EmbedderError",
     "Engine",
     "FactWriter",
     "GraphSource",

@@ -13,6 +13,8 @@ import numkong
 import numpy as np
 import numpy.typing as npt
 
+from broker.log import get_logger
+
 from . import _ann
 from ._runs import Run
 
@@ -25,7 +27,10 @@ if TYPE_CHECKING:
 Vectors = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.int8]
 
+logger = get_logger(__name__)
+
 _GENERATIONS = itertools.count()
+_LOGGED_IDS: Final = 20  # damaged vector ids named in a warning
 _QUANTISED_ROWS = 16_384  # rows quantised at once (`quantise`): 25 MB of float32 temporaries at 384-d
 _LOWEST = np.float32(-3e38)  # a NaN 8-bit product ranks here: below every number, above masked rows
 _TYPED_OVERFETCH = 8  # the graph is asked for k * this when a typed filter drops rows after search
@@ -218,15 +223,15 @@ class Matrix:
         return len(self.stale_ids)
 
     def append(self, rows: Sequence[Row], model_id: str) -> None:
-        """Add stored rows of the current model (others only counted as stale)."""
+        """Add stored rows of the current model (others only counted as stale; damaged ones,
+        of another length or holding NaN or infinity, logged and left out: `_usable`)."""
         if rows:
             self.top = max(self.top, rows[-1][0])
-        mine = [r for r in rows if r[2] == model_id]
         self.stale_ids.update(r[0] for r in rows if r[2] != model_id)
+        mine, block = self._usable([r for r in rows if r[2] == model_id])
         if not mine:
             return
         self._reserve(self.n + len(mine))
-        block = from_blobs([r[3] for r in mine], self.dim)
         start = self.n
         self.buf[start : start + len(mine)] = block
         self.i8[start : start + len(mine)], self.i8_scale[start : start + len(mine)] = quantise(block)
@@ -245,6 +250,28 @@ class Matrix:
         self.live += len(mine)
         if self.ann is not None:
             self.ann.add(self.vids[start : self.n], block)
+
+    def _usable(self, rows: list[Row]) -> tuple[list[Row], Vectors]:
+        """The rows a search can use, with their vectors: a stored vector of another length
+        than the matrix's, or holding NaN or infinity (written around the store's checked
+        embedder), would fail every load or poison the mean cosine, so it is logged and left
+        out; its memory is searched as one without a vector until it is written again."""
+        size = 4 * self.dim
+        sized = rows if all(len(r[3]) == size for r in rows) else [r for r in rows if len(r[3]) == size]
+        block = from_blobs([r[3] for r in sized], self.dim)
+        # A row's sum is NaN or infinite when one of its values is (float64: no overflow).
+        finite = np.isfinite(block.sum(axis=1, dtype=np.float64))
+        if len(sized) == len(rows) and finite.all():
+            return sized, block
+        kept = [r for r, ok in zip(sized, finite.tolist(), strict=True) if ok]
+        bad = sorted({r[0] for r in rows} - {r[0] for r in kept})
+        logger.warning(
+            "store.vectors.damaged",
+            vector_ids=bad[:_LOGGED_IDS],
+            count=len(bad),
+            hint="write their memories again to embed them",
+        )
+        return kept, block[finite]
 
     def cosines(self, rowids: Sequence[int], query: Vectors) -> dict[int, float]:
         """The query's cosines with the current vectors of some source rows, in one product

@@ -28,6 +28,7 @@ from broker import (
 from broker.log import get_logger
 
 from . import _entry_recall, _index, _offtopic, _upkeep, _validate, _vectors
+from ._checked import checked
 from ._engine import CORPORA, CORPUS_ENTRIES, Slot
 from ._entries import (
     MEMORULE_OWNED,
@@ -78,7 +79,9 @@ class MemoryStore:
     """
 
     engine: Engine
-    embedder: Embedder | None = None
+    embedder: Embedder | None = attrs.field(default=None, converter=checked)
+    """The model that embeds the store's texts and queries, behind a check of what it returns
+    (`sources._checked`: an `EmbedderError` rather than a vector no search could use)."""
     mode: str = "hybrid"
     _vindex: _vectors.VectorIndex | None = None
     _references: SingleFlight[tuple[int, str, int, str], Reference] = attrs.field(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import structlog
+import structlog.testing
 from gc_kit import tracked_reachable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from sources import _matrix
-from sources._matrix import DenseRun, Exact, Hit, Matrix, approx_dot, dot, quantise, shortlist, to_blob
+from sources._matrix import DenseRun, Exact, Hit, Matrix, Row, approx_dot, dot, quantise, shortlist, to_blob
 
 _FLOATS = st.floats(-1, 1, width=32, allow_nan=False)
 _MATRIX_AND_QUERY = st.integers(1, 64).flatmap(
@@ -241,3 +243,27 @@ def test_a_dense_run_gives_back_the_hits_it_packed(pairs: list[tuple[int, float]
     assert run.head(depth).cosine_of() == {h.rowid: h.cosine for h in hits[:depth]}
     assert run == DenseRun.pack(list(hits))
     assert tracked_reachable(run) == 1
+
+
+def test_a_damaged_stored_vector_is_left_out_and_logged() -> None:
+    """A stored vector of another length or holding NaN (written around the checked embedder)
+    is never searched and never reaches the mean cosine; a warning names its id."""
+    rng = np.random.default_rng(31)
+    good = rng.standard_normal((3, 8)).astype(np.float32)
+    good /= np.linalg.norm(good, axis=1, keepdims=True)
+    nan = good[0].copy()
+    nan[2] = np.nan
+    rows: list[Row] = [
+        (1, 10, "m", to_blob(good[0]), None),
+        (2, 11, "m", to_blob(good[1][:7]), None),  # one value short
+        (3, 12, "m", to_blob(nan), None),
+        (4, 13, "m", to_blob(good[2]), None),
+    ]
+    matrix = Matrix(dim=8, exact_limit=100)
+    with structlog.testing.capture_logs() as logs:
+        matrix.append(rows, "m")
+    assert (matrix.n, matrix.live) == (2, 2)
+    assert {h.rowid for h in matrix.search(good[1], 4, None)} == {10, 13}
+    assert np.isfinite(matrix.mean_cosine(good[0]))
+    (warning,) = [e for e in logs if e["event"] == "store.vectors.damaged"]
+    assert (warning["vector_ids"], warning["count"]) == ([2, 3], 2)

@@ -1,0 +1,67 @@
+"""The store's embedder, checked at the boundary: what it returns is one row of `dim` finite
+values per text, or an `EmbedderError` says what it returned instead.
+
+A vector that is not is never stored or searched with: a NaN row once written made the
+namespace's mean cosine NaN and closed its gate on every later turn, and a row of another
+length made every later load of the namespace's vectors fail.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._exceptions import EmbedderError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy.typing as npt
+
+    from broker.abc import Embedder
+
+
+class CheckedEmbedder:
+    """An `Embedder` whose every answer is checked (`checked_vectors`); `inner` is the one wrapped."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return checked_vectors(self.inner.embed(texts), len(texts), self.inner.dim, self.inner.model_id)
+
+
+def checked(embedder: Embedder | None) -> Embedder | None:
+    """`embedder` behind a `CheckedEmbedder` (once: a checked one is returned as it is)."""
+    if embedder is None or isinstance(embedder, CheckedEmbedder):
+        return embedder
+    return CheckedEmbedder(embedder)
+
+
+def checked_vectors(vectors: object, count: int, dim: int, model_id: str) -> npt.NDArray[np.float32]:
+    """`vectors` as a float32 (count, dim) array of finite values; EmbedderError if they are not."""
+    try:
+        array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        msg = f"embedder {model_id!r} returned {type(vectors).__name__}, not an array of numbers: {exc}"
+        raise EmbedderError(msg) from None
+    if array.shape != (count, dim):
+        msg = f"embedder {model_id!r} returned shape {array.shape} for {count} texts, not {(count, dim)}"
+        raise EmbedderError(msg)
+    if not np.isfinite(array).all():
+        bad = int((~np.isfinite(array).all(axis=1)).sum())
+        msg = f"embedder {model_id!r} returned {bad} of {count} vectors holding NaN or infinite values"
+        raise EmbedderError(msg)
+    return array
+
+
+__all__ = ["CheckedEmbedder", "checked", "checked_vectors"]

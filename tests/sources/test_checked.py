@@ -1,0 +1,130 @@
+"""The store's embedder is checked at the boundary (`sources._checked`): vectors no search could
+use are refused with an `EmbedderError`, never written, never cached for the process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker import Namespace
+from sources import EmbedderError, MemoryStore, NewEntry
+from sources._checked import CheckedEmbedder, checked, checked_vectors
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    import numpy.typing as npt
+
+NS = Namespace(tenant_id="t")
+
+
+class Ones:
+    """A fake model: every text is the unit vector along the first axis."""
+
+    model_id = "ones"
+    dim = 4
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed every text as the first axis."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+class Broken(Ones):
+    """`Ones`, except for the texts holding `bad`: NaN rows, or (`short`) the whole answer one value short."""
+
+    def __init__(self, bad: str, *, short: bool = False) -> None:
+        self.bad, self.short = bad, short
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed as `Ones`, then break the batch holding `bad`."""
+        out = super().embed(texts)
+        hit = [self.bad in t for t in texts]
+        if any(hit) and self.short:
+            return out[:, :-1]
+        out[np.array(hit, dtype=bool)] = np.nan
+        return out
+
+
+@given(st.integers(0, 5), st.integers(1, 8), st.floats(-1, 1, width=32))
+def test_finite_vectors_of_the_right_shape_pass_as_they_are(count: int, dim: int, value: float) -> None:
+    """What a sound embedder returns comes back unchanged, as float32."""
+    vectors = np.full((count, dim), value, dtype=np.float64)
+    got = checked_vectors(vectors, count, dim, "m")
+    assert got.dtype == np.float32
+    assert np.array_equal(got, vectors.astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    ("vectors", "says"),
+    [
+        (np.ones((2, 3), dtype=np.float32), "shape (2, 3) for 2 texts, not (2, 4)"),
+        (np.ones((3, 4), dtype=np.float32), "shape (3, 4) for 2 texts"),
+        (
+            np.array([[1, 0, 0, np.inf], [1, 0, 0, 0]], dtype=np.float32),
+            "1 of 2 vectors holding NaN or infinite",
+        ),
+        ([["a", "b", "c", "d"]] * 2, "not an array of numbers"),
+    ],
+)
+def test_vectors_no_search_could_use_are_an_embedder_error(vectors: object, says: str) -> None:
+    """Another shape, NaN or infinity, or no numbers at all: an EmbedderError saying which, naming the model."""
+    with pytest.raises(EmbedderError, match="embedder 'm'") as caught:
+        checked_vectors(vectors, 2, 4, "m")
+    assert says in str(caught.value)
+
+
+def test_a_store_checks_its_embedder_once() -> None:
+    """The store's embedder is wrapped once; None stays None."""
+    inner = Ones()
+    wrapped = checked(inner)
+    assert isinstance(wrapped, CheckedEmbedder)
+    assert wrapped.inner is inner
+    assert (wrapped.model_id, wrapped.dim) == ("ones", 4)
+    assert checked(wrapped) is wrapped
+    assert checked(None) is None
+
+
+@pytest.mark.parametrize("short", [False, True])
+def test_a_write_the_embedder_fails_writes_nothing(tmp_path: Path, short: bool) -> None:
+    """A batch whose vectors come back NaN (or of another shape) raises EmbedderError and writes
+    no row of the batch; the store's other memories stay searchable."""
+    with MemoryStore.open(tmp_path / "c.db", mode="hybrid", embedder=Broken("poison", short=short)) as store:
+        store.add_entry("the deploy runbook lives in the wiki", namespace=NS)
+        with pytest.raises(EmbedderError):
+            store.add_entries([NewEntry(text="a sound note"), NewEntry(text="a poison note")], namespace=NS)
+        assert store.stats(namespace=NS)["entries"] == 1
+        found = store.recall("where does the deploy runbook live", namespace=NS, min_score=0.0)
+        assert [r.memory.text for r in found] == ["the deploy runbook lives in the wiki"]
+
+
+class WrongDim(Ones):
+    """A model that says 4 dimensions and returns 3 (under another fake's model id)."""
+
+    model_id = "shared-id"
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed as `Ones`, one dimension short."""
+        return super().embed(texts)[:, :3]
+
+
+class SharedId(Ones):
+    """A sound model under the id `WrongDim` also claims."""
+
+    model_id = "shared-id"
+
+
+def test_a_model_that_returns_the_wrong_dimension_fails_at_open_and_poisons_nothing(tmp_path: Path) -> None:
+    """A dense store with such a model fails when it opens (its first embedding), with an
+    EmbedderError; a sound model of the same id opened next in the process is unaffected."""
+    with pytest.raises(EmbedderError, match=r"shape \(\d+, 3\)"):
+        MemoryStore.open(tmp_path / "w.db", mode="hybrid", embedder=WrongDim())
+    with MemoryStore.open(tmp_path / "s.db", mode="hybrid", embedder=SharedId()) as store:
+        store.add_entry("the deploy runbook lives in the wiki", namespace=NS)
+        assert store.recall("where does the deploy runbook live", namespace=NS, min_score=0.0)
