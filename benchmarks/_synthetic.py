@@ -267,7 +267,7 @@ def _vectors_for_all(
     with store.db.read() as conn:
         ns_id = conn.namespace_id(NS)
         assert ns_id is not None  # noqa: S101 - the rows were written
-        rowids = {corpus: conn.unembedded(corpus, model_id) for corpus in _engine.CORPORA}
+        rowids = {corpus: conn.unembedded(corpus, model_id, pool.shape[1]) for corpus in _engine.CORPORA}
     for corpus, ids in rowids.items():
         for start in range(0, len(ids), BATCH):
             part = ids[start : start + BATCH]

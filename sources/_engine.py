@@ -387,15 +387,16 @@ class Reader(Protocol):
 
     # -- upkeep
 
-    def unembedded(self, corpus: int, model_id: str) -> list[int]:
-        """Rowids of the corpus (every namespace) whose vector is missing or of another
-        model, ascending."""
+    def unembedded(self, corpus: int, model_id: str, dim: int) -> list[int]:
+        """Rowids of the corpus (every namespace) whose vector is missing, of another model, or
+        of this model but not `dim` float32 values long (damaged), ascending."""
 
     def corpus_texts(self, corpus: int, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(rowid, ns_id, text) of some rows of a corpus (absent rows are left out)."""
 
-    def vector_counts(self, model_id: str, namespace: Namespace | None) -> VectorCounts:
-        """Entries (corpus 0) of one namespace (None: all) by vector state for `model_id`."""
+    def vector_counts(self, model_id: str, dim: int, namespace: Namespace | None) -> VectorCounts:
+        """Entries (corpus 0) of one namespace (None: all) by vector state for `model_id` and
+        its `dim` (a vector of the model but of another length counts as stale)."""
 
     def kind_counts(self, namespace: Namespace | None) -> list[KindCount]:
         """Entries by namespace, kind and memory type, ordered by those four."""

@@ -269,7 +269,7 @@ class Matrix:
             "store.vectors.damaged",
             vector_ids=bad[:_LOGGED_IDS],
             count=len(bad),
-            hint="write their memories again to embed them",
+            hint="reindex embeds those of another length again; write the others again with replace=True",
         )
         return kept, block[finite]
 

@@ -52,7 +52,9 @@ def _excluded(task: str) -> str | None:
     return _key(task) if getattr(_leave_self_out, "on", False) else None
 
 
-_matrices: dict[str, tuple[tuple[str, ...], npt.NDArray[np.float32]]] = {}
+_matrices: dict[tuple[str, int], tuple[tuple[str, ...], npt.NDArray[np.float32]]] = {}
+"""The off-topic tasks' vectors by (model id, dimension): two models claiming one id but not
+one dimension (a misconfigured one) never read each other's."""
 
 
 def _key(text: str) -> str:
@@ -72,11 +74,12 @@ def warm(embedder: Embedder) -> None:
 
 def _matrix(embedder: Embedder) -> tuple[tuple[str, ...], npt.NDArray[np.float32]]:
     with _lock:
-        found = _matrices.get(embedder.model_id)
+        key = (embedder.model_id, embedder.dim)
+        found = _matrices.get(key)
         if found is None:
             texts = tasks()
             found = (tuple(_key(t) for t in texts), np.asarray(embedder.embed(list(texts)), dtype=np.float32))
-            _matrices[embedder.model_id] = found
+            _matrices[key] = found
         return found
 
 

@@ -386,7 +386,8 @@ class MemoryStore:
         return True
 
     def reindex(self, *, progress: Progress | None = None) -> int:
-        """Embed every row whose vector is missing or made by another model; return how many.
+        """Embed every row whose vector is missing, made by another model, or of another length
+        than the model's (damaged); return how many.
 
         Covers entries, facts and knowledge of every namespace, in batches of EMBED_BATCH.
 
@@ -395,7 +396,7 @@ class MemoryStore:
         Leaves the store warm (`warm`): matrices reloaded, large namespaces' graphs rebuilt.
         """
         embedder = self.require_embedder("reindex")
-        todo = _upkeep.unembedded(self.engine, embedder.model_id)
+        todo = _upkeep.unembedded(self.engine, embedder.model_id, embedder.dim)
         total, done = sum(len(v) for v in todo.values()), 0
         for corpus, rowids in todo.items():
             for start in range(0, len(rowids), EMBED_BATCH):
@@ -416,10 +417,12 @@ class MemoryStore:
     def vector_status(self, *, namespace: Namespace | None = None) -> dict[str, int]:
         """Count entries by vector state.
 
-        `current`: a vector of this store's model; `stale`: of another model; `missing`: none.
+        `current`: a vector of this store's model and dimension; `stale`: of another model, or of
+        another length (damaged: `reindex` embeds them again); `missing`: none.
         """
-        model_id = self.embedder.model_id if self.embedder is not None else ""
-        return _upkeep.vector_status(self.engine, model_id, namespace)
+        if self.embedder is None:
+            return _upkeep.vector_status(self.engine, "", 0, namespace)
+        return _upkeep.vector_status(self.engine, self.embedder.model_id, self.embedder.dim, namespace)
 
     def require_embedder(self, what: str) -> Embedder:
         """The store's embedder; ConfigError naming `what` needs it when the store has none."""

@@ -14,10 +14,11 @@ if TYPE_CHECKING:
     from ._engine import Engine
 
 
-def unembedded(engine: Engine, model_id: str) -> dict[int, list[int]]:
-    """Rowids of each corpus whose vector is missing or made by another model."""
+def unembedded(engine: Engine, model_id: str, dim: int) -> dict[int, list[int]]:
+    """Rowids of each corpus whose vector is missing, made by another model, or damaged (not
+    `dim` values long)."""
     with engine.read() as conn:
-        return {corpus: conn.unembedded(corpus, model_id) for corpus in CORPORA}
+        return {corpus: conn.unembedded(corpus, model_id, dim) for corpus in CORPORA}
 
 
 def reindex_batch(engine: Engine, embedder: Embedder, corpus: int, rowids: list[int]) -> int:
@@ -37,13 +38,14 @@ def reindex_batch(engine: Engine, embedder: Embedder, corpus: int, rowids: list[
     return written
 
 
-def vector_status(engine: Engine, model_id: str, namespace: Namespace | None) -> dict[str, int]:
+def vector_status(engine: Engine, model_id: str, dim: int, namespace: Namespace | None) -> dict[str, int]:
     """Count entries by vector state.
 
-    `current`: a vector of this store's model; `stale`: of another model; `missing`: none.
+    `current`: a vector of this store's model, `dim` values long; `stale`: of another model or
+    length; `missing`: none.
     """
     with engine.read() as conn:
-        counts = conn.vector_counts(model_id, namespace)
+        counts = conn.vector_counts(model_id, dim, namespace)
     return {"current": counts.current, "stale": counts.stale, "missing": counts.missing}
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from broker.log import get_logger
 
 from . import _ann
+from ._checked import checked as checked_embedder
 from ._engine import Slot
 from ._matrix import Hit, Matrix, Vectors, from_blobs, graph_nearest, open_namespace_graph, shortlist, to_blob
 
@@ -81,12 +82,15 @@ _SCORES_KEPT: Final = 8  # 8-bit product vectors kept for reuse (80 KB each at 2
 def embed_and_store_vectors(
     writer: Writer, slot: Slot, rowids: Sequence[int], texts: Sequence[str], *, embedder: Embedder
 ) -> None:
-    """Embed texts and store their vectors in the caller's write (`Writer.store_vectors`).
+    """Embed texts and store their vectors in the caller's write (`Writer.store_vectors`),
+    checked as the store checks its own embedder's (`sources._checked`: EmbedderError).
 
     For sources that write inside their own transaction. Embedding holds the write lock
     meanwhile (about 1.3 ms a text); embed first and call `Writer.store_vectors` to avoid that.
     """
-    writer.store_vectors(slot, rowids, embedder.embed(list(texts)), embedder.model_id)
+    checked = checked_embedder(embedder)
+    assert checked is not None  # noqa: S101 - given one
+    writer.store_vectors(slot, rowids, checked.embed(list(texts)), embedder.model_id)
 
 
 # -- the in-memory index ----------------------------------------------------------------------

@@ -185,13 +185,13 @@ class PostgresReader:
 
     # -- upkeep
 
-    def unembedded(self, corpus: int, model_id: str) -> list[int]:
+    def unembedded(self, corpus: int, model_id: str, dim: int) -> list[int]:
         with self.scope.every_tenant():
             rows = self.scope.rows(
                 f"SELECT t.rowid FROM {CORPUS_TABLES[corpus]} t LEFT JOIN vectors v "
                 "ON v.corpus = %s AND v.src_rowid = t.rowid "
-                "WHERE v.model_id IS NULL OR v.model_id <> %s ORDER BY t.rowid",
-                (corpus, model_id),
+                "WHERE v.model_id IS NULL OR v.model_id <> %s OR vector_dims(v.vec) <> %s ORDER BY t.rowid",
+                (corpus, model_id, dim),
             )
         return [int(r[0]) for r in rows]
 
@@ -203,13 +203,14 @@ class PostgresReader:
             )
         return [(int(r[0]), int(r[1]), str(r[2])) for r in rows]
 
-    def vector_counts(self, model_id: str, namespace: Namespace | None) -> VectorCounts:
+    def vector_counts(self, model_id: str, dim: int, namespace: Namespace | None) -> VectorCounts:
         sql = (
-            "SELECT count(*) FILTER (WHERE v.model_id = %s), count(*) FILTER (WHERE v.model_id <> %s), "
+            "SELECT count(*) FILTER (WHERE v.model_id = %s AND vector_dims(v.vec) = %s), "
+            "count(*) FILTER (WHERE v.model_id <> %s OR vector_dims(v.vec) <> %s), "
             "count(*) FILTER (WHERE v.model_id IS NULL) "
             "FROM entries e LEFT JOIN vectors v ON v.corpus = 0 AND v.src_rowid = e.rowid"
         )
-        row = self._by_namespace(sql, (model_id, model_id), namespace, prefix="e.")[0]
+        row = self._by_namespace(sql, (model_id, dim, model_id, dim), namespace, prefix="e.")[0]
         return VectorCounts(int(row[0]), int(row[1]), int(row[2]))
 
     def kind_counts(self, namespace: Namespace | None) -> list[KindCount]:

@@ -201,14 +201,14 @@ class SqliteReader:
 
     # -- upkeep
 
-    def unembedded(self, corpus: int, model_id: str) -> list[int]:
+    def unembedded(self, corpus: int, model_id: str, dim: int) -> list[int]:
         return [
             int(r[0])
             for r in self.conn.execute(
                 f"SELECT t.rowid FROM {CORPUS_TABLES[corpus]} t LEFT JOIN vectors v "
                 "ON v.corpus = ? AND v.src_rowid = t.rowid "
-                "WHERE v.model_id IS NULL OR v.model_id != ? ORDER BY t.rowid",
-                (corpus, model_id),
+                "WHERE v.model_id IS NULL OR v.model_id != ? OR length(v.vec) != ? ORDER BY t.rowid",
+                (corpus, model_id, 4 * dim),
             )
         ]
 
@@ -216,12 +216,13 @@ class SqliteReader:
         sql = f"SELECT rowid, ns_id, text FROM {CORPUS_TABLES[corpus]} WHERE rowid IN ({{marks}})"
         return [(int(r[0]), int(r[1]), str(r[2])) for r in select_in(self.conn, sql, list(rowids))]
 
-    def vector_counts(self, model_id: str, namespace: Namespace | None) -> VectorCounts:
+    def vector_counts(self, model_id: str, dim: int, namespace: Namespace | None) -> VectorCounts:
         where, params = _namespace_filter(namespace, prefix="e.")
         row = self.conn.execute(
-            "SELECT total(v.model_id = ?), total(v.model_id != ?), total(v.model_id IS NULL) "
+            "SELECT total(v.model_id = ? AND length(v.vec) = ?), "
+            "total(v.model_id != ? OR length(v.vec) != ?), total(v.model_id IS NULL) "
             f"FROM entries e LEFT JOIN vectors v ON v.corpus = 0 AND v.src_rowid = e.rowid{where}",
-            (model_id, model_id, *params),
+            (model_id, 4 * dim, model_id, 4 * dim, *params),
         ).fetchone()
         return VectorCounts(int(row[0]), int(row[1]), int(row[2]))
 

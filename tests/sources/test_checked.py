@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+import structlog.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,3 +129,93 @@ def test_a_model_that_returns_the_wrong_dimension_fails_at_open_and_poisons_noth
     with MemoryStore.open(tmp_path / "s.db", mode="hybrid", embedder=SharedId()) as store:
         store.add_entry("the deploy runbook lives in the wiki", namespace=NS)
         assert store.recall("where does the deploy runbook live", namespace=NS, min_score=0.0)
+
+
+class Scaled(Ones):
+    """`Ones` times `scale`: rows of that length (a model run without normalisation)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed as `Ones`, scaled."""
+        return super().embed(texts) * np.float32(self.scale)
+
+
+def test_rows_not_of_unit_length_are_scaled_to_it_with_one_warning() -> None:
+    """Every score reads cosines as dot products: rows 7 long are scaled to unit length (the
+    model's own array untouched), and the embedder is warned about once, not at every call."""
+    inner = Scaled(7.0)
+    embedder = CheckedEmbedder(inner)
+    with structlog.testing.capture_logs() as logs:
+        first = embedder.embed(["a", "b"])
+        again = embedder.embed(["c"])
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0)
+    assert np.allclose(np.linalg.norm(again, axis=1), 1.0)
+    assert [e["event"] for e in logs] == ["store.embedder.not_unit"]
+    assert logs[0]["norm"] == pytest.approx(7.0)
+    with structlog.testing.capture_logs() as logs:
+        assert np.array_equal(CheckedEmbedder(Ones()).embed(["d"]), Ones().embed(["d"]))
+    assert logs == []
+
+
+def test_a_zero_row_is_refused() -> None:
+    """A zero vector points nowhere: an EmbedderError, never a row scaled by zero."""
+    with pytest.raises(EmbedderError, match="1 zero vectors"):
+        CheckedEmbedder(Scaled(0.0)).embed(["a"])
+
+
+class Words:
+    """A fake model of 64 dimensions: a text is the sum of its words' fixed random vectors,
+    normalised, times `scale`."""
+
+    model_id = "words"
+    dim = 64
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed each text as its words' vectors summed, of length `scale`."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i] += np.random.default_rng(sum(map(ord, word))).standard_normal(self.dim)
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+        return (out * self.scale).astype(np.float32)
+
+
+def test_a_model_run_without_normalisation_answers_as_the_normalised_one(tmp_path: Path) -> None:
+    """Rows 7 long made "what time is it" recall memories (a trial's finding): scaled to unit
+    length, the store selects what it selects with the same model normalised, and abstains on
+    the off-topic task."""
+    found = {}
+    for scale in (1.0, 7.0):
+        with MemoryStore.open(tmp_path / f"n{scale}.db", mode="hybrid", embedder=Words(scale)) as store:
+            store.add_entries(
+                [NewEntry(text=f"note {i} says the deploy runbook is in the wiki") for i in range(30)],
+                namespace=NS,
+            )
+            found[scale] = [
+                [r.memory.text for r in store.recall(task, namespace=NS)]
+                for task in ("what time is it", "where is the deploy runbook")
+            ]
+    assert found[7.0] == found[1.0]
+    assert found[7.0][0] == []
+    assert found[7.0][1]
+
+
+class OtherDim(Ones):
+    """A sound model of 3 dimensions under the id `SharedId` (4 dimensions) also uses."""
+
+    model_id = "shared-id"
+    dim = 3
+
+
+def test_two_models_of_one_id_but_not_one_dimension_never_share_a_cache(tmp_path: Path) -> None:
+    """The process-wide off-topic vectors are kept per model id and dimension: a store of a
+    3-dimensional model opened after a 4-dimensional one of the same id answers, not a numpy error."""
+    for n, model in enumerate((SharedId(), OtherDim())):
+        with MemoryStore.open(tmp_path / f"d{n}.db", mode="hybrid", embedder=model) as store:
+            store.add_entry("the deploy runbook lives in the wiki", namespace=NS)
+            assert store.recall("where does the deploy runbook live", namespace=NS, min_score=0.0)

@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING
 
 import attrs
+import numpy as np
 import pytest
 from store_kit import sql_rows
 
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    import numpy as np
     import numpy.typing as npt
     from store_kit import StoreOpener
 
@@ -169,6 +169,49 @@ def test_model_change_is_detected_and_reindex_fixes_it(
         assert s.vector_status() == {"current": len(NOTES), "stale": 0, "missing": 0}
         assert _ids(s, "did they get a dog?", mode="dense")[0] == "n0"
         assert s.reindex() == 0
+
+
+@attrs.frozen
+class ShortEmbedder:
+    """The real model's id and vectors, one value short: a misconfigured model under a real id."""
+
+    inner: MiniLMEmbedder
+
+    @property
+    def model_id(self) -> str:
+        """Return the wrapped model's id."""
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        """One less than the wrapped model's dimension."""
+        return self.inner.dim - 1
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed with the wrapped model, dropping the last value of each row."""
+        rows = self.inner.embed(texts)[:, :-1]
+        return rows / np_norm(rows)
+
+
+def np_norm(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Each row's length, as a column."""
+    out: npt.NDArray[np.float32] = np.linalg.norm(rows, axis=1, keepdims=True)
+    return out
+
+
+def test_vectors_of_another_length_under_the_models_id_are_stale_until_reindex(
+    make_store: StoreOpener, embedder: MiniLMEmbedder
+) -> None:
+    """Vectors a model of the same id but another dimension wrote are counted stale, left out of
+    search, and embedded again by reindex, not taken as current."""
+    with make_store(mode="hybrid", embedder=ShortEmbedder(embedder)) as short:
+        short.add_entries([NewEntry(text=t, id=f"n{i}") for i, t in enumerate(NOTES)], namespace=A)
+    with make_store(mode="hybrid", embedder=embedder) as s:
+        assert s.vector_status() == {"current": 0, "stale": len(NOTES), "missing": 0}
+        assert _ids(s, "did they get a dog?", mode="dense") == []
+        assert s.reindex() == len(NOTES)
+        assert s.vector_status() == {"current": len(NOTES), "stale": 0, "missing": 0}
+        assert _ids(s, "did they get a dog?", mode="dense")[0] == "n0"
 
 
 def test_lexical_store_loads_no_model_and_refuses_dense(make_store: StoreOpener) -> None:
