@@ -12,7 +12,7 @@ and is refused.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -35,12 +35,12 @@ UNIT_TOLERANCE = 1e-3
 of a normalised row stays within about 1e-6)."""
 
 
-class CheckedEmbedder:
-    """An `Embedder` whose every answer is checked (`checked_vectors`); `inner` is the one wrapped."""
+class WrappedEmbedder:
+    """An `Embedder` around another, `inner`, whose model id and dimension it carries; subclasses
+    say what `embed` adds."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
-        self._warned = False
 
     @property
     def model_id(self) -> str:
@@ -49,6 +49,14 @@ class CheckedEmbedder:
     @property
     def dim(self) -> int:
         return self.inner.dim
+
+
+class CheckedEmbedder(WrappedEmbedder):
+    """An `Embedder` whose every answer is checked (`checked_vectors`); `inner` is the one wrapped."""
+
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self._warned = False
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         vectors = checked_vectors(self.inner.embed(texts), len(texts), self.inner.dim, self.inner.model_id)
@@ -74,6 +82,10 @@ class CheckedEmbedder:
         return scaled
 
 
+@overload
+def checked(embedder: Embedder) -> Embedder: ...
+@overload
+def checked(embedder: None) -> None: ...
 def checked(embedder: Embedder | None) -> Embedder | None:
     """`embedder` behind a `CheckedEmbedder` (once: a checked one is returned as it is)."""
     if embedder is None or isinstance(embedder, CheckedEmbedder):
@@ -98,4 +110,4 @@ def checked_vectors(vectors: object, count: int, dim: int, model_id: str) -> npt
     return array
 
 
-__all__ = ["CheckedEmbedder", "checked", "checked_vectors"]
+__all__ = ["CheckedEmbedder", "WrappedEmbedder", "checked", "checked_vectors"]

@@ -432,13 +432,13 @@ class Matrix:
 def open_namespace_graph(
     matrices: Sequence[Matrix], path: Path | None, current: NamespaceGraph | None = None
 ) -> NamespaceGraph | None:
-    """Attach a namespace's matrices to one graph over the live rows of them all: `current`
+    """Attach a namespace's matrices (at least one) to one graph over the live rows of them all: `current`
     brought up to date (a matrix was reloaded, or rows changed without it), else the graph kept
     at `path` restored and brought up to date, else a new one (seconds to minutes; saved at
     `path`). None when usearch is not installed."""
     total = sum(m.live for m in matrices)
     ids = np.empty(total, dtype=np.int64)
-    vectors = np.empty((total, matrices[0].dim if matrices else 0), dtype=np.float32)
+    vectors = np.empty((total, matrices[0].dim), dtype=np.float32)
     at = 0
     for m in (m for m in matrices if m.live):  # one copy of the rows, not one per matrix and one joined
         live = m.alive[: m.n]

@@ -22,6 +22,7 @@ from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace
 from broker.log import get_logger
 
 from . import _analysis, _batch, _index, _results, _validate
+from ._checked import WrappedEmbedder
 from ._engine import ReadStop, Slot
 from ._relevance import DENSE_MODES, LexicalRun
 from ._results import ResultCache
@@ -363,7 +364,7 @@ _PING = Namespace(tenant_id="ping")
 # -- scoring and candidates -----------------------------------------------------------------
 
 
-class QueryCache:
+class QueryCache(WrappedEmbedder):
     """An Embedder that remembers its last single-text (query) vectors.
 
     Concurrent sources asking for the same task wait for one embedding (single flight)
@@ -373,16 +374,8 @@ class QueryCache:
     _SIZE = 64
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._vectors: SingleFlight[str, npt.NDArray[np.float32]] = SingleFlight(size=self._SIZE)
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def holds(self, text: str) -> bool:
         """Whether the vector of `text` is cached."""

@@ -88,9 +88,8 @@ def embed_and_store_vectors(
     For sources that write inside their own transaction. Embedding holds the write lock
     meanwhile (about 1.3 ms a text); embed first and call `Writer.store_vectors` to avoid that.
     """
-    checked = checked_embedder(embedder)
-    assert checked is not None  # noqa: S101 - given one
-    writer.store_vectors(slot, rowids, checked.embed(list(texts)), embedder.model_id)
+    vectors = checked_embedder(embedder).embed(list(texts))
+    writer.store_vectors(slot, rowids, vectors, embedder.model_id)
 
 
 # -- the in-memory index ----------------------------------------------------------------------
