@@ -1,9 +1,13 @@
 """The `past_tasks` source: completed tasks of the namespace, scored for this turn's task.
 
-A past task enters the context only when it clears the one floor for the active task, as a
-memory does: its description and its user turns are scored on the one calibrated scale. The
-broker then reads its status and turns from the task repositories (the one authority on
-tasks) and renders it as labelled past context.
+A past task is scored on its own evidence: the probability that the active task continues or
+repeats it, from the two tasks' texts alone (`continuation_probabilities`), never from the
+namespace's memories or the task's gate in them. So a follow-up ("Do the same Postgres 16
+migration for the invoicing service") finds the completed task it follows whether or not
+any memory serves it, and scores the same in an empty namespace and a populated one. It
+enters the context only when it clears the one floor; the broker then reads its status and
+turns from the task repositories (the one authority on tasks) and renders it as labelled
+past context. Past-task text never joins the query.
 
 Past tasks have no stored vectors: in dense modes their texts are embedded when first seen
 and kept (`_EMBEDDED` texts per source), so a turn pays only for tasks completed since.
@@ -12,88 +16,209 @@ and kept (`_EMBEDDED` texts per source), so a turn pays only for tasks completed
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, ClassVar, Final
 
 import attrs
+import numpy as np
 
-from broker import Candidate
+from broker import Candidate, ConfigError
 
 from . import _analysis
-from ._relevance import DENSE_MODES
+from ._relevance import DENSE_MODES, idf
 from ._singleflight import SingleFlight
 from ._source_base import ReaderSource, best_first
 
 if TYPE_CHECKING:
-    import numpy as np
+    from collections.abc import Sequence
+
     import numpy.typing as npt
 
     from broker.abc import Embedder, SourceRequest
 
     from ._engine import Reader
-    from ._scorer import Scorer
 
 PAST_TASK_DEPTH: Final = 20
 """The most recently completed tasks a turn considers."""
 _TEXT_CHARS: Final = 2_000  # of description and user turns, scored as one text
 _EMBEDDED: Final = 256
+_NAMESPACES: Final = 16  # namespaces whose recent past tasks are kept, at their write generation
+
+# The evidence that the active task continues or repeats a past task, as log-odds.
+#
+# Lexical: a likelihood ratio over the active task's informative terms. A term the past task
+# shares gains its surprisal among the past tasks (its IDF over them, under the namespaces'
+# pseudo-document prior, `_relevance.idf`: at most idf(20, 1) = 4.39 nats for a term one of
+# 20 past tasks holds), less one bit; a term it does not share costs one bit. One bit because
+# each term of a task that continues another is as likely to be carried over as not
+# (TERM_ODDS = 1/2), so a long active task must share more. The shared numbers of a task
+# count as one term, the rarest: the analyser splits a version or a quantity into its digits
+# ("2.3.1" is 2, 3 and 1), which are one fact, not three ("testing 1 2 3" shares nothing with
+# the 2.3.1 release notes). EVIDENCE_PRIOR is the prior log-odds against a continuation; 5.5
+# puts the floor (log-odds -0.32) between one shared term and two: one term, however rare,
+# never clears it (4.39 - 0.69 - 5.5 = -1.8, p = 0.14), so "what time is it" pulls in no
+# timesheet task; two distinctive terms clear it in a task of up to five informative terms
+# (8.78 - 5 x 0.69 - 5.5 = -0.19, p = 0.45), a longer task needs a third. (As a prior: odds of
+# about 1 in 245 that the active task continues a given completed task before any word is
+# compared, about one turn in twelve continuing one of twenty.)
+#
+# Dense: a logistic of the cosine of the two tasks' MiniLM vectors. A task's own follow-up or
+# repeat lies at about 0.55-0.95 from it, two different tasks of one team mostly under 0.5,
+# small talk under 0.4: even odds at COSINE_MIDPOINT = 0.57, and COSINE_SLOPE = 20 makes a
+# 0.1 step of cosine two logits (p from 0.27 to 0.73), so the floor sits at cosine 0.555.
+#
+# Hybrid: the mean of the two log-odds. The two views see the same words, so their evidence is
+# not independent and is averaged rather than added: a continuation in both views clears the
+# floor, one seen in neither does not, and a task close in meaning but sharing no distinctive
+# word (or sharing words in another sense) is decided by how strongly each view holds.
+TERM_ODDS: Final = 0.5
+EVIDENCE_PRIOR: Final = 5.5
+COSINE_MIDPOINT: Final = 0.57
+COSINE_SLOPE: Final = 20.0
+
+
+@attrs.frozen(kw_only=True)
+class PastTaskText:
+    """A completed task as it is scored: its id, when it completed, its text (description and
+    user turns) and that text's informative terms."""
+
+    task_id: str
+    completed_at: str
+    text: str
+    terms: frozenset[str]
 
 
 @attrs.define(eq=False)
 class PastTaskSource(ReaderSource):
-    """Completed tasks of the namespace that clear the floor for the active task."""
+    """Completed tasks of the namespace that the active task continues or repeats, on the one
+    floor. Not gated: a past task is scored on its own evidence, not the namespace's memories."""
 
     name: ClassVar[str] = "past_tasks"
-    gated: ClassVar[bool] = True
     _vectors: SingleFlight[str, npt.NDArray[np.float32]] = attrs.field(
         factory=lambda: SingleFlight(size=_EMBEDDED), init=False
+    )
+    _recent: SingleFlight[tuple[int, int], tuple[PastTaskText, ...]] = attrs.field(
+        factory=lambda: SingleFlight(size=_NAMESPACES), init=False
     )
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         ns_id = conn.namespace_id(request.namespace)
-        if ns_id is None:
+        task_terms = frozenset(_analysis.query_terms(request.task))
+        if ns_id is None or not task_terms:  # no informative term ("thanks!"): nothing continues
             return []
-        rows = _recent(conn, ns_id)
-        if not rows:
+        past = self._recent.get((ns_id, conn.generation(ns_id)), lambda: _recent(conn, ns_id))
+        if not past:
             return []
-        scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
-        if self._gate_closed(scorer):  # no past task can reach the floor: none is rendered
-            return []
-        texts = [_text(conn, ns_id, task_id, description) for task_id, description, _at in rows]
-        rels = scorer.relevances([_analysis.terms(t) for t in texts], texts, self._vectors_of(scorer, texts))
+        scores = continuation_probabilities(
+            self._mode(request), task_terms, past, self._cosines(request, past)
+        )
         return best_first(
-            (
-                Candidate(
-                    entry_id=task_id,
-                    source=self.name,
-                    score=rel.score,
-                    qpp=rel.qpp,
-                    band=rel.band,
-                    text=text,
-                    block="history",
-                    created_at=at,
-                )
-                for (task_id, _d, at), text, rel in zip(rows, texts, rels, strict=True)
-            ),
+            (_candidate(self.name, p, score) for p, score in zip(past, scores, strict=True)),
             request.limit,
             self.min_score,
         )
 
-    def _vectors_of(self, scorer: Scorer, texts: list[str]) -> list[npt.NDArray[np.float32] | None]:
-        embedder = scorer.embedder
-        if scorer.mode not in DENSE_MODES or embedder is None:
-            return [None] * len(texts)
-        return [self._vectors.get(t, functools.partial(_embed_one, embedder, t)) for t in texts]
+    def _cosines(self, request: SourceRequest, past: Sequence[PastTaskText]) -> list[float] | None:
+        """The cosine of the task with each past task in dense modes (None in lexical mode):
+        the task's vector from the store's query cache, the past tasks' embedded once each
+        (those not seen yet in one batch)."""
+        if self._mode(request) not in DENSE_MODES:
+            return None
+        embedder = self._reader.embedder
+        if embedder is None:
+            mode = self._mode(request)
+            msg = f"recall mode {mode!r} needs an embedder; open the store with one or use mode='lexical'"
+            raise ConfigError(msg)
+        missing = list(dict.fromkeys(p.text for p in past if not self._vectors.holds(p.text)))
+        fresh = dict(zip(missing, embedder.embed(missing), strict=True)) if missing else {}
+        query = embedder.embed([request.task])[0]
+        return [
+            float(query @ self._vectors.get(p.text, functools.partial(_vector, embedder, fresh, p.text)))
+            for p in past
+        ]
+
+    def _mode(self, request: SourceRequest) -> str:
+        return request.mode or self.default_mode
 
 
-def _embed_one(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
-    vector: npt.NDArray[np.float32] = embedder.embed([text])[0]
+def continuation_probabilities(
+    mode: str, task_terms: frozenset[str], past: Sequence[PastTaskText], cosines: Sequence[float] | None
+) -> list[float]:
+    """The probability that the active task (its informative terms; its cosine with each past
+    task in dense modes) continues or repeats each past task, in `mode` (see the constants)."""
+    if mode == "lexical" or cosines is None:
+        logits = lexical_logits(task_terms, past)
+    elif mode == "dense":
+        logits = dense_logits(cosines)
+    else:
+        logits = [
+            (a + b) / 2 for a, b in zip(lexical_logits(task_terms, past), dense_logits(cosines), strict=True)
+        ]
+    return [_sigmoid(z) for z in logits]
+
+
+def lexical_logits(task_terms: frozenset[str], past: Sequence[PastTaskText]) -> list[float]:
+    """Log-odds that the task continues each past task, from the terms they share, each
+    weighted by its rarity among these past tasks."""
+    df: dict[str, int] = {}
+    for p in past:
+        for t in p.terms & task_terms:
+            df[t] = df.get(t, 0) + 1
+    weight = {t: idf(len(past), n) for t, n in df.items()}
+    bit = math.log(1.0 / TERM_ODDS)
+    cost = bit * len(task_terms) + EVIDENCE_PRIOR
+    return [_shared_evidence(p.terms & task_terms, weight) - cost for p in past]
+
+
+def _shared_evidence(shared: frozenset[str], weight: dict[str, float]) -> float:
+    """The surprisal of the shared terms, the shared numbers counted once (their rarest)."""
+    words = sum(weight[t] for t in shared if not t.isdigit())
+    return words + max((weight[t] for t in shared if t.isdigit()), default=0.0)
+
+
+def dense_logits(cosines: Sequence[float]) -> list[float]:
+    """Log-odds that the task continues each past task, from their cosines."""
+    return [COSINE_SLOPE * (c - COSINE_MIDPOINT) for c in cosines]
+
+
+def _vector(
+    embedder: Embedder, fresh: dict[str, npt.NDArray[np.float32]], text: str
+) -> npt.NDArray[np.float32]:
+    """A past task's vector: embedded with the turn's batch, or alone (evicted meanwhile)."""
+    found = fresh.get(text)
+    vector: npt.NDArray[np.float32] = embedder.embed([text])[0] if found is None else found
     return vector
 
 
-def _recent(conn: Reader, ns_id: int) -> list[tuple[str, str, str]]:
-    return [
-        (r.task_id, r.description, r.updated_at) for r in conn.tasks.completed(ns_id, limit=PAST_TASK_DEPTH)
-    ]
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+def _candidate(source: str, past: PastTaskText, score: float) -> Candidate:
+    return Candidate(
+        entry_id=past.task_id,
+        source=source,
+        score=score,
+        text=past.text,
+        block="history",
+        created_at=past.completed_at,
+    )
+
+
+def _recent(conn: Reader, ns_id: int) -> tuple[PastTaskText, ...]:
+    """The namespace's most recently completed tasks, newest first, as they are scored."""
+    out = []
+    for r in conn.tasks.completed(ns_id, limit=PAST_TASK_DEPTH):
+        text = _text(conn, ns_id, r.task_id, r.description)
+        out.append(
+            PastTaskText(
+                task_id=r.task_id,
+                completed_at=r.updated_at,
+                text=text,
+                terms=frozenset(_analysis.terms(text)),
+            )
+        )
+    return tuple(out)
 
 
 def _text(conn: Reader, ns_id: int, task_id: str, description: str) -> str:

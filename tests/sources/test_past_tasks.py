@@ -1,7 +1,9 @@
-"""The `past_tasks` source: a completed task enters only when it clears the floor for the turn's task."""
+"""The `past_tasks` source: a completed task enters only when it clears the floor for the turn's task,
+scored on its own evidence (the active task continues or repeats it), whatever the memories."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import pytest
@@ -11,6 +13,8 @@ from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import SourceRequest
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, PastTaskSource, SqliteTaskRepository, StoreReader
+from sources._analysis import query_terms
+from sources._past_tasks import PAST_TASK_DEPTH, PastTaskText, lexical_logits
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -74,3 +78,110 @@ async def test_another_tenant_sees_none_of_them(store: MemoryStore) -> None:
     source = PastTaskSource(StoreReader(store=store))
     other = Namespace(tenant_id="bobco")
     assert await source.fetch(SourceRequest(task=TASK, namespace=other)) == []
+
+
+# -- a follow-up and the task it continues, with and without memories ----------------------
+
+MIGRATION = "Migrate the billing service database from Postgres 14 to Postgres 16"
+FOLLOW_UP = "Do the same Postgres 16 migration for the invoicing service"
+OTHERS = {
+    "chairs": "Order new ergonomic chairs for the design team",
+    "kafka": "Rotate the expiring Kafka broker TLS certificates",
+    "timesheet": "Track time spent on the invoicing project",
+    "notes": "Write the release notes for the Lighthouse 2.3.1 hotfix release",
+}
+"""Completed tasks the follow-up does not continue; two share a word with it or with a trivial
+task ("invoicing", "time", the digits of 2.3.1)."""
+TRIVIAL = [
+    "what time is it",
+    "thanks!",
+    "testing 1 2 3",
+    "what day of the week is it today",
+    "tell me a joke",
+]
+
+
+@pytest.fixture(params=["lexical", "dense", "hybrid"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """The recall mode under test."""
+    value: str = request.param
+    return value
+
+
+@pytest.fixture(params=["no memories", "memories"])
+def follow_store(make_store: StoreOpener, mode: str, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+    """The migration and four other completed tasks, in a namespace with no memory at all or with
+    the background notes and a note on the billing database."""
+    with make_store(mode=mode) as s:
+        if request.param == "memories":
+            s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
+            s.add_entry("The billing database runs Postgres 14 on three nodes.", namespace=NS)
+        repo = SqliteTaskRepository.from_store(s)
+        for task_id, text in {"migration": MIGRATION, **OTHERS}.items():
+            repo.create_task(text, namespace=NS, task_id=task_id)
+            repo.append_turn(task_id, "user", text, namespace=NS)
+            repo.set_status(task_id, "completed", namespace=NS)
+        yield s
+
+
+async def scores(store: MemoryStore, task: str) -> dict[str, float]:
+    """Every past task's score for `task` (the source at floor 0)."""
+    source = PastTaskSource(StoreReader(store=store), min_score=0.0)
+    got = await source.fetch(SourceRequest(task=task, namespace=NS, mode=store.mode))
+    return {c.entry_id: c.score for c in got}
+
+
+async def test_a_follow_up_gets_the_task_it_continues(follow_store: MemoryStore) -> None:
+    """The follow-up clears the floor for the migration it continues, with or without memories."""
+    got = await fetch(follow_store, FOLLOW_UP)
+    assert set(got) == {"migration"}
+    assert got["migration"] >= RECALL_MIN_SCORE
+
+
+async def test_completed_tasks_the_follow_up_does_not_continue_stay_under_the_floor(
+    follow_store: MemoryStore,
+) -> None:
+    """A completed task sharing one word with the follow-up ("invoicing") is not injected."""
+    got = await scores(follow_store, FOLLOW_UP)
+    assert all(got.get(task_id, 0.0) < RECALL_MIN_SCORE for task_id in OTHERS)
+
+
+@pytest.mark.parametrize("task", TRIVIAL)
+async def test_a_trivial_task_pulls_in_no_past_task(follow_store: MemoryStore, task: str) -> None:
+    """Small talk gets no past task, even one sharing its word ("time") or digits (2.3.1)."""
+    assert await fetch(follow_store, task) == {}
+
+
+async def test_a_past_task_scores_the_same_whatever_the_memories(make_store: StoreOpener, mode: str) -> None:
+    """The score is the past task's own evidence: writing memories into the namespace changes it not."""
+    with make_store(mode=mode) as s:
+        repo = SqliteTaskRepository.from_store(s)
+        repo.create_task(MIGRATION, namespace=NS, task_id="migration")
+        repo.set_status("migration", "completed", namespace=NS)
+        before = await scores(s, FOLLOW_UP)
+        s.add_entries([NewEntry(text=t) for t in background_memories()], namespace=NS)
+        assert await scores(s, FOLLOW_UP) == pytest.approx(before)
+
+
+def past(*texts: str) -> list[PastTaskText]:
+    return [
+        PastTaskText(task_id=str(i), completed_at="2026-01-01", text=t, terms=frozenset(query_terms(t)))
+        for i, t in enumerate(texts)
+    ]
+
+
+def test_one_shared_term_never_clears_the_floor() -> None:
+    """One shared word, however rare and however short the task, never clears the floor alone."""
+    filler = [f"Unrelated chore number {chr(97 + i)}{chr(97 + i)}" for i in range(PAST_TASK_DEPTH - 1)]
+    (logit, *_) = lexical_logits(frozenset(query_terms("timesheet")), past("Approve the timesheet", *filler))
+    assert 1 / (1 + math.exp(-logit)) < RECALL_MIN_SCORE
+
+
+def test_the_digits_of_one_number_count_once() -> None:
+    """'2.3.1' is one version, not three shared terms: 'testing 1 2 3' does not continue its notes."""
+    (digits, words) = lexical_logits(frozenset(query_terms("testing 1 2 3")), past("Notes for 2.3.1", "Plan"))
+    (versioned, _) = lexical_logits(
+        frozenset(query_terms("Notes for 2.3.2")), past("Notes for 2.3.1", "Plan")
+    )
+    assert 1 / (1 + math.exp(-digits)) < RECALL_MIN_SCORE <= 1 / (1 + math.exp(-versioned))
+    assert words < digits

@@ -372,7 +372,7 @@ async def _unknown_gate(
 async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
     background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch, mode: str | None
 ) -> None:
-    """On a task whose gate stays closed, the seven gated sources answer nothing after one read between them, also when the request leaves the mode to the store; memorules (tenant-wide) reads on its own."""
+    """On a task whose gate stays closed, the six gated sources answer nothing after one read between them, also when the request leaves the mode to the store; memorules (tenant-wide) and past_tasks (on its own evidence) read on their own."""
     reads: list[str] = []
     real = StoreReader._work
 
@@ -385,13 +385,13 @@ async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
     assert len(found) == 8
     assert not any(found.values())
     turn = [r for r in reads if r != "_ping"]  # the sources' opens ping the store first
-    assert len(turn) == 2, turn
+    assert len(turn) == 3, turn
 
 
 async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
     background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Answers given on a closed gate without a read are kept at the store's change stamp: the same task asked again on an unchanged store reads nothing (an engine without a change stamp, PostgreSQL, reads the gate and memorules' kept answer again)."""
+    """Answers given on a closed gate without a read are kept at the store's change stamp: the same task asked again on an unchanged store reads nothing (an engine without a change stamp, PostgreSQL, reads the gate and the ungated sources' kept answers again)."""
     reads: list[str] = []
     real = StoreReader._work
 
@@ -402,9 +402,9 @@ async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
     monkeypatch.setattr(StoreReader, "_work", counted)
     found = await _answers(background_store, "bake a sourdough loaf with rye flour", result_cache=64, turns=2)
     assert not any(found.values())
-    again = 0 if background_store.engine.change_stamp(wait=True) is not None else 2
+    again = 0 if background_store.engine.change_stamp(wait=True) is not None else 3
     turns = [r for r in reads if r != "_ping"]
-    assert len(turns) == 2 + again, turns  # the first turn's two reads, then the second's
+    assert len(turns) == 3 + again, turns  # the first turn's three reads, then the second's
 
 
 async def test_a_later_turns_source_never_waits_on_an_earlier_turns_gate(
