@@ -6,6 +6,7 @@ from ._blocks import MEMORY_BLOCKS as MEMORY_BLOCKS
 from ._broker import ContextBroker as ContextBroker
 from ._broker import open_broker as open_broker
 from ._broker import query_of as query_of
+from ._candidates import SourceAnswer as SourceAnswer
 from ._candidates import validate_candidate as validate_candidate
 from ._exceptions import BrokerClosedError as BrokerClosedError
 from ._exceptions import BrokerError as BrokerError
@@ -77,6 +78,7 @@ __all__ = [
     "SelectedBlock",
     "SelectionResult",
     "SessionContext",
+    "SourceAnswer",
     "SourceError",
     "SourceOutcome",
     "SourceStatus",

@@ -13,7 +13,8 @@ the best memory of the turn, and the cut bounds the work every later step does o
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import overload
 
 import attrs
 
@@ -21,6 +22,54 @@ from ._blocks import MEMORY_BLOCKS
 from ._exceptions import CandidateError
 from ._fields import MAX_ID_CHARS, MAX_TEXT_CHARS
 from ._model import Candidate
+
+
+def _as_tuple(candidates: Iterable[Candidate]) -> tuple[Candidate, ...]:
+    return tuple(candidates)
+
+
+def _as_frozenset(keys: Iterable[Hashable]) -> frozenset[Hashable]:
+    return frozenset(keys)
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class SourceAnswer(Sequence[Candidate]):
+    """A source's answer that also says which memories it considered: its candidates, as the
+    sequence `Source.fetch` returns, and `considered`, the keys of the memories its retrieval
+    weighed, returned or not (below the floor included). A source may return one instead of a
+    plain sequence; the trace then counts those memories among `memory_candidates`, each once
+    (a candidate drawn from them carries its key as `Candidate.retrieval_key`). Measurement,
+    never injection: nothing considered is selected unless it is a candidate.
+
+    It compares and hashes as the tuple of its candidates, so `answer == []` still says "no
+    candidate" to a caller that reads the answer as a list.
+    """
+
+    candidates: tuple[Candidate, ...] = attrs.field(default=(), converter=_as_tuple)
+    considered: frozenset[Hashable] = attrs.field(default=frozenset(), converter=_as_frozenset)
+
+    @overload
+    def __getitem__(self, index: int) -> Candidate: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Candidate]: ...
+    def __getitem__(self, index: int | slice) -> Candidate | Sequence[Candidate]:
+        return self.candidates[index]
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return iter(self.candidates)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SourceAnswer):
+            return self.candidates == other.candidates
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return self.candidates == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.candidates)
 
 
 def validate_candidates(found: object) -> tuple[Candidate, ...]:
@@ -33,6 +82,17 @@ def validate_candidates(found: object) -> tuple[Candidate, ...]:
     return tuple(validate_candidate(c) for c in found)
 
 
+def considered_of(found: object) -> frozenset[Hashable]:
+    """The keys of the memories a source's answer says it considered (a `SourceAnswer`'s
+    `considered`; nothing for a plain sequence), or CandidateError if they are not a frozenset."""
+    if not isinstance(found, SourceAnswer):
+        return frozenset()
+    considered: object = found.considered
+    if not isinstance(considered, frozenset):
+        raise CandidateError(f"considered must be a frozenset, got {type(considered).__name__}")
+    return considered
+
+
 def validate_candidate(candidate: object) -> Candidate:
     """Return `candidate` as the broker may use it, or raise CandidateError saying what is wrong.
 
@@ -42,7 +102,7 @@ def validate_candidate(candidate: object) -> Candidate:
     - `text`: a string, cut to `MAX_TEXT_CHARS` characters when longer;
     - `score`: a finite number in [0, 1]; `block`: one of `MEMORY_BLOCKS`;
     - `memory_type` and `created_at`: None or a string of at most `MAX_ID_CHARS` characters;
-    - `metadata`: a mapping.
+    - `metadata`: a mapping; `retrieval_key`: None or hashable.
     """
     if not isinstance(candidate, Candidate):
         raise CandidateError(f"expected a Candidate, got {type(candidate).__name__}")
@@ -65,6 +125,8 @@ def validate_candidate(candidate: object) -> Candidate:
     metadata: object = candidate.metadata
     if not isinstance(metadata, Mapping):
         problems.append("metadata must be a mapping")
+    if not _hashable(candidate.retrieval_key):
+        problems.append("retrieval_key must be hashable")
     if problems:
         raise CandidateError(f"malformed candidate: {'; '.join(problems)}", source=_name(candidate))
     if len(candidate.text) > MAX_TEXT_CHARS:
@@ -96,6 +158,14 @@ def _encoding_problems(field: str, value: str) -> list[str]:
     except UnicodeEncodeError:
         return [f"{field} must be valid Unicode (no lone surrogates)"]
     return []
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _name(candidate: Candidate) -> str:

@@ -10,7 +10,8 @@ candidates takes them, and is cut last, is the source's call.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 import attrs
 
@@ -66,10 +67,18 @@ def _own_order(c: Candidate) -> tuple[int, float, str]:
     return (c.rank if c.rank is not None else 0, -c.score, c.entry_id)
 
 
-def tally(candidates: Sequence[Candidate], *, floor: float = RECALL_MIN_SCORE) -> tuple[Tally, Tally]:
-    """Distinct memories and distinct past tasks surfaced, and how many cleared the floor.
+def tally(
+    candidates: Sequence[Candidate],
+    *,
+    floor: float = RECALL_MIN_SCORE,
+    considered: AbstractSet[Hashable] = frozenset(),
+) -> tuple[Tally, Tally]:
+    """Distinct memories and distinct past tasks considered, and how many cleared the floor.
 
     An entry counts once, in the block of its best-scored candidate (the one dedupe keeps).
+    `considered` are the keys of the memories the sources' retrieval weighed without
+    returning them all (`SourceAnswer.considered`): each key no candidate carries
+    (`Candidate.retrieval_key`) is one more memory, under the floor.
     """
     best: dict[str, Candidate] = {}
     for c in candidates:
@@ -77,7 +86,10 @@ def tally(candidates: Sequence[Candidate], *, floor: float = RECALL_MIN_SCORE) -
             best[c.entry_id] = c
     memories = [c for c in best.values() if c.block != HISTORY_BLOCK]
     history = [c for c in best.values() if c.block == HISTORY_BLOCK]
-    return _count(memories, floor), _count(history, floor)
+    returned = {c.retrieval_key for c in candidates if c.retrieval_key is not None}
+    unreturned = len(considered - returned) if considered else 0
+    counted = _count(memories, floor)
+    return attrs.evolve(counted, candidates=counted.candidates + unreturned), _count(history, floor)
 
 
 def _count(best: Sequence[Candidate], floor: float) -> Tally:

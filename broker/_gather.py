@@ -86,6 +86,7 @@ def _outcome(name: str, job: Job, deadline: float) -> SourceOutcome:
         latency_ms=_ms(job.finished_at - job.submitted_at),
         candidates=len(job.candidates),
         error=job.error,
+        considered=job.considered,
     )
 
 

@@ -9,7 +9,7 @@ import enum
 import math
 import unicodedata
 import uuid
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -142,6 +142,10 @@ class Candidate:
     candidates (the memorules source, by confidence and session fit), the selector caps them,
     admission drops them and the context renders them in this order; the floor still applies
     to `score`."""
+    retrieval_key: Hashable | None = attrs.field(default=None, eq=False, repr=False)
+    """The memory's key among those its source considered (`SourceAnswer.considered`), when
+    the candidate is one of them; None otherwise. The trace counts a memory once whether a
+    source returned it, considered it, or both."""
 
 
 @attrs.frozen(kw_only=True)
@@ -200,13 +204,18 @@ class SourceOutcome:
     latency_ms: float
     candidates: int = 0
     error: str | None = None
+    considered: frozenset[Hashable] = attrs.field(factory=frozenset, eq=False, repr=False)
+    """Keys of the memories the source considered (`SourceAnswer.considered`): empty unless it
+    answered in time with them."""
 
 
 @attrs.frozen(kw_only=True)
 class Tally:
-    """Distinct entries the sources of a turn surfaced, and how many of them cleared the floor.
+    """Distinct entries the sources of a turn considered, and how many of them cleared the floor.
 
-    An entry two sources returned (the store and the persona lane) counts once.
+    An entry two sources returned (the store and the persona lane) counts once; so does one a
+    source returned and the turn's shared retrieval considered (`Candidate.retrieval_key`).
+    Below-floor entries are counted, never selected: measurement, not injection.
     """
 
     candidates: int = attrs.field(default=0, validator=attrs.validators.ge(0))
@@ -219,14 +228,14 @@ class SelectionResult:
 
     blocks: tuple[SelectedBlock, ...]
     candidates_evaluated: int
-    """Distinct entries (memories and past tasks) the sources returned."""
+    """Distinct entries (memories and past tasks) the sources returned or considered."""
     types_queried: tuple[str, ...] | None
     sources: tuple[SourceOutcome, ...]
     mode: str = DEFAULT_MODE
     qpp: float | None = None
     """The task's gate in the namespace, as the sources reported it (None: no candidate)."""
     memories: Tally | None = None
-    """Distinct memories surfaced and cleared the floor (before the budget cap); None in a
+    """Distinct memories considered and cleared the floor (before the budget cap); None in a
     result built by hand, when `candidates_evaluated` and the selected blocks stand in."""
     history: Tally = attrs.field(factory=Tally)
     """Distinct past tasks surfaced and cleared the floor (before the budget cap)."""
@@ -253,7 +262,7 @@ class SelectionResult:
 
     @property
     def irrelevant_memory_rate(self) -> float | None:
-        """Share of the distinct memories surfaced that did not clear the floor; None without any."""
+        """Share of the distinct memories considered that did not clear the floor; None without any."""
         tally = self.memory_tally
         if tally.candidates == 0:
             return None

@@ -32,7 +32,7 @@ from ._queue import TurnQueue, default_max_turns
 from .abc import ModalSource, Source, SourceRequest
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Sequence
+    from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
 
 DEFAULT_DEADLINE = 0.1
 """Seconds a turn waits for its sources."""
@@ -143,7 +143,7 @@ class MemorySelector:
                 candidates, outcomes = await gather(self._actors, asked, deadline=request.deadline)
             else:
                 candidates, outcomes = (), self._overloaded(slot.queued)
-        memories, history = tally(candidates)
+        memories, history = tally(candidates, considered=_considered(outcomes))
         result = SelectionResult(
             blocks=select(candidates, budget=request.budget),
             candidates_evaluated=memories.candidates + history.candidates,
@@ -168,6 +168,15 @@ class MemorySelector:
         self._closed = True
         for actor in self._actors:
             actor.stop()
+
+
+def _considered(outcomes: Sequence[SourceOutcome]) -> frozenset[Hashable]:
+    """The keys of the memories the sources considered, once each. Sources sharing one
+    retrieval report one set between them (the same object): it is taken once."""
+    sets = {id(o.considered): o.considered for o in outcomes if o.considered}
+    if len(sets) <= 1:
+        return next(iter(sets.values()), frozenset())
+    return frozenset().union(*sets.values())
 
 
 @attrs.frozen(kw_only=True)

@@ -21,18 +21,19 @@ from ._blocks import KIND_MEMORY, MEMORULES
 if TYPE_CHECKING:
     from ._model import Block, Namespace, SelectionResult
 
-INFERENCE_TRACE_SCHEMA_VERSION = 7
+INFERENCE_TRACE_SCHEMA_VERSION = 8
 """Version of the `turn.completed` event. v5 added the `memory_*` fields; v6 made a score the
 product of the task's gate and the memory's band (`qpp`, per-block `band`), with the floor,
 whether the query carried the turn's message, and past tasks gated by the floor; v7 counts
 distinct memories, `memory_selected` as those that cleared the floor, with `memory_injected`
-and `memory_cut_by_budget` beside it, and a ranked block's `rank`. Readers ignore keys they
-do not know."""
+and `memory_cut_by_budget` beside it, and a ranked block's `rank`; v8 counts in
+`memory_candidates` the memories the sources considered, below the floor included, not only
+those they returned. Readers ignore keys they do not know."""
 
 TURN_COMPLETED = "turn.completed"
 """The event name, stable across versions."""
 
-SCHEMA_RESOURCE = "trace-v7.schema.json"
+SCHEMA_RESOURCE = "trace-v8.schema.json"
 _ERROR_CHARS = 200
 
 
@@ -121,10 +122,10 @@ def _sources(selection: SelectionResult | None) -> list[dict[str, Any]]:
 
 @attrs.frozen(kw_only=True)
 class MemoryCounts:
-    """The turn's memory counts as the trace reports them (v7): every memory once."""
+    """The turn's memory counts as the trace reports them (v8): every memory once."""
 
     candidates: int
-    """Distinct memories the sources surfaced."""
+    """Distinct memories the sources considered (returned, or weighed by their retrieval)."""
     selected: int
     """Of those, how many cleared the floor."""
     injected: int
@@ -137,7 +138,7 @@ class MemoryCounts:
 
     @property
     def irrelevant_rate(self) -> float | None:
-        """Share of the surfaced memories that did not clear the floor (None without any)."""
+        """Share of the considered memories that did not clear the floor (None without any)."""
         return None if self.candidates == 0 else (self.candidates - self.selected) / self.candidates
 
     @classmethod

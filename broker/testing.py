@@ -29,10 +29,11 @@ import anyio
 import attrs
 import trio
 
+from ._candidates import SourceAnswer
 from ._model import Candidate
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Hashable, Sequence
 
     from anyio.abc import TaskStatus
 
@@ -51,6 +52,7 @@ class CandidateOptions(TypedDict, total=False):
     block: str
     memory_type: str | None
     created_at: str | None
+    retrieval_key: Hashable | None
 
 
 def make_candidate(entry_id: str, score: float = 0.9, **options: Unpack[CandidateOptions]) -> Candidate:
@@ -69,12 +71,14 @@ def make_candidate(entry_id: str, score: float = 0.9, **options: Unpack[Candidat
         block=options.get("block", "memory"),
         memory_type=options.get("memory_type"),
         created_at=options.get("created_at"),
+        retrieval_key=options.get("retrieval_key"),
     )
 
 
 @attrs.define(eq=False)
 class FakeSource:
-    """Answers every request with `candidates` after `delay` seconds (of the event loop's clock).
+    """Answers every request with `candidates` after `delay` seconds (of the event loop's clock);
+    given `considered`, as a `SourceAnswer` saying it considered those memories too.
 
     Records what happened: `opened` and `closed` counts, `requests` received, and `active`,
     the fetches in progress right now.
@@ -83,6 +87,7 @@ class FakeSource:
     name: str
     candidates: Sequence[Candidate] = attrs.field(default=(), converter=tuple)
     delay: float = 0.0
+    considered: frozenset[Hashable] | None = None
     opened: int = attrs.field(default=0, init=False)
     closed: int = attrs.field(default=0, init=False)
     active: int = attrs.field(default=0, init=False)
@@ -118,6 +123,8 @@ class FakeSource:
             self.active -= 1
 
     async def _answer(self, request: SourceRequest) -> Sequence[Candidate]:  # noqa: ARG002 - hook
+        if self.considered is not None:
+            return SourceAnswer(candidates=self.candidates, considered=self.considered)
         return self.candidates
 
 

@@ -69,6 +69,8 @@ class Recalled:
     score: float
     qpp: float | None = None
     band: float | None = None
+    rowid: int | None = attrs.field(default=None, eq=False, repr=False)
+    """The entry's rowid (its key in the turn's retrieval); None when not read with it."""
 
 
 @attrs.frozen(kw_only=True)

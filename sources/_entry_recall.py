@@ -218,7 +218,9 @@ def lexical_rows(
 
 def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
     rel, row = scored
-    return Recalled(memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band)
+    return Recalled(
+        memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band, rowid=int(row[0])
+    )
 
 
 def _row_terms(row: Sequence[Any]) -> Sequence[str]:

@@ -310,6 +310,7 @@ def _neurons(conn: Reader, ns_id: int, rowids: list[int], types: Sequence[str] |
 
 def _candidate(source: str, row: Sequence[Any], rel: Relevance, matched: list[str]) -> Candidate:
     return Candidate(
+        retrieval_key=(CORPUS_ENTRIES, int(row[0])),
         entry_id=row[1],
         source=source,
         score=rel.score,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Final
 from ._singleflight import SingleFlight
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable
+    from collections.abc import Callable, Hashable, Sequence
 
     from broker import Candidate, Namespace
 
@@ -67,22 +67,23 @@ class ResultCache:
     def __init__(self, size: int = DEFAULT_RESULT_CACHE) -> None:
         self._answers: SingleFlight[Hashable, tuple[Candidate, ...]] = SingleFlight(size=size)
         self._size = size
-        self._stamped: OrderedDict[Hashable, tuple[int, tuple[Candidate, ...]]] = OrderedDict()
+        self._stamped: OrderedDict[Hashable, tuple[int, Sequence[Candidate]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: Hashable, compute: Callable[[], tuple[Candidate, ...]]) -> tuple[Candidate, ...]:
         """The kept answer of `key`, or `compute()`'s (kept unless it raises)."""
         return self._answers.get(key, compute)
 
-    def stamp(self, key: Hashable, stamp: int, answer: tuple[Candidate, ...]) -> None:
-        """Keep `answer` as the one read at change stamp `stamp` (read before anything else)."""
+    def stamp(self, key: Hashable, stamp: int, answer: Sequence[Candidate]) -> None:
+        """Keep `answer` (a tuple, or a `broker.SourceAnswer`: immutable) as the one read at
+        change stamp `stamp` (read before anything else)."""
         with self._lock:
             self._stamped[key] = (stamp, answer)
             self._stamped.move_to_end(key)
             while len(self._stamped) > self._size:
                 self._stamped.popitem(last=False)
 
-    def stamped(self, key: Hashable, stamp: int) -> tuple[Candidate, ...] | None:
+    def stamped(self, key: Hashable, stamp: int) -> Sequence[Candidate] | None:
         """The answer kept at exactly this change stamp, if any."""
         with self._lock:
             kept = self._stamped.get(key)

@@ -18,13 +18,13 @@ import anyio
 import attrs
 import numpy as np
 
-from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace
+from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace, SourceAnswer
 from broker.log import get_logger
 
 from . import _analysis, _batch, _index, _results, _validate
 from ._checked import WrappedEmbedder
-from ._engine import ReadStop, Slot
-from ._relevance import DENSE_MODES, LexicalRun
+from ._engine import CORPORA, ReadStop, Slot
+from ._relevance import DENSE_MODES, LexicalRun, Reference
 from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
@@ -86,7 +86,7 @@ class StoreReader:
                     self.store.engine.change_stamp(wait=True)  # opens what the stamp needs, here
                 self._warmed = True
 
-    def kept(self, key: Hashable) -> tuple[Candidate, ...] | None:
+    def kept(self, key: Hashable) -> Sequence[Candidate] | None:
         """A source's answer kept at the database's current change stamp (nothing committed
         since it was read), without a worker thread: one statement that never waits."""
         if self.results is None or self.store.engine.closed:
@@ -187,9 +187,10 @@ class StoreReader:
         if ns_id is None or not self.store.profile_on(conn, ns_id, request.task).terms:
             return found, Gate(qpp=0.0, stamp=stamp)
         scorer = self.scorer(conn, ns_id, request.task, request.mode)
-        return found, Gate(qpp=0.0 if scorer.abstains else scorer.qpp, stamp=stamp)
+        qpp = 0.0 if scorer.abstains else scorer.qpp
+        return found, Gate(qpp=qpp, stamp=stamp, considered=considered(scorer.reference))
 
-    def keep(self, key: Hashable, stamp: int | None, answer: tuple[Candidate, ...]) -> None:
+    def keep(self, key: Hashable, stamp: int | None, answer: Sequence[Candidate]) -> None:
         """Keep a source's answer read at change stamp `stamp` (None: unknown, not kept), which
         `kept` then serves until anything is committed."""
         if self.results is not None and stamp is not None:
@@ -285,7 +286,7 @@ class ReaderSource:
         resolved = request if request.mode else attrs.evolve(request, mode=self._reader.store.mode)
         kept = self._reader.kept((self, resolved))
         if kept is not None:
-            return list(kept)
+            return kept if isinstance(kept, SourceAnswer) else list(kept)
         if resolved.mode in DENSE_MODES:
             lexical = resolved.namespace if resolved.mode != "dense" else None
             await self._reader.embed_ahead(resolved.task, lexical)
@@ -294,12 +295,15 @@ class ReaderSource:
             return await self._reader.run(read)
         # The caller's own request: the sources of one turn share it, not the copies resolved here.
         gate, found = await self._reader.gated(request, read)
-        if found is not None:
-            return found
-        if gate is not None and gate.qpp < self.min_score:
-            self._reader.keep((self, resolved), gate.stamp, ())
-            return []
-        return await self._reader.run(read)
+        if gate is None:  # the gate's read failed: this source reads on its own
+            return found if found is not None else await self._reader.run(read)
+        if found is None:
+            found = [] if gate.qpp < self.min_score else await self._reader.run(read)
+        # The turn's shared retrieval, as every gated source of the turn reports it (one set):
+        # counted in the trace, below the floor included, at no read of its own.
+        answer = SourceAnswer(candidates=tuple(found), considered=gate.considered)
+        self._reader.keep((self, resolved), gate.stamp, answer)  # the gate's stamp: never newer
+        return answer
 
     def _answer(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         cache = self._reader.results
@@ -337,6 +341,20 @@ class Gate:
     """`Scorer.qpp`; 0 when no text can score (no namespace, no informative term)."""
     stamp: int | None
     """The store's change stamp read first (None: unknown, or the reader keeps no answers)."""
+    considered: frozenset[tuple[int, int]] = frozenset()
+    """The memories the turn's shared retrieval considered, as (corpus, rowid)
+    (`_reference.considered`): what every gated source reports to the trace."""
+
+
+def considered(ref: Reference) -> frozenset[tuple[int, int]]:
+    """The distinct memories the turn's shared retrieval considered, as (corpus, rowid): every
+    corpus's lexical hits and nearest vectors (`Reference.lexical_hits`, `dense_hits`), whether
+    or not a source returns them. From the reference's arrays: no read of its own."""
+    keys: set[tuple[int, int]] = set()
+    for runs in (ref.lexical_hits, ref.dense_hits):
+        for corpus, run in zip(CORPORA, runs, strict=False):
+            keys.update(zip(itertools.repeat(corpus), run.rowids.tolist()))
+    return frozenset(keys)
 
 
 @attrs.define(eq=False)
@@ -627,6 +645,7 @@ class CorpusSource(ReaderSource):
 
     def _candidate(self, row: Sequence[Any], rel: Relevance) -> Candidate:
         return Candidate(
+            retrieval_key=(self.corpus, int(row[0])),
             entry_id=f"{self.id_prefix}{row[1]}",
             source=self.name,
             score=rel.score,

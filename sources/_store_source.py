@@ -12,6 +12,7 @@ import attrs
 
 from broker import Candidate
 
+from ._engine import CORPUS_ENTRIES
 from ._source_base import ReaderSource, best_first
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class StoreSource(ReaderSource):
     def _candidate(self, r: Recalled) -> Candidate:
         m = r.memory
         return Candidate(
+            retrieval_key=None if r.rowid is None else (CORPUS_ENTRIES, r.rowid),
             entry_id=m.id,
             source=self.name,
             score=r.score,

@@ -127,7 +127,7 @@ async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
 
 def _print_human(app: App, r: SelectionResult) -> None:
     if r.abstained:
-        n = r.candidates_evaluated  # 0 when the task's gate closed before any was scored
+        n = r.candidates_evaluated  # those the turn's retrieval considered, below the floor included
         counted = f" ({n} candidate{'' if n == 1 else 's'} evaluated)" if n else ""
         app.out(f"abstained: nothing relevant{counted}; `explain` shows why")
     for b in r.blocks:

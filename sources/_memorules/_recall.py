@@ -266,6 +266,7 @@ def recall_memorules_on(store: MemoryStore, conn: Reader, query: RecallQuery) ->
 def _match(hit: _Hit, overlap: int | None) -> RecallMatch:
     c, f = hit.current, hit.current.fields
     return RecallMatch(
+        rowid=c.rowid,
         id=c.id,
         namespace=c.namespace,
         kind="memorule",

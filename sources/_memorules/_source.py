@@ -8,6 +8,7 @@ import attrs
 
 from broker import Candidate
 from sources import _results
+from sources._engine import CORPUS_ENTRIES
 from sources._source_base import ReaderSource
 
 from ._recall import RecallQuery, recall_memorules_on
@@ -52,6 +53,7 @@ class MemorulesSource(ReaderSource):
 
     def _candidate(self, m: RecallMatch, rank: int) -> Candidate:
         return Candidate(
+            retrieval_key=None if m.rowid is None else (CORPUS_ENTRIES, m.rowid),
             entry_id=m.id,
             source=self.name,
             score=m.score,

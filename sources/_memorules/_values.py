@@ -226,6 +226,8 @@ class RecallMatch:
     rank_weight: int | None = None
     qpp: float | None = None
     band: float | None = None
+    rowid: int | None = attrs.field(default=None, eq=False, repr=False)
+    """The entry's rowid (its key in the turn's retrieval); None when not known."""
 
     @property
     def source_type(self) -> str:
@@ -233,8 +235,8 @@ class RecallMatch:
         return "memorule" if self.kind == "memorule" else "memory"
 
     def as_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict."""
-        out = attrs.asdict(self, recurse=False)
+        """Return a JSON-ready dict (without the rowid, a key of this store's only)."""
+        out = attrs.asdict(self, recurse=False, filter=lambda a, _v: a.name != "rowid")
         out["namespace"] = str(self.namespace)
         out["source_type"] = self.source_type
         if self.applies_to is not None:

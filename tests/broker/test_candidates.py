@@ -16,12 +16,13 @@ from broker import (
     Candidate,
     CandidateError,
     Namespace,
+    SourceAnswer,
     SourceStatus,
     Turn,
     open_broker,
     validate_candidate,
 )
-from broker._candidates import validate_candidates
+from broker._candidates import considered_of, validate_candidates
 from broker._selector import open_selector
 from broker.testing import FakeSource, HangingSource, make_candidate
 from sources import MemoryStore, SqliteTaskRepository
@@ -195,3 +196,28 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
     if control > 0.010 and min(rounds) <= control + 0.003:
         return
     pytest.fail(f"p99 overshoot per round (s): {rounds}; the same turn with three short texts: {control:.4f}")
+
+
+def test_a_source_answer_reads_and_compares_as_its_candidates():
+    """A SourceAnswer is the sequence of its candidates to any caller: `== []` still means none."""
+    a, b = make_candidate("a"), make_candidate("b")
+    answer = SourceAnswer(candidates=[a, b], considered={(0, 1)})
+    assert answer == [a, b]
+    assert answer == (a, b)
+    assert [a, b] == answer
+    assert list(answer) == [a, b]
+    assert answer[1] is b
+    assert SourceAnswer(considered={(0, 1)}) == []
+    assert validate_candidates(answer) == (a, b)
+    assert considered_of(answer) == frozenset({(0, 1)})
+    assert considered_of([a]) == frozenset()
+
+
+def test_a_malformed_considered_set_fails_its_source():
+    """`considered` must be a frozenset of keys; a candidate's retrieval key must be hashable."""
+    answer = SourceAnswer()
+    object.__setattr__(answer, "considered", [(0, 1)])
+    with pytest.raises(CandidateError, match="considered"):
+        considered_of(answer)
+    with pytest.raises(CandidateError, match="retrieval_key"):
+        validate_candidate(malformed(retrieval_key=[0, 1]))

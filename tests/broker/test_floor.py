@@ -151,3 +151,20 @@ def test_tally_counts_past_tasks_apart():
     memories, history = tally(cands)
     assert (memories.candidates, memories.cleared) == (1, 1)
     assert (history.candidates, history.cleared) == (2, 1)
+
+
+def test_tally_counts_the_memories_a_source_considered_under_the_floor():
+    """Considered memories no source returned count as candidates that did not clear the floor."""
+    cands = [make_candidate("a", 0.9, retrieval_key=(0, 1)), make_candidate("b", 0.3)]
+    memories, _ = tally(cands, considered=frozenset({(0, 1), (0, 2), (1, 2)}))
+    assert (memories.candidates, memories.cleared) == (4, 1)  # a, b, and two only considered
+
+
+def test_a_considered_memory_a_source_also_returned_counts_once():
+    """The store returning a memory the shared retrieval considered does not count it twice."""
+    cands = [
+        make_candidate("a", 0.9, retrieval_key=(0, 1)),
+        make_candidate("a", 0.8, source="persona", retrieval_key=(0, 1)),
+    ]
+    memories, _ = tally(cands, considered=frozenset({(0, 1)}))
+    assert (memories.candidates, memories.cleared) == (1, 1)

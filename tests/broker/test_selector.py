@@ -691,3 +691,27 @@ async def test_select_takes_a_built_request_with_its_absolute_deadline(autojump_
         result = await selector.select(request)
         assert trio.current_time() - start == pytest.approx(0.2, abs=1e-9)
     assert [s.status for s in result.sources] == [SourceStatus.TIMEOUT]
+
+
+async def test_memories_a_source_considered_are_counted_never_selected():
+    """Sources sharing one retrieval report it once: 3 considered, 1 returned and cleared."""
+    shared = frozenset({(0, 1), (0, 2), (1, 5)})
+    sources = [
+        FakeSource("store", [make_candidate("m1", 0.9, retrieval_key=(0, 1))], considered=shared),
+        FakeSource("facts", [], considered=shared),
+        FakeSource("plain", [make_candidate("m9", 0.2)]),
+    ]
+    async with open_selector(sources) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert [b.entry_id for b in result.blocks] == ["m1"]
+    assert result.memory_tally == Tally(candidates=4, cleared=1)
+    assert result.irrelevant_memory_rate == 0.75
+
+
+async def test_an_abstaining_turn_with_considered_memories_has_an_irrelevant_rate_of_one():
+    """Nothing cleared the floor, yet the sources weighed two memories: rate 1.0, not null."""
+    async with open_selector([FakeSource("store", [], considered=frozenset({"x", "y"}))]) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert result.abstained
+    assert result.memory_tally == Tally(candidates=2, cleared=0)
+    assert result.irrelevant_memory_rate == 1.0

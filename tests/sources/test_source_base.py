@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace
+from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace, SourceAnswer
 from broker.abc import Source, SourceRequest
 from sources import MemoryStore
 from sources._engine import ReadStop
@@ -405,6 +405,39 @@ async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
     again = 0 if background_store.engine.change_stamp(wait=True) is not None else 3
     turns = [r for r in reads if r != "_ping"]
     assert len(turns) == 3 + again, turns  # the first turn's three reads, then the second's
+
+
+async def _fetched(sources: Sequence[Source], task: str) -> dict[str, Sequence[Candidate]]:
+    """Every source's answer to `task` in alice's namespace, asked together as one turn."""
+    request = SourceRequest(task=task, namespace=ALICE, mode="lexical")
+    answers: dict[str, Sequence[Candidate]] = {}
+
+    async def one(source: Source) -> None:
+        answers[source.name] = await source.fetch(request)
+
+    async with anyio.create_task_group() as tg:
+        for source in sources:
+            tg.start_soon(one, source)
+    return answers
+
+
+async def test_a_closed_gates_sources_report_the_memories_the_turn_considered(
+    background_store: MemoryStore,
+) -> None:
+    """On a closed gate every gated source answers no candidate but one shared set of the memories the turn's retrieval weighed (the trace's count), on the turn a kept answer serves too."""
+    from sources import default_sources  # noqa: PLC0415 - the composition under test
+
+    sources = default_sources(background_store, result_cache=64)
+    for source in sources:
+        await source.open()
+    for _ in range(2):  # the second turn is served from the kept answers
+        answers = await _fetched(sources, "what time is it")
+        gated = [answers[s.name] for s in sources if isinstance(s, ReaderSource) and s.gated]
+        assert len(gated) == 6
+        assert all(isinstance(a, SourceAnswer) and a == [] for a in gated)
+        assert len({a.considered for a in gated if isinstance(a, SourceAnswer)}) == 1
+        assert isinstance(gated[0], SourceAnswer)
+        assert gated[0].considered  # "time" matches notes of the namespace, under the floor
 
 
 async def test_a_later_turns_source_never_waits_on_an_earlier_turns_gate(
