@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,47 @@ EXPECTED_CHECKS = (
 
 def missing_checks(names) -> list[str]:
     return [name for name in EXPECTED_CHECKS if name not in names]
+
+
+CI_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "run"
+CANARY = ["-m", "context_broker.canary"]
+SEPARATORS = {"&&", "||", ";", "|"}
+
+
+def runs_the_canary(script: str) -> bool:
+    """Whether a shell script has a command line `python -m context_broker.canary` (comments
+    and quoted text do not count)."""
+    for line in script.splitlines():
+        command: list[str] = []
+        for word in [*shlex.split(line, comments=True), ";"]:
+            if word not in SEPARATORS:
+                command.append(word)
+                continue
+            if command[:1] and Path(command[0]).name.startswith("python") and command[1:3] == CANARY:
+                return True
+            command = []
+    return False
+
+
+def test_ci_runs_the_canary():
+    """`.ci/run` runs `python -m context_broker.canary` as a command, so CI fails when the canary does."""
+    assert runs_the_canary(CI_SCRIPT.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    ("script", "runs"),
+    [
+        ("python -m context_broker.canary\n", True),
+        ("ruff check . && python3 -m context_broker.canary\n", True),
+        ("# python -m context_broker.canary\n", False),
+        ("ruff check .  # then python -m context_broker.canary\n", False),
+        ("echo 'python -m context_broker.canary'\n", False),
+        ("python -m context_broker.canary_old\n", False),
+    ],
+)
+def test_the_ci_check_counts_commands_not_comments(script, runs):
+    """A commented-out or echoed canary line does not pass for the canary being run."""
+    assert runs_the_canary(script) is runs
 
 
 def test_canary_passes_in_a_fresh_process():
