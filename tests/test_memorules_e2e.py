@@ -103,7 +103,8 @@ async def test_cli_write_api_recall_turn_injection_and_audit(tmp_path: Path) -> 
         if "memorules" not in {s.name for s in sources}:  # until the default wiring includes it
             sources = [MemorulesSource(StoreReader(store=store)), *sources]
         async with (
-            open_selector(sources, deadline=5.0) as selector,
+            # Not a deadline test: a deadline no loaded machine misses.
+            open_selector(sources, deadline=30.0) as selector,
             open_broker(selector=selector, tasks=repo, conversations=repo) as broker,
         ):
             context = await broker.assemble(

@@ -47,7 +47,8 @@ async def turn(store: MemoryStore, task: str) -> Context:
     tasks = SqliteTaskRepository.from_store(store)
     task_id = tasks.create_task(task, namespace=NS)
     async with (
-        open_selector(default_sources(store), deadline=2.0, mode=store.mode) as selector,
+        # Not a deadline test: a deadline no loaded machine misses.
+        open_selector(default_sources(store), deadline=30.0, mode=store.mode) as selector,
         open_broker(selector=selector, tasks=tasks, conversations=tasks) as broker,
     ):
         return await broker.assemble(Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=8000))

@@ -23,7 +23,7 @@ TURN = textwrap.dedent(
         tasks = SqliteTaskRepository.from_store(store)
         task_id = tasks.create_task("Can we deploy the payment fix on Friday?", namespace=ns)
         async with (
-            open_selector(default_sources(store), deadline=5.0, mode=store.mode) as selector,
+            open_selector(default_sources(store), deadline=30.0, mode=store.mode) as selector,
             open_broker(selector=selector, tasks=tasks, conversations=tasks) as broker,
         ):
             ctx = await broker.assemble(Turn(task_id=task_id, namespace=ns, window=128_000, input_budget=8_000))

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from broker import Context
 
 ME = Namespace(tenant_id="me")
+REAL_CLOCK_DEADLINE = 30.0
+"""The turns' deadline: real sources in threads on the real clock, in tests of what they select, not
+of the deadline; one no loaded machine misses."""
 FACTS = {
     "mia": "Mia is allergic to peanuts.",
     "go": "The checkout service is written in Go.",
@@ -46,7 +49,7 @@ async def turn(store: MemoryStore, task: str, message: str | None = None) -> Con
     tasks = SqliteTaskRepository.from_store(store)
     task_id = tasks.create_task(task, namespace=ME)
     async with (
-        open_selector(default_sources(store), deadline=2.0, mode=store.mode) as selector,
+        open_selector(default_sources(store), deadline=REAL_CLOCK_DEADLINE, mode=store.mode) as selector,
         open_broker(selector=selector, tasks=tasks, conversations=tasks) as broker,
     ):
         return await broker.assemble(
@@ -105,7 +108,9 @@ async def test_what_time_is_it_abstains_in_a_tiny_store_holding_the_word_time(tm
     ]
     with MemoryStore.open(tmp_path / "tiny.db", mode="hybrid") as tiny:
         tiny.add_entries([NewEntry(text=t) for t in facts], namespace=ME)
-        async with open_selector(default_sources(tiny), deadline=2.0, mode="hybrid") as selector:
+        async with open_selector(
+            default_sources(tiny), deadline=REAL_CLOCK_DEADLINE, mode="hybrid"
+        ) as selector:
             for task in ("what time is it", "what time is it?"):
                 assert (await selector.select_for_task(task, namespace=ME, budget=40)).abstained
             served = await selector.select_for_task("what time is standup?", namespace=ME, budget=40)

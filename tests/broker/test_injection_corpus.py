@@ -167,7 +167,7 @@ async def test_a_sample_stored_in_a_real_store_stays_inside_its_block(tmp_path):
     recalled = 0
     try:
         async with (
-            open_selector(default_sources(store), deadline=2.0, mode="lexical") as selector,
+            open_selector(default_sources(store), deadline=REAL_CLOCK_DEADLINE, mode="lexical") as selector,
             open_broker(selector=selector, tasks=tasks, conversations=tasks) as broker,
         ):
             for i, p in enumerate(sample):

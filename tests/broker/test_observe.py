@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 NS = Namespace(tenant_id="acme")
+REAL_CLOCK_DEADLINE = 30.0
+"""The turn's deadline on the real clock: these tests are of the observer, not the deadline."""
 T0 = "2026-01-01T00:00:00+00:00"
 
 
@@ -87,7 +89,9 @@ class Observer:
 async def assemble(observer: Observer):
     tasks = Tasks()
     async with (
-        open_selector([FakeSource("fake", candidates=[make_candidate("m1", 0.9)])]) as selector,
+        open_selector(
+            [FakeSource("fake", candidates=[make_candidate("m1", 0.9)])], deadline=REAL_CLOCK_DEADLINE
+        ) as selector,
         open_broker(selector=selector, tasks=tasks, conversations=tasks, observer=observer) as broker,
     ):
         return await broker.assemble(Turn(task_id="t", namespace=NS, window=128_000, input_budget=8000))

@@ -40,6 +40,10 @@ from broker.testing import (
 
 NS = Namespace(tenant_id="acme", project_id="p1")
 TASK = "which database did we pick for the billing service"
+REAL_CLOCK_DEADLINE = 30.0
+"""The deadline of a turn on the real clock that is not about its deadline: one no loaded machine
+misses (the default, 100 ms, can be lost to a pause of the event loop while other processes
+hold the cores)."""
 
 
 def _statuses(result) -> dict[str, SourceStatus]:
@@ -372,7 +376,7 @@ async def test_a_source_that_cannot_open_is_failed_and_the_rest_serve():
             raise FileNotFoundError("model.onnx")
 
     broken, good = Unopenable("dense"), FakeSource("store", candidates=[make_candidate("m1")])
-    async with open_selector([broken, good]) as selector:
+    async with open_selector([broken, good], deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS)
     assert [(o.status, o.error) for o in result.sources] == [
         (SourceStatus.FAILED, "FileNotFoundError"),
@@ -434,7 +438,7 @@ async def test_selection_counts_below_floor_dedupes_and_records_finders():
         candidates=[make_candidate("m1", 0.7, source="store"), make_candidate("weak", 0.2, source="store")],
     )
     graphs = FakeSource("graphs", candidates=[make_candidate("m1", 0.9, source="graphs")])
-    async with open_selector([store, graphs]) as selector:
+    async with open_selector([store, graphs], deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS, budget=5)
     assert result.candidates_evaluated == 2
     assert result.memories == Tally(candidates=2, cleared=1)
@@ -449,7 +453,7 @@ async def test_cleared_floor_is_counted_before_the_budget_cap():
     """A memory cut by the budget still counts as cleared: it was relevant, not irrelevant."""
     many = FakeSource("store", candidates=[make_candidate(f"m{i}", 0.5 + i / 100) for i in range(6)])
     weak = FakeSource("graphs", candidates=[make_candidate("w", 0.1, source="graphs")])
-    async with open_selector([many, weak]) as selector:
+    async with open_selector([many, weak], deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS, budget=2)
     assert result.selected_count == 2
     assert result.memories == Tally(candidates=7, cleared=6)
@@ -459,7 +463,7 @@ async def test_cleared_floor_is_counted_before_the_budget_cap():
 async def test_trivial_task_abstains_when_nothing_clears_the_floor():
     """Only weak candidates: zero blocks, abstained, and the candidates still counted."""
     weak = FakeSource("store", candidates=[make_candidate(f"m{i}", 0.3) for i in range(5)])
-    async with open_selector([weak]) as selector:
+    async with open_selector([weak], deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task("what time is it", namespace=NS)
     assert result.abstained
     assert result.blocks == ()
@@ -469,7 +473,7 @@ async def test_trivial_task_abstains_when_nothing_clears_the_floor():
 async def test_budget_caps_the_selection():
     """`budget` is a count of memories: never more blocks than that, best first."""
     many = FakeSource("store", candidates=[make_candidate(f"m{i}", 0.5 + i / 100) for i in range(20)])
-    async with open_selector([many]) as selector:
+    async with open_selector([many], deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS, budget=3)
     assert [b.entry_id for b in result.blocks] == ["m19", "m18", "m17"]
     assert result.candidates_evaluated == 20
@@ -479,7 +483,7 @@ async def test_request_carries_task_namespace_types_context_mode_and_limit():
     """Sources get everything they need, and room to return more than the budget."""
     source = FakeSource("store")
     context = SessionContext(persona="reviewer")
-    async with open_selector([source], mode="lexical") as selector:
+    async with open_selector([source], mode="lexical", deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(
             TASK, namespace=NS, types=["semantic", "self"], budget=3, context=context
         )
@@ -554,7 +558,7 @@ def test_sources_only_ever_receive_valid_requests(task, budget):
     source = FakeSource("store")
 
     async def turn() -> None:
-        async with open_selector([source]) as selector:
+        async with open_selector([source], deadline=REAL_CLOCK_DEADLINE) as selector:
             with contextlib.suppress(ValidationError):
                 await selector.select_for_task(task, namespace=NS, budget=budget)
 
@@ -660,7 +664,7 @@ class StoreLikeSource(FakeSource):
 async def test_without_a_mode_the_selector_takes_its_sources_and_asks_every_source_in_it():
     """The mode the sources run and the mode the result reports are one: the sources' own."""
     plain, store = FakeSource("plain"), StoreLikeSource("store", default_mode="hybrid")
-    async with open_selector([plain, store]) as selector:
+    async with open_selector([plain, store], deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS)
     assert selector.mode == "hybrid"
     assert result.mode == "hybrid"
@@ -670,7 +674,7 @@ async def test_without_a_mode_the_selector_takes_its_sources_and_asks_every_sour
 async def test_an_explicit_mode_outranks_the_sources_own():
     """`open_selector(mode=...)` is the mode of every turn that names none, whatever the sources say."""
     store = StoreLikeSource("store", default_mode="hybrid")
-    async with open_selector([store], mode="lexical") as selector:
+    async with open_selector([store], mode="lexical", deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS)
     assert (selector.mode, result.mode, store.requests[0].mode) == ("lexical", "lexical", "lexical")
 
@@ -678,7 +682,7 @@ async def test_an_explicit_mode_outranks_the_sources_own():
 async def test_with_no_source_naming_a_mode_the_selector_is_lexical():
     """Fakes that name no mode get the default, and the request carries it (never None)."""
     plain = FakeSource("plain")
-    async with open_selector([plain]) as selector:
+    async with open_selector([plain], deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS)
     assert (selector.mode, result.mode, plain.requests[0].mode) == ("lexical", "lexical", "lexical")
 
@@ -701,7 +705,7 @@ async def test_memories_a_source_considered_are_counted_never_selected():
         FakeSource("facts", [], considered=shared),
         FakeSource("plain", [make_candidate("m9", 0.2)]),
     ]
-    async with open_selector(sources) as selector:
+    async with open_selector(sources, deadline=REAL_CLOCK_DEADLINE) as selector:
         result = await selector.select_for_task(TASK, namespace=NS)
     assert [b.entry_id for b in result.blocks] == ["m1"]
     assert result.memory_tally == Tally(candidates=4, cleared=1)
@@ -710,7 +714,9 @@ async def test_memories_a_source_considered_are_counted_never_selected():
 
 async def test_an_abstaining_turn_with_considered_memories_has_an_irrelevant_rate_of_one():
     """Nothing cleared the floor, yet the sources weighed two memories: rate 1.0, not null."""
-    async with open_selector([FakeSource("store", [], considered=frozenset({"x", "y"}))]) as selector:
+    async with open_selector(
+        [FakeSource("store", [], considered=frozenset({"x", "y"}))], deadline=REAL_CLOCK_DEADLINE
+    ) as selector:
         result = await selector.select_for_task(TASK, namespace=NS)
     assert result.abstained
     assert result.memory_tally == Tally(candidates=2, cleared=0)

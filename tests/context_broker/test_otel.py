@@ -57,7 +57,7 @@ async def _turn(store, observer, *, task=TASK):
     task_id = tasks.create_task(task, namespace=NS)
     sources = [*default_sources(store), FailingSource(name="flaky")]
     async with (
-        open_selector(sources, deadline=5.0, mode="lexical") as selector,
+        open_selector(sources, deadline=REAL_CLOCK_DEADLINE, mode="lexical") as selector,
         open_broker(selector=selector, tasks=tasks, conversations=tasks, observer=observer) as broker,
     ):
         return await broker.assemble(Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=8_000))

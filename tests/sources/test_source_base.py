@@ -298,7 +298,7 @@ async def test_open_warms_every_matrix_so_no_turn_loads_one(
             ns = Namespace(tenant_id=tenant)
             store.add_entries([NewEntry(text=f"The {tenant} team deploys on Fridays.")], namespace=ns)
             FactWriter(store).add_facts([NewFact(text=f"{tenant} uses Postgres 16.")], namespace=ns)
-        async with open_selector(default_sources(store), deadline=5.0, mode="hybrid") as selector:
+        async with open_selector(default_sources(store), deadline=30.0, mode="hybrid") as selector:
             assert sorted(loads) == [(ns, c) for ns in (1, 2) for c in (0, 1, 2)]
             loads.clear()
             result = await selector.select_for_task(

@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
+UNRACED = ("--deadline-ms", "30000")
+"""A selection deadline a loaded machine does not race: for a test of what a turn selects, not of
+its deadline (the default, 100 ms, can lose a source while other processes hold the cores)."""
+
 
 def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     """`context-broker ARGS...` under a private HOME, the data directory under `home`, no `$CONTEXT_BROKER_DB`."""

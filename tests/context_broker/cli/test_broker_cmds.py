@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import jsonschema
 import pytest
-from cli_subprocess import run
+from cli_subprocess import UNRACED, run
 
 from broker._trace import trace_schema
 from context_broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
@@ -31,7 +31,9 @@ def events(path: Path) -> list[dict]:
 def test_demo_prints_a_real_context_and_emits_one_valid_trace(tmp_path):
     """The README's main job: sample memories in, a datamarked context out, one v5 trace event."""
     db, trace = tmp_path / "demo.db", tmp_path / "trace.jsonl"
-    done = run("--db", str(db), "--trace-file", str(trace), "demo", "--mode", "lexical", home=tmp_path)
+    done = run(
+        "--db", str(db), "--trace-file", str(trace), "demo", "--mode", "lexical", *UNRACED, home=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert MEMORY_TAG.search(out)
@@ -52,7 +54,7 @@ def test_demo_prints_a_real_context_and_emits_one_valid_trace(tmp_path):
 def test_demo_seeds_once_and_a_trivial_task_abstains(tmp_path):
     """A second run reuses the seeded store; a trivial task gets no memory at all."""
     db, trace = tmp_path / "demo.db", tmp_path / "trace.jsonl"
-    assert run("--db", str(db), "demo", "--mode", "lexical", home=tmp_path).returncode == 0
+    assert run("--db", str(db), "demo", "--mode", "lexical", *UNRACED, home=tmp_path).returncode == 0
     done = run(
         "--db",
         str(db),
@@ -62,6 +64,7 @@ def test_demo_seeds_once_and_a_trivial_task_abstains(tmp_path):
         "what time is it",
         "--mode",
         "lexical",
+        *UNRACED,
         home=tmp_path,
     )
     assert done.returncode == 0, done.stderr
@@ -87,6 +90,7 @@ def test_trace_text_puts_text_in_the_event(tmp_path):
         "demo",
         "--mode",
         "lexical",
+        *UNRACED,
         home=tmp_path,
     )
     assert done.returncode == 0, done.stderr
@@ -96,7 +100,7 @@ def test_trace_text_puts_text_in_the_event(tmp_path):
 
 def test_demo_turn_carries_the_sample_memorules_observed_first(tmp_path):
     """The default demo injects the sample's two memorules, the observed one ranked before the asserted."""
-    done = run("--db", str(tmp_path / "d.db"), "demo", "--json", home=tmp_path)
+    done = run("--db", str(tmp_path / "d.db"), "demo", "--json", *UNRACED, home=tmp_path)
     assert done.returncode == 0, done.stderr
     trace = json.loads(done.stdout)["trace"]
     assert trace["memorule_ids"] == ["rule-notes-breaking", "rule-no-friday-release"]
@@ -106,7 +110,7 @@ def test_demo_turn_carries_the_sample_memorules_observed_first(tmp_path):
 
 def test_demo_json_and_bad_options(tmp_path):
     """`--json` prints blocks and trace; bad budgets exit 2 with one line each."""
-    done = run("--db", str(tmp_path / "d.db"), "demo", "--json", "--mode", "lexical", home=tmp_path)
+    done = run("--db", str(tmp_path / "d.db"), "demo", "--json", "--mode", "lexical", *UNRACED, home=tmp_path)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["blocks"][-1]["kind"] == "task"
@@ -281,7 +285,7 @@ def test_trace_file_gets_every_turn_whatever_the_log_level(tmp_path, cli):
     db = str(tmp_path / "d.db")
     quiet = ("--db", db, "--log-level", "warning", "--trace-file", str(trace))
     for task in (DEMO_TASK, "what time is it"):
-        ran = cli(*quiet, "demo", task, "--mode", "lexical")
+        ran = cli(*quiet, "demo", task, "--mode", "lexical", *UNRACED)
         assert ran.status == 0, ran
     logged = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     assert [e["event"] for e in logged if e["level"] in {"debug", "info"}] == ["turn.completed"] * 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from cli_subprocess import run
+from cli_subprocess import UNRACED, run
 
 from broker import RECALL_MIN_SCORE
 
@@ -42,6 +42,7 @@ def test_explain_lists_every_candidate_with_its_parts_and_fate(tmp_path: Path) -
         "--json",
         "--mode",
         "lexical",
+        *UNRACED,
         home=tmp_path,
     )
     assert done.returncode == 0, done.stderr
@@ -60,7 +61,16 @@ def test_explain_lists_every_candidate_with_its_parts_and_fate(tmp_path: Path) -
 def test_explain_text_says_the_gate_and_each_fate(tmp_path: Path) -> None:
     """The human output names the mode, the floor and qpp, and prints one line per candidate."""
     db = seeded(tmp_path)
-    done = run("--db", str(db), "explain", "How do we upgrade Postgres?", "--mode", "lexical", home=tmp_path)
+    done = run(
+        "--db",
+        str(db),
+        "explain",
+        "How do we upgrade Postgres?",
+        "--mode",
+        "lexical",
+        *UNRACED,
+        home=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert f"floor {RECALL_MIN_SCORE}" in done.stdout
     assert "selected" in done.stdout
@@ -69,7 +79,16 @@ def test_explain_text_says_the_gate_and_each_fate(tmp_path: Path) -> None:
 def test_explain_text_columns_line_up_whatever_the_outcome(tmp_path: Path) -> None:
     """A long outcome ("deduplicated (kept from store)") widens its column: every row's entry starts under its header."""
     db = seeded(tmp_path)
-    done = run("--db", str(db), "explain", "How do we upgrade Postgres?", "--mode", "lexical", home=tmp_path)
+    done = run(
+        "--db",
+        str(db),
+        "explain",
+        "How do we upgrade Postgres?",
+        "--mode",
+        "lexical",
+        *UNRACED,
+        home=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("score "))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from cli_subprocess import UNRACED
 
 from broker import Namespace
 from context_broker._cli._ingest import PROGRESS_MIN_NOTES
@@ -107,7 +108,7 @@ def test_reingesting_lines_without_ids_stores_nothing_twice(tmp_path: Path) -> N
     replaced = run(db, "ingest", str(src), "--replace")
     assert replaced.returncode == 0, replaced.stderr
     assert entries(db) == len(NOTES)
-    selected = run(db, "select", "Deploys freeze every Friday after the payment incident", "--json")
+    selected = run(db, "select", "Deploys freeze every Friday after the payment incident", "--json", *UNRACED)
     ids = [b["entry_id"] for b in json.loads(selected.stdout)["blocks"]]
     assert ids
     assert len(ids) == len(set(ids))

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_subprocess import UNRACED
 
 from context_broker.wiring import ENV_PERSONA
 
@@ -17,8 +18,6 @@ FRIDAY = "Can we deploy to production on Friday afternoon?"
 OBSERVED = "Never deploy to production on a Friday afternoon; wait for Monday."
 ASSERTED = "We can deploy to production on a Friday afternoon when a second approver agrees."
 RELEASE = "Prepare the Lighthouse release checklist and the release notes"
-SLACK = ("--deadline-ms", "5000")
-"""These tests check what is selected, not the deadline: a loaded CI machine must not cut a source."""
 
 
 @pytest.fixture(autouse=True)
@@ -58,14 +57,16 @@ def test_issue_19_select_injects_the_observed_rule_under_budget_1(tmp_path: Path
     db = tmp_path / "m.db"
     _rule(cli, db, "observed", OBSERVED, "--applies-to", "scope=global", "--confidence", "observed")
     _rule(cli, db, "asserted", ASSERTED, "--applies-to", "scope=global", "--confidence", "asserted")
-    both = json.loads(cli("--db", str(db), "select", FRIDAY, "--budget", "5", "--json", *SLACK).out)["blocks"]
+    both = json.loads(cli("--db", str(db), "select", FRIDAY, "--budget", "5", "--json", *UNRACED).out)[
+        "blocks"
+    ]
     assert [(b["entry_id"], b["rank"], b["source_type"]) for b in both] == [
         ("observed", 0, "memorule"),
         ("asserted", 1, "memorule"),
     ]
     score = {b["entry_id"]: b["score"] for b in both}
     assert score["asserted"] > score["observed"]  # relevance alone would inject the asserted one
-    assert _ids(cli("--db", str(db), "select", FRIDAY, "--budget", "1", "--json", *SLACK)) == ["observed"]
+    assert _ids(cli("--db", str(db), "select", FRIDAY, "--budget", "1", "--json", *UNRACED)) == ["observed"]
 
 
 def _persona_rules(cli, db: Path) -> None:
@@ -87,8 +88,8 @@ def test_select_and_recall_rank_by_the_session_context(tmp_path: Path, cli) -> N
     _persona_rules(cli, db)
     base = ("--db", str(db))
     lexical = ("--mode", "lexical", "--json")
-    assert _ids(cli(*base, "select", FRIDAY, *lexical, *SLACK, "--persona", "texi")) == ["rule-texi"]
-    assert sorted(_ids(cli(*base, "select", FRIDAY, *lexical, *SLACK))) == ["rule-donna", "rule-texi"]
+    assert _ids(cli(*base, "select", FRIDAY, *lexical, *UNRACED, "--persona", "texi")) == ["rule-texi"]
+    assert sorted(_ids(cli(*base, "select", FRIDAY, *lexical, *UNRACED))) == ["rule-donna", "rule-texi"]
     ran = cli(*base, "recall", FRIDAY, *lexical, "--source-type", "memorule", "--persona", "donna")
     assert ran.status == 0, ran
     rows = json.loads(ran.out)
@@ -98,7 +99,7 @@ def test_select_and_recall_rank_by_the_session_context(tmp_path: Path, cli) -> N
     assert {"memorule_kind", "confidence", "evidence_signal_id", "written_at"} <= set(rows[0])
     batch = tmp_path / "b.jsonl"
     batch.write_text(json.dumps({"task": FRIDAY, "persona": "donna"}) + "\n", encoding="utf-8")
-    ran = cli(*base, "select", "--batch", str(batch), "--mode", "lexical", *SLACK)
+    ran = cli(*base, "select", "--batch", str(batch), "--mode", "lexical", *UNRACED)
     assert _ids(ran) == ["rule-donna"]
 
 
@@ -130,7 +131,7 @@ def test_demo_takes_the_session_context(tmp_path: Path, cli) -> None:
         "--applies-to",
         "persona=texi",
     )
-    base = ("--db", str(db), "demo", RELEASE, "--mode", "lexical", "--json")
+    base = ("--db", str(db), "demo", RELEASE, "--mode", "lexical", "--json", *UNRACED)
     ids = {b["entry_id"] for b in json.loads(cli(*base, "--persona", "texi").out)["blocks"]}
     assert "release-rule" in ids
     ids = {b["entry_id"] for b in json.loads(cli(*base, "--persona", "donna").out)["blocks"]}

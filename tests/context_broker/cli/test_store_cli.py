@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_subprocess import UNRACED
 from cli_subprocess import run_on as run
 
 from broker import Namespace
@@ -170,6 +171,7 @@ def test_ingest_record_types_load_every_source(tmp_path: Path) -> None:
         "--json",
         "--mode",
         "lexical",
+        *UNRACED,
     )
     assert selected.returncode == 0, selected.stderr
     blocks = json.loads(selected.stdout)["blocks"]
@@ -198,7 +200,7 @@ def test_select_batch_writes_one_object_per_line_and_validates_first(tmp_path: P
         + "\n",
         encoding="utf-8",
     )
-    result = run(db, "select", "--batch", str(batch))
+    result = run(db, "select", "--batch", str(batch), *UNRACED)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["abstained"] for r in rows] == [False, True]
@@ -303,7 +305,7 @@ def test_stats_prints_text_and_json_on_request(db: Path) -> None:
 def test_select_batch_reads_standard_input(db: Path) -> None:
     """`select --batch -` takes its tasks on standard input."""
     tasks = json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"}) + "\n"
-    result = run(db, "select", "--batch", "-", stdin=tasks)
+    result = run(db, "select", "--batch", "-", *UNRACED, stdin=tasks)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["blocks"][0]["entry_id"] == "deploy-1"
 
@@ -325,7 +327,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path, db: Path) 
     batch.write_text((task + "\n") * 400, encoding="utf-8")  # well over a pipe buffer of output
     env = {**os.environ, "CONTEXT_BROKER_DB": str(db)}
     with subprocess.Popen(
-        [sys.executable, "-m", "context_broker", "select", "--batch", str(batch)],
+        [sys.executable, "-m", "context_broker", "select", "--batch", str(batch), *UNRACED],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
