@@ -14,11 +14,13 @@ does not state contradicts nothing: the rule is kept, and that key counts as no 
 it ranks below rules whose keys the session matches.
 
 Ranking. Qualified memorules (calibrated relevance at or above the floor, and not
-contradicting the context) rank by overlap x confidence weight — overlap is how many keys of
-`applies_to` matched a key the context sets, the weights are `CONFIDENCE_WEIGHTS` (observed 3,
-inferred 2, asserted 1) — then by the confidence weight alone (so with an empty session
-context, or equal products, observed still ranks above inferred above asserted), then by
-`written_at`, newer first, then by relevance, then by id.
+contradicting the context) rank by their confidence-weighted score, overlap x confidence
+weight — overlap is how many keys of `applies_to` matched a key the context sets, the weights
+are `CONFIDENCE_WEIGHTS` (observed 3, inferred 2, asserted 1). A tie on that score goes to the
+newer write (`written_at`, then the order the states were committed in), as the seed says.
+At a score of 0 no key of the context matched and the score weighs nothing: there the
+confidence weight ranks first, then the newer write (so with an empty session context observed
+still ranks above inferred above asserted, issue 19). Then relevance, then id.
 """
 
 from __future__ import annotations
@@ -113,9 +115,11 @@ def context_overlap(applies_to: Mapping[str, str], context: SessionContext) -> i
 
 
 def rank_key(overlap: int, confidence: str) -> tuple[int, int]:
-    """The leading keys of the memorule ranking (higher first): overlap x weight, then weight."""
+    """The leading keys of the memorule ranking (higher first): the confidence-weighted score
+    (overlap x weight), then, only where that score is 0, the weight alone."""
     weight = CONFIDENCE_WEIGHTS[confidence]
-    return (overlap * weight, weight)
+    score = overlap * weight
+    return (score, weight if score == 0 else 0)
 
 
 @attrs.frozen(kw_only=True)

@@ -104,6 +104,18 @@ def test_ranking_ties_break_by_recency(store: MemoryStore) -> None:
     assert recall_ids(store, SessionContext(scope="project")) == [old, new]
 
 
+def test_a_tie_on_the_weighted_score_goes_to_the_newer_write_not_the_confidence(store: MemoryStore) -> None:
+    """The seed's rule: 1 observed key (1 x 3) ties 3 asserted keys (3 x 1), and the newer rule wins."""
+    three_keys = {"persona": "donna", "surface": "cli", "scope": "project"}
+    ctx = SessionContext(persona="donna", surface="cli", scope="project")
+    observed = write_rule(store, id="o1", confidence="observed", applies_to={"persona": "donna"})
+    asserted = write_rule(store, id="a3", confidence="asserted", applies_to=three_keys)
+    matches = semantic_recall(store, QUERY, namespace=NS, source_type="memorule", context=ctx)
+    assert [(m.id, m.rank_weight) for m in matches] == [(asserted, 3), (observed, 3)]
+    update_memorule(store, observed, namespace=NS, session=SESSION, evidence_signal_id="sig-3")
+    assert recall_ids(store, ctx) == [observed, asserted]
+
+
 def test_only_a_contradicting_rule_is_left_out(store: MemoryStore) -> None:
     """A rule for another persona or surface is excluded; one keyed on what the session leaves unset is kept."""
     write_rule(store, id="texi", applies_to={"persona": "texi"})
