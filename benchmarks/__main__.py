@@ -36,7 +36,18 @@ import anyio
 import attrs
 import structlog
 
-from . import _engines, _latency, _locomo, _machine, _peer_systems, _peers, _quality, _summary, personal
+from . import (
+    _engines,
+    _latency,
+    _locomo,
+    _machine,
+    _peer_systems,
+    _peers,
+    _quality,
+    _summary,
+    agent_tasks,
+    personal,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = _latency.Config(
@@ -204,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         quality = anyio.run(functools.partial(_run_quality, quick=args.quick))
         quality["personal"] = _run_personal(quick=args.quick)
+        quality["agent"] = _run_agent(quick=args.quick)
         write(out, "quality.json", quality)
         if args.quick:
             notes.append("Quality: 2 conversations, 10 questions each, lexical broker and BM25 only.")
@@ -249,6 +261,14 @@ def _run_personal(*, quick: bool) -> dict[str, dict[str, dict[str, float]]]:
     sets, modes = (("test",), ("lexical",)) if quick else (personal.SETS, personal.MODES)
     result = personal.run(sets, modes)
     log("quality: personal sets done")
+    return result
+
+
+def _run_agent(*, quick: bool) -> dict[str, dict[str, dict[str, float]]]:
+    """The task-style sets (`benchmarks.agent_tasks`): dev (fitted on) and test (held out)."""
+    sets, modes = (("test",), ("hybrid",)) if quick else (agent_tasks.SETS, agent_tasks.MODES)
+    result = agent_tasks.run(sets, modes)
+    log("quality: task-style sets done")
     return result
 
 
@@ -319,6 +339,7 @@ def _plot(
             _plots.throughput(latency, out)
         if quality is not None:
             _plots.quality(quality, out)
+            _plots.recall_vs_injected(quality, out)
         if peers is not None and any(s["systems"] for s in peers["sizes"].values()):
             _plots.peers(peers, out)
         if engines is not None and engines["sizes"]:

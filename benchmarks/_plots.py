@@ -121,6 +121,30 @@ def quality(result: dict[str, Any], out: Path) -> Path:
     return path
 
 
+def recall_vs_injected(result: dict[str, Any], out: Path) -> Path:
+    """Hit rate against memories injected per answerable question: each system's top-k prefixes as
+    a curve, and where each broker mode stands at the default floor (`RECALL_MIN_SCORE`)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, s in result["systems"].items():
+        hit_at = {int(k): v for k, v in s["hit_at"].items()}  # JSON keys are strings
+        line = ax.plot(sorted(hit_at), [hit_at[k] for k in sorted(hit_at)], label=name)
+        if name.startswith("broker-"):
+            ax.scatter(
+                [s["injected_per_answerable_turn"]], [s["hit_rate"]], color=line[0].get_color(), zorder=3
+            )
+    ax.set_xlabel("memories injected per answerable question")
+    ax.set_ylabel("share with evidence selected")
+    ax.set_ylim(0, 1)
+    ax.set_title("LoCoMo dev: recall against memories injected (dots: the broker at the floor)")
+    ax.legend(fontsize=7)
+    path = out / "recall_vs_injected.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _personal_bars(ax: Any, personal: dict[str, Any]) -> None:  # noqa: ANN401 - a matplotlib Axes
     """Right fact selected and trivial abstention per set and mode (the personal-assistant sets)."""
     labels = [f"{name}\n{mode}" for name, by_mode in personal.items() for mode in by_mode]

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sources._embedder import MiniLMEmbedder
 
 BUDGET: Final = 40
+HIT_AT: Final = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40)
 QUALITY_DEADLINE: Final = 2.0
 """Seconds per turn here: quality, not latency, is measured (latency is in latency.json); the
 circuit breakers are off too, so a slow turn never skips a source on the next ones."""
@@ -182,6 +183,8 @@ class Tally:
     injected: int = 0
     irrelevant: int = 0
     tokens: int = 0
+    first_gold: list[int] = attrs.field(factory=list)
+    """Per turn, the position of the first injected memory that covers evidence (-1: none)."""
 
     def add(self, got: Retrieved, gold: frozenset[str], counter: EstimatingTokenCounter) -> None:
         self.turns += 1
@@ -193,6 +196,7 @@ class Tally:
         self.injected += len(got)
         self.irrelevant += sum(not (e & gold) for e, _ in got)
         self.tokens += sum(counter.count(t) for _, t in got)
+        self.first_gold.append(next((i for i, (e, _) in enumerate(got) if e & gold), -1))
 
     def figures(self) -> dict[str, float]:
         n = max(self.turns, 1)
@@ -204,6 +208,8 @@ class Tally:
             "irrelevant_memory_rate": round(self.irrelevant / max(self.injected, 1), 4),
             "mean_injected": round(self.injected / n, 2),
             "tokens_per_turn": round(self.tokens / n, 1),
+            # Hit rate had only the first k injected memories been kept: recall against memories injected.
+            "hit_at": {k: round(sum(0 <= f < k for f in self.first_gold) / n, 4) for k in HIT_AT},
         }
 
 
@@ -231,6 +237,7 @@ async def evaluate(
     for k in ("answerable", "trivial", "foreign"):
         for f in attrs.fields(Tally):
             setattr(pooled, f.name, getattr(pooled, f.name) + getattr(kinds[k], f.name))
+    answerable = fig["answerable"]
     return {
         "evidence_recall": fig["answerable"]["evidence_recall"],
         "hit_rate": fig["answerable"]["hit_rate"],
@@ -240,7 +247,10 @@ async def evaluate(
         "irrelevant_memory_rate": pooled.figures()["irrelevant_memory_rate"],
         "irrelevant_memory_rate_answerable": fig["answerable"]["irrelevant_memory_rate"],
         "tokens_per_turn": pooled.figures()["tokens_per_turn"],
-        "tokens_per_answerable_turn": fig["answerable"]["tokens_per_turn"],
+        "tokens_per_answerable_turn": answerable["tokens_per_turn"],
+        "injected_per_answerable_turn": answerable["mean_injected"],
+        "evidence_share_of_injected": round(1.0 - answerable["irrelevant_memory_rate"], 4),
+        "hit_at": answerable["hit_at"],
         "category_5": fig["adversarial"],
         "by_kind": fig,
         "seconds": round(elapsed, 1),

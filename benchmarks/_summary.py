@@ -267,7 +267,11 @@ def render(
         out += engines_tables(engines)
     if quality is not None:
         out += _quality_table(quality)
-    out += ["", "Plots: `latency_vs_n.png`, `throughput.png`, `peers.png`, `engines.png`, `quality.png`.", ""]
+    out += [
+        "",
+        "Plots: `latency_vs_n.png`, `throughput.png`, `peers.png`, `engines.png`, `quality.png`, `recall_vs_injected.png`.",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -453,16 +457,18 @@ def _quality_table(q: dict[str, Any]) -> list[str]:
         "",
         (
             "| system | evidence recall | hit rate | false abstention | trivial abstention | foreign abstention "
-            "| irrelevant-memory rate (all / answerable) | tokens per turn (all / answerable) |"
+            "| irrelevant-memory rate (all / answerable) | tokens per turn (all / answerable) "
+            "| memories per answerable question | share of them covering evidence |"
         ),
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in q["systems"].items():
         out.append(
             f"| {name} | {s['evidence_recall']} | {s['hit_rate']} | {s['false_abstention']} "
             f"| {s['trivial_abstention']} | {s['foreign_abstention']} "
             f"| {s['irrelevant_memory_rate']} / {s['irrelevant_memory_rate_answerable']} "
-            f"| {s['tokens_per_turn']} / {s['tokens_per_answerable_turn']} |"
+            f"| {s['tokens_per_turn']} / {s['tokens_per_answerable_turn']} "
+            f"| {s.get('injected_per_answerable_turn', '-')} | {s.get('evidence_share_of_injected', '-')} |"
         )
     out += [
         "",
@@ -477,7 +483,7 @@ def _quality_table(q: dict[str, Any]) -> list[str]:
             f"| {name} | {c['evidence_recall']} | {c['hit_rate']} | {c['abstention']} "
             f"| {c['irrelevant_memory_rate']} | {c['tokens_per_turn']} |"
         )
-    return [*out, "", _QUALITY_NOTE, *_personal_table(q.get("personal"))]
+    return [*out, "", _QUALITY_NOTE, *_personal_table(q.get("personal")), *_agent_table(q.get("agent"))]
 
 
 def _personal_table(personal: dict[str, Any] | None) -> list[str]:
@@ -501,6 +507,31 @@ def _personal_table(personal: dict[str, Any] | None) -> list[str]:
                 f"| {name} | {mode} | {f['hit']:.3f} | {f['false_abstention']:.3f} "
                 f"| {f['trivial_abstention']:.3f} / {'-' if shared is None else f'{shared:.3f}'} "
                 f"| {f['mean_injected']:.1f} | {f['mean_tokens']:.0f} | {f['off_evidence']:.3f} |"
+            )
+    return out
+
+
+def _agent_table(agent: dict[str, Any] | None) -> list[str]:
+    """The task-style sets: a coding agent's facts and the tasks it receives (`benchmarks.agent_tasks`)."""
+    if not agent:
+        return []
+    out = [
+        "",
+        "## Task-style sets (our own writing; `dev` is fitted on, `test` held out; budget 10)",
+        "",
+        (
+            "| set | mode | right fact selected | false abstention | trivial / foreign abstention "
+            "| memories per task | tokens per task | share the task needs | literal matches served |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, by_mode in agent.items():
+        for mode, f in by_mode.items():
+            out.append(
+                f"| {name} | {mode} | {f['hit']:.3f} | {f['false_abstention']:.3f} "
+                f"| {f['trivial_abstention']:.3f} / {f['foreign_abstention']:.3f} "
+                f"| {f['mean_injected']:.1f} | {f['mean_tokens']:.0f} | {f['gold_share']:.3f} "
+                f"| {f['literal_served']} / {f['literal']} |"
             )
     return out
 

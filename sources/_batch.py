@@ -200,8 +200,10 @@ def band_probabilities(
     base_logits: npt.NDArray[np.float64],
     cosines: npt.NDArray[np.float64] | None,
     ref: Reference,
+    size: float = 0.0,
 ) -> npt.NDArray[np.float64]:
-    """Each text's band (`_gate.band_probability` of `_gate.band_features`)."""
+    """Each text's band (`_gate.band_probability` of `_gate.band_features`) in a namespace of
+    `_gate.band_size` `size`."""
     pool = np.asarray(ref.pool, dtype=np.float64)
     # `pool` is descending: the rank counts the entries above base + tie (`_gate.rank_of`).
     rank = np.log1p(np.searchsorted(-pool, -(base_logits + _gate.RANK_TIE), side="left"))
@@ -217,7 +219,7 @@ def band_probabilities(
     weights, bias = _gate.fitted_band(mode)
     raw = logistic(weights, bias, x) / _gate.band_at_best(weights, bias)
     relative = np.where(np.isnan(raw), 0.0, np.minimum(1.0, raw))  # NaN (a NaN cosine): no standing
-    return np.asarray(relative ** constants.BAND_EXPONENTS[mode], dtype=np.float64)
+    return np.asarray(relative ** _gate.band_exponent(mode, size), dtype=np.float64)
 
 
 __all__ = [

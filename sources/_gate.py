@@ -110,13 +110,16 @@ def _lexical_part(ref: Reference) -> tuple[float, ...]:
 
 
 def _lexical_only(ref: Reference) -> tuple[float, ...]:
-    """Lexical mode: the best base logit, the best BM25 and the off-topic overlap.
+    """Lexical mode: the best base logit, the best BM25, the off-topic overlap and its excess
+    over `OFFTOPIC_KNEE` (a task most of whose terms are a small-talk task's, "tell me a joke",
+    closes faster than one that shares a word with one: the fit serves literal matches, and a
+    store may hold the very words of small talk).
 
     The margin over the second and the coverage, collinear with them, took weights of the wrong
     sign and closed the gate on a memory that stands far above the rest.
     """
     first = ref.pool[0] if ref.pool else logit(0.0)
-    return (first, ref.best_bm25, ref.offtopic)
+    return (first, ref.best_bm25, ref.offtopic, max(0.0, ref.offtopic - OFFTOPIC_KNEE))
 
 
 def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
@@ -187,8 +190,15 @@ def rank_of(base_logit: float, pool: tuple[float, ...]) -> int:
     return bisect.bisect_left(pool, -(base_logit + RANK_TIE), key=operator.neg)
 
 
+def band_size(profile: QueryProfile) -> float:
+    """The namespace's size as the band reads it: log1p(documents / PRIOR_DOCS); 0 for an empty
+    namespace, growing slowly with it (`band_exponent` reads it between two fitted sizes)."""
+    return math.log1p(profile.n_docs / PRIOR_DOCS)
+
+
 def band_features(mode: str, base_logit: float, cosine: float | None, ref: Reference) -> tuple[float, ...]:
-    """A memory's standing against the namespace's best: log rank, base-relevance gap, cosine gap."""
+    """A memory's standing against the namespace's best: log rank, base-relevance gap, cosine
+    gap (every feature 0 for the best)."""
     rank = math.log1p(rank_of(base_logit, ref.pool))
     best = ref.pool[0] if ref.pool else base_logit
     gap = max(0.0, best - base_logit - RANK_TIE)
@@ -209,12 +219,24 @@ def band_at_best(weights: tuple[float, ...], bias: float) -> float:
     return logistic(weights, bias, (0.0,) * len(weights))
 
 
-def band_probability(mode: str, features: tuple[float, ...]) -> float:
+def band_exponent(mode: str, size: float) -> float:
+    """The band's exponent in a namespace of `band_size` `size`: the fitted one of small stores
+    up to their size, of long conversations from theirs, linear between. A small store's task
+    finds its evidence among the first few memories, a long conversation's lies deeper: the
+    same band shape is kept narrower in the one than in the other."""
+    small, large = constants.BAND_EXPONENTS[mode]
+    low, high = constants.BAND_EXPONENT_SIZES
+    at = min(1.0, max(0.0, (size - low) / (high - low))) if high > low else 1.0
+    return small + at * (large - small)
+
+
+def band_probability(mode: str, features: tuple[float, ...], size: float = 0.0) -> float:
     """The memory's standing in the task's evidence band: 1 for the namespace's best, lower
-    behind it (the fitted probability relative to the best's, raised to the mode's exponent)."""
+    behind it (the fitted probability relative to the best's, raised to the exponent of the
+    mode at the namespace's `band_size`)."""
     weights, bias = fitted_band(mode)
     at_best = band_at_best(weights, bias)
     raw = logistic(weights, bias, features) / at_best
     if math.isnan(raw):  # a NaN feature (a NaN cosine): no standing, never the band's top
         return 0.0
-    return float(min(1.0, raw) ** constants.BAND_EXPONENTS[mode])
+    return float(min(1.0, raw) ** band_exponent(mode, size))

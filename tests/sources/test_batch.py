@@ -98,20 +98,22 @@ def test_base_probabilities_are_the_modes_scalar_ones(
     cos=st.lists(cosine, min_size=6, max_size=6),
     pool=pools,
     tops=st.lists(cosine, max_size=3),
-    mode=st.sampled_from(MODES),
+    where=st.tuples(st.sampled_from(MODES), st.floats(min_value=0.0, max_value=3.0)),
 )
 def test_bands_are_the_scalar_band_of_each_text(
-    bases: list[float], cos: list[float], pool: list[float], tops: list[float], mode: str
+    bases: list[float], cos: list[float], pool: list[float], tops: list[float], where: tuple[str, float]
 ) -> None:
-    """Rank, gaps and band over arrays equal `_gate.band_probability(band_features(...))` of each text."""
+    """Rank, gaps and band over arrays equal `_gate.band_probability(band_features(...))` of each
+    text, at any namespace size."""
+    mode, size = where
     ref = Reference(pool=tuple(sorted(pool, reverse=True)), top_cosines=tuple(sorted(tops, reverse=True)))
     logits = _batch.logits(np.array(bases))
     cosines = np.array(cos[: len(bases)])
-    got = _batch.band_probabilities(mode, logits, cosines, ref)
+    got = _batch.band_probabilities(mode, logits, cosines, ref, size)
     for i, base in enumerate(bases):
         lg = _gate.logit(base)
         assert _close(float(logits[i]), lg)
-        want = _gate.band_probability(mode, _gate.band_features(mode, lg, cos[i], ref))
+        want = _gate.band_probability(mode, _gate.band_features(mode, lg, cos[i], ref), size)
         assert _close(float(got[i]), want)
 
 

@@ -8,12 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sources import _analysis, _gate
+from sources import _calibration_constants as constants
 from sources._relevance import MODES, QueryProfile, Reference
 
 logits = st.floats(min_value=-14.0, max_value=14.0, allow_nan=False)
 pools = st.lists(logits, min_size=1, max_size=60).map(lambda xs: tuple(sorted(xs, reverse=True)))
 cosines = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 modes = st.sampled_from(MODES)
+sizes = st.floats(min_value=0.0, max_value=5.0)
 
 
 def _ref(pool: tuple[float, ...], top: float = 0.6) -> Reference:
@@ -26,35 +28,39 @@ def test_rank_counts_the_candidates_clearly_above(pool: tuple[float, ...], base:
     assert _gate.rank_of(base, pool) == sum(1 for v in pool if v > base + _gate.RANK_TIE)
 
 
-@given(mode=modes, pool=pools, cosine=cosines)
-def test_the_best_memory_has_the_whole_band(mode: str, pool: tuple[float, ...], cosine: float) -> None:
-    """At the namespace's best base relevance and best cosine the band is exactly 1."""
+@given(mode=modes, pool=pools, cosine=cosines, size=sizes)
+def test_the_best_memory_has_the_whole_band(
+    mode: str, pool: tuple[float, ...], cosine: float, size: float
+) -> None:
+    """At the namespace's best base relevance and best cosine the band is exactly 1, at any size."""
     ref = _ref(pool, top=cosine)
-    band = _gate.band_probability(mode, _gate.band_features(mode, pool[0], cosine, ref))
+    band = _gate.band_probability(mode, _gate.band_features(mode, pool[0], cosine, ref), size)
     assert band == 1.0
 
 
-@given(mode=modes, pool=pools, a=logits, b=logits, cosine=cosines)
+@given(mode=modes, pool=pools, pair=st.tuples(logits, logits), cosine=cosines, size=sizes)
 def test_band_never_rises_as_a_memory_falls_behind(
-    mode: str, pool: tuple[float, ...], a: float, b: float, cosine: float
+    mode: str, pool: tuple[float, ...], pair: tuple[float, float], cosine: float, size: float
 ) -> None:
-    """Of two memories with the same cosine, the one with the lower base relevance has no larger band."""
-    low, high = sorted((a, b))
+    """Of two memories with the same cosine, the one with the lower base relevance has no larger
+    band, in a namespace of any size."""
+    low, high = sorted(pair)
     ref = _ref(pool)
-    band_low = _gate.band_probability(mode, _gate.band_features(mode, low, cosine, ref))
-    band_high = _gate.band_probability(mode, _gate.band_features(mode, high, cosine, ref))
+    band_low = _gate.band_probability(mode, _gate.band_features(mode, low, cosine, ref), size)
+    band_high = _gate.band_probability(mode, _gate.band_features(mode, high, cosine, ref), size)
     assert 0.0 <= band_low <= band_high + 1e-12 <= 1.0 + 1e-12
 
 
-@given(mode=modes, pool=pools, base=logits, c1=cosines, c2=cosines)
+@given(mode=modes, pool=pools, base=logits, pair=st.tuples(cosines, cosines), size=sizes)
 def test_band_never_rises_as_the_cosine_falls(
-    mode: str, pool: tuple[float, ...], base: float, c1: float, c2: float
+    mode: str, pool: tuple[float, ...], base: float, pair: tuple[float, float], size: float
 ) -> None:
-    """Of two memories with the same base relevance, the one further from the best cosine has no larger band."""
-    low, high = sorted((c1, c2))
+    """Of two memories with the same base relevance, the one further from the best cosine has no
+    larger band, at any size."""
+    low, high = sorted(pair)
     ref = _ref(pool, top=1.0)
-    band_low = _gate.band_probability(mode, _gate.band_features(mode, base, low, ref))
-    band_high = _gate.band_probability(mode, _gate.band_features(mode, base, high, ref))
+    band_low = _gate.band_probability(mode, _gate.band_features(mode, base, low, ref), size)
+    band_high = _gate.band_probability(mode, _gate.band_features(mode, base, high, ref), size)
     assert band_low <= band_high + 1e-12
 
 
@@ -108,3 +114,26 @@ def test_a_score_never_exceeds_the_gate(
     band = _gate.band_probability(mode, _gate.band_features(mode, base, cosine, _ref(pool)))
     assert 0.0 <= band <= 1.0
     assert qpp * band <= qpp
+
+
+def _sized(n_docs: int) -> float:
+    return _gate.band_size(QueryProfile(terms=(), idf={}, present=frozenset(), avgdl=1.0, n_docs=n_docs))
+
+
+def test_band_size_grows_with_the_namespace() -> None:
+    """An empty namespace has size 0, a larger one a larger size."""
+    assert _sized(0) == 0.0
+    assert 0.0 < _sized(50) < _sized(600) < _sized(100_000)
+
+
+@given(mode=modes, a=sizes, b=sizes)
+def test_the_band_exponent_lies_between_the_fitted_two(mode: str, a: float, b: float) -> None:
+    """The exponent is the small stores' one up to their size, the long conversations' from theirs,
+    and moves one way only between them."""
+    small, large = constants.BAND_EXPONENTS[mode]
+    low, high = constants.BAND_EXPONENT_SIZES
+    assert _gate.band_exponent(mode, min(low, a)) == small
+    assert _gate.band_exponent(mode, max(high, a)) == large
+    lo, hi = sorted((a, b))
+    step = _gate.band_exponent(mode, hi) - _gate.band_exponent(mode, lo)
+    assert step * (large - small) >= -1e-12

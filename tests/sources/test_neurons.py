@@ -72,8 +72,11 @@ async def test_importance_alone_never_injects(store: MemoryStore) -> None:
 
 @pytest.mark.parametrize("task", ["what time is it", "hi", "tell me a joke"])
 async def test_trivial_task_gets_nothing_above_the_floor(store: MemoryStore, task: str) -> None:
-    """A trivial task fires no neuron above the floor, even one triggered by a common word."""
-    NeuronWriter(store).add_neuron("Tell Sam the joke about the penguin.", namespace=NS, triggers=["joke"])
+    """A trivial task fires no neuron above the floor, even one triggered by a common word of it:
+    "joke" (a memory holding every word of the task is a literal match, served as any other)."""
+    NeuronWriter(store).add_neuron(
+        "Sam's penguin joke is a standup favourite.", namespace=NS, triggers=["joke"]
+    )
     got = await source(store).fetch(SourceRequest(task=task, namespace=NS))
     assert all(c.score < RECALL_MIN_SCORE for c in got)
 

@@ -162,7 +162,7 @@ async def test_a_write_from_another_process_invalidates(
     script = (
         "import sys; from broker import Namespace; from sources import MemoryStore\n"
         "with MemoryStore.open(sys.argv[1], mode='lexical') as s:\n"
-        "    s.add_entry('Postgres vacuum freeze age is 150 million.', namespace=Namespace(tenant_id='alice'), "
+        "    s.add_entry('Postgres vacuum cost limit is 400 on the replicas.', namespace=Namespace(tenant_id='alice'), "
         "id='pg3')\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
