@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -63,6 +64,7 @@ class App:
     def store(self, *, mode: str | None = None) -> MemoryStore:
         """The store, opened once (StoreError if the file is unusable, or missing for a reader)."""
         if self._store is None:
+            self._check_named_directory()
             try:
                 self._store = wiring.open_store(
                     self.db_path,
@@ -73,6 +75,18 @@ class App:
             except ConfigError as exc:
                 raise UsageError(f"error: {exc}") from exc
         return self._store
+
+    def _check_named_directory(self) -> None:
+        """A store named by `--db` or `$CONTEXT_BROKER_DB` is created only in a directory that
+        exists: a mistyped path never makes directories and a new, empty store. (The default
+        path, under the user's data directory, is made on first use.)"""
+        named = self.args.db is not None or bool(os.environ.get(wiring.ENV_DB))
+        path = self.db_path
+        if not (named and self.creates and isinstance(path, Path)):
+            return
+        parent = path.expanduser().parent
+        if not path.expanduser().exists() and not parent.is_dir():
+            raise UsageError(f"error: {path}: no directory {parent} (create it first; nothing was written)")
 
     def close(self) -> None:
         """Close what was opened."""

@@ -88,6 +88,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def ingest(args: argparse.Namespace, app: App) -> int:
     """Validate every line, then write; print how many records the file held."""
     parsed = read_records(args.file)
+    if not parsed.notes and not parsed.records:
+        raise UsageError(f"error: {label(args.file)}: no records (nothing was written)")
     writer = _writer(args, app, parsed)
     big = len(parsed.notes) >= PROGRESS_MIN_NOTES
     with progress("ingest") as update:
