@@ -77,9 +77,11 @@ class App:
         return self._store
 
     def _check_named_directory(self) -> None:
-        """A store named by `--db` or `$CONTEXT_BROKER_DB` is created only in a directory that
-        exists: a mistyped path never makes directories and a new, empty store. (The default
-        path, under the user's data directory, is made on first use.)"""
+        """Refuse to create a store named by `--db` or `$CONTEXT_BROKER_DB` outside a directory.
+
+        A mistyped path never makes directories and a new, empty store; the default path, under
+        the user's data directory, is made on first use.
+        """
         named = self.args.db is not None or bool(os.environ.get(wiring.ENV_DB))
         path = self.db_path
         if not (named and self.creates and isinstance(path, Path)):

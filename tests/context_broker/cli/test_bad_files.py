@@ -297,7 +297,9 @@ def test_a_directory_that_cannot_be_created_for_permissions_is_one_line(tmp_path
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
     try:
-        result = _run_cli(None, "remember", "A note with nowhere to go", "--kind", "note", data_home=locked / "sub")
+        result = _run_cli(
+            None, "remember", "A note with nowhere to go", "--kind", "note", data_home=locked / "sub"
+        )
     finally:
         locked.chmod(0o755)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
