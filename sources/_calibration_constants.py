@@ -135,4 +135,8 @@ BAND_EXPONENTS: dict[str, tuple[float, float]] = {
     "hybrid": (0.349494, 0.591476),
 }
 # The band sizes (sources._gate.band_size) the two exponents hold at; read linearly between.
-BAND_EXPONENT_SIZES: tuple[float, float] = (0.405465, 2.032088)
+BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {
+    "lexical": (0.405465, 2.032088),
+    "dense": (0.405465, 2.032088),
+    "hybrid": (0.405465, 2.032088),
+}

@@ -64,7 +64,8 @@ class App:
     def store(self, *, mode: str | None = None) -> MemoryStore:
         """The store, opened once (StoreError if the file is unusable, or missing for a reader)."""
         if self._store is None:
-            self._check_named_directory()
+            if self.creates:
+                self.check_store_directory()
             try:
                 self._store = wiring.open_store(
                     self.db_path,
@@ -76,18 +77,24 @@ class App:
                 raise UsageError(f"error: {exc}") from exc
         return self._store
 
-    def _check_named_directory(self) -> None:
+    def check_store_directory(self) -> None:
         """Refuse to create a store named by `--db` or `$CONTEXT_BROKER_DB` outside a directory.
 
-        A mistyped path never makes directories and a new, empty store; the default path, under
-        the user's data directory, is made on first use.
+        For a command that may create the store: a mistyped path never makes directories and a
+        new, empty store (UsageError, nothing made); the default path, under the user's data
+        directory, is made on first use.
         """
         named = self.args.db is not None or bool(os.environ.get(wiring.ENV_DB))
         path = self.db_path
-        if not (named and self.creates and isinstance(path, Path)):
+        if not (named and isinstance(path, Path)):
             return
-        parent = path.expanduser().parent
-        if not path.expanduser().exists() and not parent.is_dir():
+        path = path.expanduser()
+        if path.exists():
+            return
+        parent = path.parent
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"error: {path}: {parent} is not a directory (nothing was written)")
+        if not parent.exists():
             raise UsageError(f"error: {path}: no directory {parent} (create it first; nothing was written)")
 
     def close(self) -> None:

@@ -172,8 +172,24 @@ def test_a_named_store_is_created_only_in_a_directory_that_exists(
     db = work / relative
     ran = cli("--db", str(db), *args.get(command, ("ingest", str(notes))))
     assert ran.status == 2, ran
-    assert ran.err_lines == (f"error: {db}: no directory {db.parent} (create it first; nothing was written)",)
+    why = f"{db.parent} is not a directory" if relative == "taken/memory.db" else f"no directory {db.parent}"
+    tail = (
+        "(nothing was written)" if relative == "taken/memory.db" else "(create it first; nothing was written)"
+    )
+    assert ran.err_lines == (f"error: {db}: {why} {tail}",)
     assert sorted(p.name for p in work.iterdir()) == ["taken"]
+
+
+def test_a_store_named_by_the_environment_is_checked_too(
+    tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CONTEXT_BROKER_DB (here a sqlite:/// URL) naming a missing directory: one line, exit 2."""
+    db = tmp_path / "typo" / "memory.db"
+    monkeypatch.setenv("CONTEXT_BROKER_DB", f"sqlite:///{db}")
+    ran = cli("remember", "A note that has nowhere to go")
+    assert ran.status == 2, ran
+    assert ran.err_lines == (f"error: {db}: no directory {db.parent} (create it first; nothing was written)",)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_garbage_wal_loses_nothing(tmp_path: Path, good: Path, cli) -> None:
@@ -290,7 +306,7 @@ def test_a_full_disk_is_one_line_exit_2_and_loses_nothing(on_small_disk) -> None
     assert (got["unchanged"], got["entries"], got["integrity"]) == (True, 50, "ok")
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+@pytest.mark.skipif(sys.platform != "linux", reason="POSIX permissions; XDG_DATA_HOME is read on Linux")
 def test_a_directory_that_cannot_be_created_for_permissions_is_one_line(tmp_path: Path) -> None:
     """The default store's directory (made on first use) refused by mkdir's PermissionError (even
     for root, without its override) is one line, exit 2."""

@@ -98,8 +98,18 @@ def test_an_input_without_records_creates_no_store(tmp_path: Path, content: byte
     db = tmp_path / "memory.db"
     done = run(db, "ingest", "-", stdin=content)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines() == ["error: standard input: no records (nothing was written)"]
+    assert done.stderr.splitlines() == ["error: standard input: no records (no store was created)"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_input_without_records_into_an_existing_store_ingests_nothing(tmp_path: Path) -> None:
+    """An empty export into a store that exists is not an error: 0 records, exit 0."""
+    db = tmp_path / "memory.db"
+    assert run(db, "remember", "Already here").returncode == 0
+    done = run(db, "ingest", "-", stdin=b"")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+    assert entries(db) == 1
 
 
 def test_ingest_help_points_to_the_records_doc(tmp_path: Path) -> None:
