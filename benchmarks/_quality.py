@@ -249,7 +249,9 @@ async def evaluate(
         "tokens_per_turn": pooled.figures()["tokens_per_turn"],
         "tokens_per_answerable_turn": answerable["tokens_per_turn"],
         "injected_per_answerable_turn": answerable["mean_injected"],
-        "evidence_share_of_injected": round(1.0 - answerable["irrelevant_memory_rate"], 4),
+        "evidence_share_of_injected": (
+            round(1.0 - answerable["irrelevant_memory_rate"], 4) if answerable["mean_injected"] else None
+        ),
         "hit_at": answerable["hit_at"],
         "category_5": fig["adversarial"],
         "by_kind": fig,

@@ -468,7 +468,7 @@ def _quality_table(q: dict[str, Any]) -> list[str]:
             f"| {s['trivial_abstention']} | {s['foreign_abstention']} "
             f"| {s['irrelevant_memory_rate']} / {s['irrelevant_memory_rate_answerable']} "
             f"| {s['tokens_per_turn']} / {s['tokens_per_answerable_turn']} "
-            f"| {s.get('injected_per_answerable_turn', '-')} | {s.get('evidence_share_of_injected', '-')} |"
+            f"| {s.get('injected_per_answerable_turn', '-')} | {s.get('evidence_share_of_injected') if s.get('evidence_share_of_injected') is not None else '-'} |"
         )
     out += [
         "",
@@ -517,7 +517,7 @@ def _agent_table(agent: dict[str, Any] | None) -> list[str]:
         return []
     out = [
         "",
-        "## Task-style sets (our own writing; `dev` is fitted on, `test` held out; budget 10)",
+        "## Task-style sets (our own writing; `dev` is fitted on in lexical mode only, `test` held out; budget 10)",
         "",
         (
             "| set | mode | right fact selected | false abstention | trivial / foreign abstention "

@@ -3,8 +3,8 @@ about a team's systems and its user in one tenant, tasks phrased as an agent rec
 (instructions as well as questions, each served by one or two facts, most without their words),
 and trivial and foreign tasks that must get nothing.
 
-`dev` is fitted on (benchmarks/fit_calibration.py); `test` (another team in another domain)
-never is: its figures are held out. Every fact is stored as a semantic memory; each task goes
+`dev` is fitted on in lexical mode (benchmarks/fit_calibration.py; its literal tasks); `test`
+(another team in another domain) never is: its figures are held out. Every fact is stored as a semantic memory; each task goes
 through the real selector over every default source at the command line's default budget (10
 memories, as `../shared/tools/agent_eval.py` asks).
 

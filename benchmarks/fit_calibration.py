@@ -4,9 +4,11 @@ Data (all read or written here, never shipped): the LoCoMo dev conversations (tu
 summaries; one tenant each, and a turns-only copy of each as the held-out harness stores
 them), the bundled sample notes (a small store asked only tasks it cannot serve), the
 personal-assistant dev set of our own writing
-(benchmarks/data/personal_dev.json; one tenant), and off-topic tasks of our own writing
-(sources/data/offtopic.txt, shipped: the gate reads a task's closeness to them). The held-out trivial
-tasks (../shared/data/trivial_tasks.txt) and benchmarks/data/personal_test.json are never fitted on.
+(benchmarks/data/personal_dev.json; one tenant), the task-style dev set of our own writing
+(benchmarks/data/agent_dev.json; one tenant; lexical mode only, see `fit_mode`), and off-topic
+tasks of our own writing (sources/data/offtopic.txt, shipped: the gate reads a task's closeness
+to them). The held-out trivial tasks (../shared/data/trivial_tasks.txt),
+benchmarks/data/personal_test.json and benchmarks/data/agent_test.json are never fitted on.
 
 Three logistic models per mode, fitted in order (`sources._relevance`, `sources._gate`):
 
@@ -19,13 +21,15 @@ Three logistic models per mode, fitted in order (`sources._relevance`, `sources.
    personal tenant and the personal questions of a LoCoMo tenant included) and every
    off-topic task in every tenant. Features from the production `Reference`.
 3. the band, P(the task's first evidence lies at or below this memory's standing) over the
-   candidates of answerable questions; then `BAND_EXPONENT`, the narrowest band for which the
-   floor keeps evidence for `BAND_COVERAGE` of the answerable dev questions whose evidence
-   the candidates hold (at most `BUDGET` selected).
+   candidates of answerable questions; then `BAND_EXPONENTS`, per mode one for small stores and
+   one for long conversations: the narrowest band for which the floor keeps evidence for
+   `BAND_COVERAGE` of the answerable dev questions, unless more than `BAND_MEAN_MAX` memories
+   then clear it (at most `BUDGET` selected). The printed coverage is at each kind's own
+   exponent (a store between the two kinds' median sizes reads a blend).
 
-Each regime (LoCoMo with every source, LoCoMo turns only, personal) weighs the same in every
-fit, its own class balance kept. Leave-one-conversation-out figures (the personal set always
-in training) are printed for each model; the final fit on everything is what `--write` puts
+Each regime (LoCoMo with every source, LoCoMo turns only, personal; task-style in lexical mode)
+weighs the same in every fit, its own class balance kept. Leave-one-conversation-out figures
+(the personal and task-style sets always in training) are printed for each model; the final fit on everything is what `--write` puts
 in sources/_calibration_constants.py.
 
     python -m benchmarks.fit_calibration [--mode lexical|dense|hybrid|all] [--write]
@@ -508,8 +512,9 @@ def _fit(
 
 
 def loco_gate(fit: Fit) -> str:
-    """Leave-one-conversation-out rates of the gate at the floor, per regime (the personal set
-    has no held-out fold here: its held-out figures are benchmarks.personal's test set)."""
+    """Leave-one-conversation-out rates of the gate at the floor, per regime (the personal and
+    task-style sets have no held-out fold here: their held-out figures are the test sets of
+    benchmarks.personal and benchmarks.agent_tasks)."""
     groups = _groups(fit.gate)
     passed: dict[tuple[str, float], list[bool]] = {}
     preds, labels = [], []
@@ -597,7 +602,7 @@ def fit_mode(store: MemoryStore, mode: str, ten: list[Tenant], qvecs: dict[str, 
     low, high = (float(np.median([t[1] for ts in kind.values() for t in ts])) for kind in kinds)
     sizes = (low, high)
     constants.BAND_EXPONENTS = {**constants.BAND_EXPONENTS, mode: exponents}
-    constants.BAND_EXPONENT_SIZES = sizes
+    constants.BAND_EXPONENT_SIZES = {**constants.BAND_EXPONENT_SIZES, mode: sizes}
     for kind, exponent in zip(kinds, exponents, strict=True):
         for regime, tasks in sorted(kind.items()):
             kept, mean = coverage(mode, tasks, exponent)
@@ -681,8 +686,7 @@ def _render() -> str:
                 *_tuple(f"{prefix}_WEIGHTS", getattr(constants, f"{prefix}_WEIGHTS")),
                 f"{prefix}_BIAS: float = {getattr(constants, f'{prefix}_BIAS'):.6f}",
             ]
-    exponents = constants.BAND_EXPONENTS
-    small, large = constants.BAND_EXPONENT_SIZES
+    exponents, sizes = constants.BAND_EXPONENTS, constants.BAND_EXPONENT_SIZES
     lines += [
         "",
         "# Band exponents per mode, (small stores, long conversations): the floor's edge keeps the",
@@ -690,8 +694,11 @@ def _render() -> str:
         "BAND_EXPONENTS: dict[str, tuple[float, float]] = {",
         *(f'    "{m}": ({exponents[m][0]:.6f}, {exponents[m][1]:.6f}),' for m in MODES),
         "}",
-        "# The band sizes (sources._gate.band_size) the two exponents hold at; read linearly between.",
-        f"BAND_EXPONENT_SIZES: tuple[float, float] = ({small:.6f}, {large:.6f})",
+        "# Per mode, the band sizes (sources._gate.band_size) the two exponents hold at (the median",
+        "# size of the namespaces each was fitted on); read linearly between.",
+        "BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {",
+        *(f'    "{m}": ({sizes[m][0]:.6f}, {sizes[m][1]:.6f}),' for m in MODES),
+        "}",
     ]
     return "\n".join(lines) + "\n"
 

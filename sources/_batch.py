@@ -200,7 +200,7 @@ def band_probabilities(
     base_logits: npt.NDArray[np.float64],
     cosines: npt.NDArray[np.float64] | None,
     ref: Reference,
-    size: float = 0.0,
+    size: float,
 ) -> npt.NDArray[np.float64]:
     """Each text's band (`_gate.band_probability` of `_gate.band_features`) in a namespace of
     `_gate.band_size` `size`."""

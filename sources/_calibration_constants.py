@@ -134,5 +134,10 @@ BAND_EXPONENTS: dict[str, tuple[float, float]] = {
     "dense": (0.337424, 1.194628),
     "hybrid": (0.349494, 0.591476),
 }
-# The band sizes (sources._gate.band_size) the two exponents hold at; read linearly between.
-BAND_EXPONENT_SIZES: tuple[float, float] = (0.405465, 2.032088)
+# Per mode, the band sizes (sources._gate.band_size) the two exponents hold at (the median
+# size of the namespaces each was fitted on); read linearly between.
+BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {
+    "lexical": (0.405465, 2.032088),
+    "dense": (0.576613, 2.032088),
+    "hybrid": (0.576613, 2.032088),
+}

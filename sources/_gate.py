@@ -18,9 +18,9 @@ from this namespace, and this memory is within the task's evidence band", factor
   memory, lower as the memory falls behind it (its rank among the namespace's candidates,
   the gap of its base relevance to the best, and of its cosine). Fitted as the probability
   that the task's first evidence lies at or below the memory's standing (relative to the
-  best's), raised to the mode's `BAND_EXPONENTS`: the exponent that puts the floor's edge
-  where the band holds the evidence of most answerable dev tasks within the memory budget
-  (docs/relevance.md).
+  best's), raised to the mode's exponent at the namespace's size (`band_exponent`): the one
+  that puts the floor's edge where the band holds the evidence of most answerable dev tasks
+  within a ceiling on the memories a turn takes (docs/relevance.md).
 
 A memory's base relevance (the per-memory logistic of `sources._relevance`) orders the
 namespace's candidates; it is not the score.
@@ -221,16 +221,18 @@ def band_at_best(weights: tuple[float, ...], bias: float) -> float:
 
 def band_exponent(mode: str, size: float) -> float:
     """The band's exponent in a namespace of `band_size` `size`: the fitted one of small stores
-    up to their size, of long conversations from theirs, linear between. A small store's task
-    finds its evidence among the first few memories, a long conversation's lies deeper: the
-    same band shape is kept narrower in the one than in the other."""
+    up to their median size, of long conversations from theirs, linear between. How far behind
+    the best a task's evidence lies, and how many memories a turn may take, differ between a
+    small store and a long conversation: one band shape, two widths (`BAND_EXPONENTS`)."""
+    if size >= constants.BAND_EXPONENT_SIZES[mode][1]:
+        return constants.BAND_EXPONENTS[mode][1]
     small, large = constants.BAND_EXPONENTS[mode]
-    low, high = constants.BAND_EXPONENT_SIZES
+    low, high = constants.BAND_EXPONENT_SIZES[mode]
     at = min(1.0, max(0.0, (size - low) / (high - low))) if high > low else 1.0
     return small + at * (large - small)
 
 
-def band_probability(mode: str, features: tuple[float, ...], size: float = 0.0) -> float:
+def band_probability(mode: str, features: tuple[float, ...], size: float) -> float:
     """The memory's standing in the task's evidence band: 1 for the namespace's best, lower
     behind it (the fitted probability relative to the best's, raised to the exponent of the
     mode at the namespace's `band_size`)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -63,6 +64,8 @@ class App:
     def store(self, *, mode: str | None = None) -> MemoryStore:
         """The store, opened once (StoreError if the file is unusable, or missing for a reader)."""
         if self._store is None:
+            if self.creates:
+                self.check_store_directory()
             try:
                 self._store = wiring.open_store(
                     self.db_path,
@@ -73,6 +76,26 @@ class App:
             except ConfigError as exc:
                 raise UsageError(f"error: {exc}") from exc
         return self._store
+
+    def check_store_directory(self) -> None:
+        """Refuse to create a store named by `--db` or `$CONTEXT_BROKER_DB` outside a directory.
+
+        For a command that may create the store: a mistyped path never makes directories and a
+        new, empty store (UsageError, nothing made); the default path, under the user's data
+        directory, is made on first use.
+        """
+        named = self.args.db is not None or bool(os.environ.get(wiring.ENV_DB))
+        path = self.db_path
+        if not (named and isinstance(path, Path)):
+            return
+        path = path.expanduser()
+        if path.exists():
+            return
+        parent = path.parent
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"error: {path}: {parent} is not a directory (nothing was written)")
+        if not parent.exists():
+            raise UsageError(f"error: {path}: no directory {parent} (create it first; nothing was written)")
 
     def close(self) -> None:
         """Close what was opened."""

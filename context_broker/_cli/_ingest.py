@@ -10,6 +10,7 @@ its content and is found again; a record whose own id exists is an error that na
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -88,6 +89,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def ingest(args: argparse.Namespace, app: App) -> int:
     """Validate every line, then write; print how many records the file held."""
     parsed = read_records(args.file)
+    if not parsed.notes and not parsed.records and not _store_exists(app):
+        raise UsageError(f"error: {label(args.file)}: no records (no store was created)")
     writer = _writer(args, app, parsed)
     big = len(parsed.notes) >= PROGRESS_MIN_NOTES
     with progress("ingest") as update:
@@ -106,6 +109,12 @@ def ingest(args: argparse.Namespace, app: App) -> int:
     )
     app.out(str(report.written + report.unchanged))
     return 0
+
+
+def _store_exists(app: App) -> bool:
+    """True when the store exists already (a SQLite file; a PostgreSQL database always does)."""
+    path = app.db_path
+    return not isinstance(path, Path) or path.expanduser().exists()
 
 
 def _writer(args: argparse.Namespace, app: App, parsed: Parsed) -> WriterSession | None:

@@ -51,6 +51,7 @@ def run(args: argparse.Namespace, app: App) -> int:
     if not 0 <= args.port <= 65535:
         raise ConfigError("--port: must be in 0..65535")
     namespace = app.namespace
+    app.check_store_directory()  # the server writes (its remember tool): it may create the store
     tokens = load_tokens(args.tokens, project=args.project) if args.transport == "http" else None
 
     async def serve() -> None:

@@ -21,6 +21,7 @@ from mcp.server.stdio import stdio_server
 from pydantic import AnyHttpUrl
 
 from broker import BrokerError, ConfigError, ValidationError
+from context_broker._cli._parser import version
 
 from ._fields import input_schema, parse
 from ._tools import TOOLS, Tool
@@ -66,7 +67,7 @@ def build_server(
             content=[types.TextContent(type="text", text=text)], structured_content=result
         )
 
-    return Server(SERVER_NAME, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(SERVER_NAME, version=version(), on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 def _describe(tool: Tool) -> types.Tool:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -63,6 +64,16 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> tuple[boo
         return True, result.content[0].text.splitlines()
     assert json.loads(result.content[0].text) == result.structured_content
     return False, result.structured_content
+
+
+async def test_the_server_reports_its_name_and_version(tmp_path):
+    """`initialize` answers with the server's name and the installed distribution's version."""
+    args = ["-m", "context_broker", "--db", str(tmp_path / "m.db"), "mcp", *UNRACED]
+    params = StdioServerParameters(command=sys.executable, args=args, env=_env())
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        result = await session.initialize()
+    assert result.server_info.name == "context-broker"
+    assert result.server_info.version == metadata.version("context-broker")
 
 
 async def test_stdio_lists_every_tool(tmp_path):

@@ -142,8 +142,8 @@ def test_a_nan_cosine_has_no_standing_in_either_definition(mode: str) -> None:
     """A NaN cosine (a degenerate vector) gets band 0 over arrays and in the scalar definition alike."""
     ref = Reference(pool=(2.0, 0.5), top_cosines=(0.9, 0.4))
     logits = _batch.logits(np.array([0.7, 0.7]))
-    got = _batch.band_probabilities(mode, logits, np.array([math.nan, 0.9]), ref)
-    want = _gate.band_probability(mode, _gate.band_features(mode, float(logits[0]), math.nan, ref))
+    got = _batch.band_probabilities(mode, logits, np.array([math.nan, 0.9]), ref, 0.0)
+    want = _gate.band_probability(mode, _gate.band_features(mode, float(logits[0]), math.nan, ref), 0.0)
     assert float(got[0]) == want == 0.0
     assert float(got[1]) > 0.0
 

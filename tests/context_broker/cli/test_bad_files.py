@@ -156,16 +156,40 @@ def test_a_missing_file_is_created_by_no_reading_command(tmp_path: Path, cli, co
     assert not (tmp_path / "typo").exists()
 
 
-@pytest.mark.parametrize(
-    ("relative", "cause"),
-    [("taken/memory.db", "File exists"), ("taken/sub/memory.db", "Not a directory")],
-)
-def test_an_uncreatable_directory_is_one_line(tmp_path: Path, cli, relative: str, cause: str) -> None:
-    """Mkdir's FileExistsError / NotADirectoryError: one line naming the path, exit 2."""
-    (tmp_path / "taken").write_text("a file, not a directory")
-    ran = cli("--db", str(tmp_path / relative), "remember", "A note that has nowhere to go")
-    assert ran.status == 2
-    assert ran.err_lines == (f"error: {tmp_path / relative}: cannot create its directory ({cause})",)
+@pytest.mark.parametrize("relative", ["taken/memory.db", "taken/sub/memory.db", "typo/sub/memory.db"])
+@pytest.mark.parametrize("command", ["remember", "demo", "ingest"])
+def test_a_named_store_is_created_only_in_a_directory_that_exists(
+    tmp_path: Path, cli, relative: str, command: str
+) -> None:
+    """A --db whose directory is missing (or is a file) is one line, exit 2, and nothing is made:
+    no directory, no empty store."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "taken").write_text("a file, not a directory")
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"text": "A note that has nowhere to go"}\n')
+    args = {"remember": ("remember", "A note that has nowhere to go"), "demo": ("demo",)}
+    db = work / relative
+    ran = cli("--db", str(db), *args.get(command, ("ingest", str(notes))))
+    assert ran.status == 2, ran
+    why = f"{db.parent} is not a directory" if relative == "taken/memory.db" else f"no directory {db.parent}"
+    tail = (
+        "(nothing was written)" if relative == "taken/memory.db" else "(create it first; nothing was written)"
+    )
+    assert ran.err_lines == (f"error: {db}: {why} {tail}",)
+    assert sorted(p.name for p in work.iterdir()) == ["taken"]
+
+
+def test_a_store_named_by_the_environment_is_checked_too(
+    tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$CONTEXT_BROKER_DB (here a sqlite:/// URL) naming a missing directory: one line, exit 2."""
+    db = tmp_path / "typo" / "memory.db"
+    monkeypatch.setenv("CONTEXT_BROKER_DB", f"sqlite:///{db}")
+    ran = cli("remember", "A note that has nowhere to go")
+    assert ran.status == 2, ran
+    assert ran.err_lines == (f"error: {db}: no directory {db.parent} (create it first; nothing was written)",)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_garbage_wal_loses_nothing(tmp_path: Path, good: Path, cli) -> None:
@@ -190,18 +214,24 @@ def test_a_garbage_wal_loses_nothing(tmp_path: Path, good: Path, cli) -> None:
 _AS_ROOT_WITHOUT_OVERRIDE = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search")
 
 
-def _run_cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a real process, subject to file permissions even when the tests run as root."""
+def _run_cli(db: Path | None, *args: str, data_home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in a real process, subject to file permissions even when the tests run as root
+    (`db` None: the default store, under `data_home`)."""
     prefix: tuple[str, ...] = ()
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             pytest.skip("running as root without setpriv: permissions cannot apply")
         prefix = _AS_ROOT_WITHOUT_OVERRIDE
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "context_broker", "--db", str(db), *args],
+        [*prefix, sys.executable, "-m", "context_broker", *(("--db", str(db)) if db else ()), *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+        env={
+            **{k: v for k, v in os.environ.items() if k != "CONTEXT_BROKER_DB"},
+            "PYTHONPATH": str(ROOT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **({"XDG_DATA_HOME": str(data_home)} if data_home else {}),
+        },
         timeout=120,
         check=False,
     )
@@ -276,20 +306,20 @@ def test_a_full_disk_is_one_line_exit_2_and_loses_nothing(on_small_disk) -> None
     assert (got["unchanged"], got["entries"], got["integrity"]) == (True, 50, "ok")
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+@pytest.mark.skipif(sys.platform != "linux", reason="POSIX permissions; XDG_DATA_HOME is read on Linux")
 def test_a_directory_that_cannot_be_created_for_permissions_is_one_line(tmp_path: Path) -> None:
-    """A PermissionError from mkdir (even for root, without its override) is one line, exit 2."""
+    """The default store's directory (made on first use) refused by mkdir's PermissionError (even
+    for root, without its override) is one line, exit 2."""
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
     try:
         result = _run_cli(
-            locked / "sub" / "memory.db", "remember", "A note with nowhere to go", "--kind", "note"
+            None, "remember", "A note with nowhere to go", "--kind", "note", data_home=locked / "sub"
         )
     finally:
         locked.chmod(0o755)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2, result.stderr
-    assert lines == [
-        f"error: {locked / 'sub' / 'memory.db'}: cannot create its directory (Permission denied)"
-    ]
+    db = locked / "sub" / "context-broker" / "memory.db"
+    assert lines == [f"error: {db}: cannot create its directory (Permission denied)"]
     assert list(locked.iterdir()) == []

@@ -91,6 +91,27 @@ def test_the_bundled_sample_ingests_as_shipped(tmp_path: Path) -> None:
     assert done.stdout.strip() == str(len(sample.read_text(encoding="utf-8").splitlines()))
 
 
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n"], ids=["empty", "blank lines"])
+def test_an_input_without_records_creates_no_store(tmp_path: Path, content: bytes) -> None:
+    """`ingest -` of an empty input (or blank lines only) says so on one line, exits 2 and
+    creates nothing: no store file appears."""
+    db = tmp_path / "memory.db"
+    done = run(db, "ingest", "-", stdin=content)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == ["error: standard input: no records (no store was created)"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_input_without_records_into_an_existing_store_ingests_nothing(tmp_path: Path) -> None:
+    """An empty export into a store that exists is not an error: 0 records, exit 0."""
+    db = tmp_path / "memory.db"
+    assert run(db, "remember", "Already here").returncode == 0
+    done = run(db, "ingest", "-", stdin=b"")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+    assert entries(db) == 1
+
+
 def test_ingest_help_points_to_the_records_doc(tmp_path: Path) -> None:
     """`ingest --help` names docs/records.md and says `-` reads standard input."""
     text = " ".join(run(tmp_path / "h.db", "ingest", "--help").stdout.split())
