@@ -24,8 +24,9 @@ Three logistic models per mode, fitted in order (`sources._relevance`, `sources.
    candidates of answerable questions; then `BAND_EXPONENTS`, per mode one for small stores and
    one for long conversations: the narrowest band for which the floor keeps evidence for
    `BAND_COVERAGE` of the answerable dev questions, unless more than `BAND_MEAN_MAX` memories
-   then clear it (at most `BUDGET` selected). The printed coverage is at each kind's own
-   exponent (a store between the two kinds' median sizes reads a blend).
+   then clear it (at most `BUDGET` selected). Each exponent holds over the range of sizes its
+   kind was fitted on (`BAND_EXPONENT_SIZES`: the largest small store, the smallest long
+   conversation), so the printed coverage is what every dev namespace reads.
 
 Each regime (LoCoMo with every source, LoCoMo turns only, personal; task-style in lexical mode)
 weighs the same in every fit, its own class balance kept. Leave-one-conversation-out figures
@@ -599,7 +600,11 @@ def fit_mode(store: MemoryStore, mode: str, ten: list[Tenant], qvecs: dict[str, 
     kinds = [{r: ts for r, ts in regimes.items() if (r in SMALL_REGIMES) == small} for small in (True, False)]
     small, large = (fit_exponent(mode, kind) for kind in kinds)
     exponents = (small, large)
-    low, high = (float(np.median([t[1] for ts in kind.values() for t in ts])) for kind in kinds)
+    # Each kind's exponent holds over the whole range of sizes it was fitted on (the largest
+    # small store, the smallest long conversation), so every dev namespace reads the exponent
+    # its coverage was measured at; only sizes between the two ranges read a blend.
+    low = max(t[1] for ts in kinds[0].values() for t in ts)
+    high = min(t[1] for ts in kinds[1].values() for t in ts)
     sizes = (low, high)
     constants.BAND_EXPONENTS = {**constants.BAND_EXPONENTS, mode: exponents}
     constants.BAND_EXPONENT_SIZES = {**constants.BAND_EXPONENT_SIZES, mode: sizes}
@@ -694,8 +699,8 @@ def _render() -> str:
         "BAND_EXPONENTS: dict[str, tuple[float, float]] = {",
         *(f'    "{m}": ({exponents[m][0]:.6f}, {exponents[m][1]:.6f}),' for m in MODES),
         "}",
-        "# Per mode, the band sizes (sources._gate.band_size) the two exponents hold at (the median",
-        "# size of the namespaces each was fitted on); read linearly between.",
+        "# Per mode, the band sizes (sources._gate.band_size) up to and from which the two exponents",
+        "# hold (the largest small store, the smallest long conversation fitted); linear between.",
         "BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {",
         *(f'    "{m}": ({sizes[m][0]:.6f}, {sizes[m][1]:.6f}),' for m in MODES),
         "}",

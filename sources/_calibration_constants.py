@@ -134,10 +134,10 @@ BAND_EXPONENTS: dict[str, tuple[float, float]] = {
     "dense": (0.337424, 1.194628),
     "hybrid": (0.349494, 0.591476),
 }
-# Per mode, the band sizes (sources._gate.band_size) the two exponents hold at (the median
-# size of the namespaces each was fitted on); read linearly between.
+# Per mode, the band sizes (sources._gate.band_size) up to and from which the two exponents
+# hold (the largest small store, the smallest long conversation fitted); linear between.
 BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {
-    "lexical": (0.405465, 2.032088),
-    "dense": (0.576613, 2.032088),
-    "hybrid": (0.576613, 2.032088),
+    "lexical": (0.405465, 1.545433),
+    "dense": (0.576613, 1.545433),
+    "hybrid": (0.576613, 1.545433),
 }

@@ -221,7 +221,7 @@ def band_at_best(weights: tuple[float, ...], bias: float) -> float:
 
 def band_exponent(mode: str, size: float) -> float:
     """The band's exponent in a namespace of `band_size` `size`: the fitted one of small stores
-    up to their median size, of long conversations from theirs, linear between. How far behind
+    up to the largest of them, of long conversations from the smallest of them, linear between. How far behind
     the best a task's evidence lies, and how many memories a turn may take, differ between a
     small store and a long conversation: one band shape, two widths (`BAND_EXPONENTS`)."""
     if size >= constants.BAND_EXPONENT_SIZES[mode][1]:
