@@ -193,7 +193,14 @@ class PostgresDatabase:
         cut at the caller's deadline (cancelled on the server, rolled back)."""
         stop = ReadStop()
         work = functools.partial(self._work, tenant_id, fn, write, remaining(), stop)
-        return await run_sync_interruptible(work, interrupt=stop.trip, limiter=self.limiter)
+        try:
+            return await run_sync_interruptible(work, interrupt=stop.trip, limiter=self.limiter)
+        except _driver.StatementCancelledError:
+            # The statement timeout is the caller's deadline: when the server's timer fires before
+            # the caller's cancel scope wakes this task (a loaded host), the deadline has passed
+            # all the same, and the caller's cancellation is what it gets, as from the interrupt.
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            raise
 
     def _work(
         self,
