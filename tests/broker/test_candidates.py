@@ -166,15 +166,17 @@ async def _overshoots(broker, turn: Turn, deadline: float, turns: int) -> list[f
 async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo):
     """Three 10 MB texts at a 100 ms deadline: p99 overshoot of the whole turn <= 10 ms (real clock).
 
-    100 turns a round. The machine is shared: a round whose p99 a neighbour's burst spoiled is
-    run again, up to three rounds; slow code fails every round. Then the same turn runs with three
-    short texts: on a host that misses 10 ms even so, huge texts pass when they add <= 3 ms to it.
+    100 turns a round, each followed by the same turn with three short texts (the host's own
+    overshoot, measured at the same moments). The machine is shared: a round whose p99 a
+    neighbour's burst spoiled is run again, up to three rounds; slow code fails every round. On a
+    host that misses 10 ms even with short texts, huge texts pass when they add <= 3 ms to them.
     """
     task_id = repo.create_task("What changed in the billing service?", namespace=NS)
-    huge = FakeSource(
-        "huge",
-        candidates=[make_candidate(f"h{i}", 0.9, source="huge", text=t) for i, t in enumerate(_huge_texts())],
+    huge_texts = tuple(
+        make_candidate(f"h{i}", 0.9, source="huge", text=t) for i, t in enumerate(_huge_texts())
     )
+    short_texts = tuple(make_candidate(f"s{i}", 0.9, source="huge", text="Billing moved.") for i in range(3))
+    huge = FakeSource("huge", candidates=list(huge_texts))
     deadline = 0.1
     rounds = []
     async with (
@@ -184,18 +186,16 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
     ):
         turn = Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=8000, deadline=deadline)
         for _ in range(3):
-            rounds.append(_p99(await _overshoots(broker, turn, deadline, 100)))
-            if rounds[-1] <= 0.010:
+            big, small = [], []
+            for _ in range(100):
+                huge.candidates = huge_texts
+                big += await _overshoots(broker, turn, deadline, 1)
+                huge.candidates = short_texts
+                small += await _overshoots(broker, turn, deadline, 1)
+            rounds.append((_p99(big), _p99(small)))
+            if _p99(big) <= max(0.010, _p99(small) + 0.003):
                 return
-        huge.candidates = tuple(
-            make_candidate(f"s{i}", 0.9, source="huge", text="Billing moved.") for i in range(3)
-        )
-        control = _p99(await _overshoots(broker, turn, deadline, 100))
-    # An oversubscribed host misses 10 ms with short texts too: then huge texts may add no
-    # more than 3 ms to what the same turn costs with short ones.
-    if control > 0.010 and min(rounds) <= control + 0.003:
-        return
-    pytest.fail(f"p99 overshoot per round (s): {rounds}; the same turn with three short texts: {control:.4f}")
+    pytest.fail(f"p99 overshoot per round (s), huge texts and short texts: {rounds}")
 
 
 def test_a_source_answer_reads_and_compares_as_its_candidates():
