@@ -15,7 +15,6 @@ not the question's fact.
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from pathlib import Path
@@ -28,7 +27,7 @@ from broker import EstimatingTokenCounter, Namespace, open_selector
 from sources import MemoryStore, NewEntry, default_sources
 from sources._relevance import MODES
 
-from . import _locomo
+from . import _locomo, _sets
 
 DATA: Final = Path(__file__).parent / "data"
 SETS: Final = ("dev", "test")
@@ -115,28 +114,13 @@ def _shared_trivial() -> list[str]:
     return _locomo.trivial_tasks() if _locomo.TRIVIAL.exists() else []
 
 
-def run(
-    sets: tuple[str, ...] = SETS, modes: tuple[str, ...] = MODES
-) -> dict[str, dict[str, dict[str, float]]]:
+def run(sets: tuple[str, ...] = SETS, modes: tuple[str, ...] = MODES) -> _sets.Figures:
     """Figures of every set in every mode, as plain dicts (set -> mode -> figure -> value)."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    for name in sets:
-        data = load(name)
-        for mode in modes:
-            figures = anyio.run(evaluate, data, mode, backend="trio")
-            out.setdefault(name, {})[mode] = attrs.asdict(figures)
-    return out
+    return _sets.run_sets(load, evaluate, sets, modes)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--set", choices=(*SETS, "all"), default="all")
-    parser.add_argument("--mode", choices=(*MODES, "all"), default="all")
-    args = parser.parse_args(argv)
-    sets = SETS if args.set == "all" else (args.set,)
-    modes = MODES if args.mode == "all" else (args.mode,)
+    sets, modes = _sets.chosen(__doc__, SETS, argv)
     for name, by_mode in run(sets, modes).items():
         for mode, figures in by_mode.items():
             print(f"personal-{name} {mode:7s} {Figures(**figures).line()}")  # type: ignore[arg-type]
