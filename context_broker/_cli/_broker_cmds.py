@@ -16,7 +16,7 @@ import anyio
 
 from broker import TURN_COMPLETED, Block, Context, Turn, open_broker
 from context_broker.wiring import SAMPLE_DATA, open_default_selector, sample_lines
-from sources import SqliteTaskRepository, WriterSession
+from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
 from ._ingest import IngestOptions, ingest_records, records_of
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
     from ._records import Parsed
 
-SAMPLE_WRITER = WriterSession(session_id="context-broker-demo", persona="sample-data")
-"""Who writes the sample's memorules: every memorule names its writer (its audit shows this one)."""
 DEMO_TASK = "Prepare the Lighthouse 2.4 release checklist and release notes"
 _PERCENTILES = (50, 95, 99)
 EXIT_NO_EVENTS = 1
@@ -143,7 +141,7 @@ def sample_records() -> Parsed:
 
 def seed_samples(store: MemoryStore, namespace: Namespace) -> None:
     """Write the sample data into the namespace, through `ingest`'s own code."""
-    ingest_records(store, namespace, sample_records(), IngestOptions(writer=SAMPLE_WRITER))
+    ingest_records(store, namespace, sample_records(), IngestOptions())  # its memorules name their writer
 
 
 # -- trace-stats --------------------------------------------------------------------------

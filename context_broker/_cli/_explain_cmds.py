@@ -8,7 +8,6 @@ selected blocks admission dropped. This is how a user learns why a memory did no
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ import anyio
 import attrs
 
 from broker import (
+    DEDUPLICATED,
     DEFAULT_SELECT_BUDGET,
     MEMORY_TYPES,
     RECALL_MIN_SCORE,
@@ -30,6 +30,7 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
+from ._options import PositiveInt, add_deadline_argument
 from ._store_cmds import add_mode_argument, parse_types
 
 if TYPE_CHECKING:
@@ -55,16 +56,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--budget",
         type=int,
+        action=PositiveInt,
         default=DEFAULT_SELECT_BUDGET,
         help=f"most memories to select, as a turn does (default {DEFAULT_SELECT_BUDGET})",
     )
-    p.add_argument("--window", type=int, default=128_000, help="model window in tokens (default 128000)")
     p.add_argument(
-        "--input-budget", type=int, default=8000, help="tokens for the whole context (default 8000)"
+        "--window",
+        type=int,
+        action=PositiveInt,
+        default=128_000,
+        help="model window in tokens (default 128000)",
     )
     p.add_argument(
-        "--deadline-ms", type=float, default=1000.0, help="per-source deadline in ms (default 1000)"
+        "--input-budget",
+        type=int,
+        action=PositiveInt,
+        default=8000,
+        help="tokens for the whole context (default 8000)",
     )
+    add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print the explanation as one JSON object")
     add_mode_argument(p)
     p.set_defaults(handler=explain)
@@ -72,17 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def explain(args: argparse.Namespace, app: App) -> int:
     """Explain one task: print every candidate with its qpp, band, score and fate."""
-    problems = [
-        f"error: --{name}: must be a positive integer, got {value}"
-        for name, value in (
-            ("budget", args.budget),
-            ("window", args.window),
-            ("input-budget", args.input_budget),
-        )
-        if value < 1
-    ]
-    if not math.isfinite(args.deadline_ms) or args.deadline_ms <= 0:
-        problems.append("error: --deadline-ms: must be a number of milliseconds > 0")
+    problems = []
     if not args.task.strip():
         problems.append("error: TASK: must not be empty (empty)")
     if args.message is not None and not args.message.strip():
@@ -181,6 +181,7 @@ def _report(
                 "outcome": outcome,
                 "detail": detail,
                 "text": c.text,
+                "also_from": [],
             }
         )
     return {
@@ -190,11 +191,25 @@ def _report(
         "qpp": result.qpp,
         "floor": RECALL_MIN_SCORE,
         "budget": args.budget,
-        "candidates": rows,
+        "candidates": _folded(rows),
         "sources": [
             {"name": s.name, "status": str(s.status), "candidates": s.candidates} for s in result.sources
         ],
     }
+
+
+def _folded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per memory: a copy another source also returned (deduplicated) is not a row of its
+    own but named in the kept row's `also_from`."""
+    kept = {(r["entry_id"], r["source"]): r for r in rows if r["outcome"] != DEDUPLICATED}
+    folded = []
+    for row in rows:
+        winner = kept.get((row["entry_id"], str(row["detail"]).removeprefix("kept from ")))
+        if row["outcome"] == DEDUPLICATED and winner is not None:
+            winner["also_from"] = [*winner["also_from"], row["source"]]
+            continue
+        folded.append(row)
+    return folded
 
 
 def _number(value: float | None) -> str:
@@ -219,7 +234,7 @@ def _table(candidates: list[dict[str, Any]]) -> list[str]:
         (
             f"{row['score']:.3f}  {_number(row['qpp'])}  {_number(row['band'])}",
             row["outcome"] + (f" ({row['detail']})" if row["detail"] else ""),
-            f"{row['source']}/{row['entry_id']}",
+            "+".join([row["source"], *row["also_from"]]) + f"/{row['entry_id']}",
             " ".join(str(row["text"]).split())[:80],
         )
         for row in candidates

@@ -9,7 +9,6 @@ its content and is found again; a record whose own id exists is an error that na
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from sources import SqliteTaskRepository, Writers, WriterSession, remember, upda
 from ._app import App, UsageError
 from ._jsonl import label, read_lines
 from ._progress import progress
-from ._records import Parsed, Record, parse
+from ._records import Parsed, Record, parse, record_writer
 from ._session import add_writer_arguments, writer_session
 
 if TYPE_CHECKING:
@@ -82,12 +81,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="store a note without an id even if the namespace holds its text already",
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the counts as one JSON object (records, written, unchanged)",
+    )
     add_writer_arguments(p)
     p.set_defaults(handler=ingest)
 
 
 def ingest(args: argparse.Namespace, app: App) -> int:
-    """Validate every line, then write; print how many records the file held."""
+    """Validate every line, then write; say how many records the file held, and how many were new."""
     parsed = read_records(args.file)
     if not parsed.notes and not parsed.records and not _store_exists(app):
         raise UsageError(f"error: {label(args.file)}: no records (no store was created)")
@@ -103,11 +107,22 @@ def ingest(args: argparse.Namespace, app: App) -> int:
         report = ingest_records(app.store(), app.namespace, parsed, options)
     if report.written:
         app.store().refresh_statistics()  # PostgreSQL plans a freshly loaded store badly until ANALYZE
-    sys.stderr.write(
-        f"ingested {report.written + report.unchanged} records into {app.namespace}: "
-        f"{report.written} written, {report.unchanged} already stored\n"
-    )
-    app.out(str(report.written + report.unchanged))
+    records = report.written + report.unchanged
+    if args.json:
+        app.print_json(
+            {
+                "records": records,
+                "written": report.written,
+                "unchanged": report.unchanged,
+                "tenant": app.namespace.tenant_id,
+                "project": app.namespace.project_id,
+            }
+        )
+    else:
+        app.out(
+            f"ingested {records} records into {app.namespace}: "
+            f"{report.written} written, {report.unchanged} already stored"
+        )
     return 0
 
 
@@ -119,8 +134,8 @@ def _store_exists(app: App) -> bool:
 
 def _writer(args: argparse.Namespace, app: App, parsed: Parsed) -> WriterSession | None:
     """The writer of the file's memorules (`_session.writer_session`); None when it has none."""
-    if not any(r.type == "memorule" for r in parsed.records):
-        return None
+    if not any(r.type == "memorule" and record_writer(r.fields) is None for r in parsed.records):
+        return None  # no memorule, or each names its writer
     session, errors = writer_session(args.session_id, args.persona, derived_id=app.session_id)
     if errors:
         raise ValidationError(errors)
@@ -269,14 +284,17 @@ def _edge(s: _Sinks, ns: Namespace, f: dict[str, Any], _replace: bool) -> bool:
 
 
 def _memorule(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:
-    """A new memorule; with `replace`, an existing one gets these fields as its next state."""
+    """A new memorule; with `replace`, an existing one gets these fields as its next state. Its
+    writer is the one the record names, else the invocation's."""
+    writer = record_writer(f) or s.writer
+    f.pop("written_by", None)
     try:
-        remember(s.store, namespace=ns, kind="memorule", session=s.writer, **f)
+        remember(s.store, namespace=ns, kind="memorule", session=writer, **f)
     except ValidationError as exc:
         if not (replace and any(e.code == "exists" for e in exc.errors)):
             raise
         changes = {k: v for k, v in f.items() if k not in {"id", "memory_type", "importance"}}
-        update_memorule(s.store, f["id"], namespace=ns, session=s.writer, **changes)
+        update_memorule(s.store, f["id"], namespace=ns, session=writer, **changes)
     return True
 
 

@@ -185,12 +185,13 @@ def remember_command(args: argparse.Namespace, app: App) -> int:
         "id": args.id,
         "importance": importance,
     }
-    if errors or writer_errors:
-        more = remember_errors(**fields)
-        if applies_to is not None and not applies_to:
-            more = _without_required(more, "applies_to")
-        if session is None:  # the writer's one error is `writer_errors`, reported last
-            more = [e for e in more if e.field not in {"session_id", "persona", "session"}]
+    # Every field is checked before the store is opened: bad input never creates a store.
+    more = remember_errors(**fields)
+    if applies_to is not None and not applies_to:
+        more = _without_required(more, "applies_to")
+    if session is None:  # the writer's one error is `writer_errors`, reported last
+        more = [e for e in more if e.field not in {"session_id", "persona", "session"}]
+    if errors or more or writer_errors:
         raise ValidationError(errors + more + writer_errors)
     app.out(remember(app.store(), namespace=app.namespace, **fields))
     return 0

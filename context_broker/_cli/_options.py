@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from broker import FieldError
 
 DEFAULT_DEADLINE_MS = 100.0
-"""The memory-selection deadline of `demo` and `select`, in milliseconds: one default for both,
+"""The memory-selection deadline of `demo`, `select` and `explain`, in milliseconds: one default for both,
 the library's own (`open_selector`). A one-shot CLI turn measured 25-58 ms on a loaded 2-core
 machine, cold start included."""
 
@@ -66,6 +66,18 @@ class PositiveInt(_Checked):
 
     def ok(self, value: float) -> bool:
         return value >= 1
+
+
+def int_in(low: int, high: int) -> type[_Checked]:
+    """An action for an integer in [low, high] (use with type=int)."""
+
+    class _Within(_Checked):
+        requirement = f"an integer in {low}..{high}"
+
+        def ok(self, value: float) -> bool:
+            return low <= value <= high
+
+    return _Within
 
 
 def option_errors(args: argparse.Namespace) -> list[str]:

@@ -82,7 +82,13 @@ def _add_globals(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, defaul
         default=default(value=False),
         help="include memory and task text in traces",
     )
-    p.add_argument("--log-level", default=default("info"), choices=LEVELS, help="default: info")
+    p.add_argument(
+        "--log-level",
+        default=default("warning"),
+        choices=LEVELS,
+        help="stderr's log events at this level and above (default: warning; info adds each turn's "
+        "trace and the memorule audit events)",
+    )
     p.add_argument(
         "--durability",
         default=default("normal"),

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from sources import NewEntry, content_id, entry_errors, remember_errors
+from sources import NewEntry, WriterSession, content_id, entry_errors, remember_errors, session_errors
 
 from ._jsonl import json_object
 
@@ -110,6 +110,7 @@ RECORDS: Mapping[str, RecordType] = {
             "evidence_signal_id": _string,
             "memory_type": _string,
             "importance": _number,
+            "written_by": _object,
         },
         required=frozenset({"memorule_kind", "subject", "body", "applies_to"}),
     ),
@@ -132,7 +133,27 @@ class Record:
 
 
 WRITER_FIELDS = frozenset({"session_id", "persona"})
-"""A memorule's writer fields: not a record's, the `ingest` invocation's."""
+"""A memorule's writer fields: the record's `written_by`, else the `ingest` invocation's."""
+
+
+def record_writer(fields: Mapping[str, Any]) -> WriterSession | None:
+    """The writer a memorule record names (`"written_by": {"persona": P, "session_id": S}`), or None."""
+    named = fields.get("written_by")
+    if named is None:
+        return None
+    return WriterSession(session_id=named.get("session_id"), persona=named.get("persona"))
+
+
+def _writer_problems(named: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a record's `written_by` object."""
+    problems = [
+        f"written_by.{k}: unknown field (persona, session_id)" for k in named if k not in WRITER_FIELDS
+    ]
+    problems += [f"written_by.{k}: required" for k in sorted(WRITER_FIELDS) if k not in named]
+    if problems:
+        return problems
+    errors = session_errors(WriterSession(session_id=named["session_id"], persona=named["persona"]))
+    return [f"written_by.{e.field}: {e.message} ({e.code})" for e in errors]
 
 
 @attrs.frozen(kw_only=True)
@@ -194,8 +215,13 @@ def _deeper(kind: str, obj: dict[str, Any]) -> list[str]:
     if kind == "note":
         errors = entry_errors(_entry(obj))
     elif kind == "memorule":
-        # The writer is the invocation's (`ingest --persona`), checked once by `ingest`.
-        errors = [e for e in remember_errors(kind="memorule", **obj) if e.field not in WRITER_FIELDS]
+        # The writer is the record's `written_by`, else the invocation's (`ingest --persona`),
+        # checked once by `ingest`.
+        named = obj.get("written_by")
+        fields = {k: v for k, v in obj.items() if k != "written_by"}
+        errors = [e for e in remember_errors(kind="memorule", **fields) if e.field not in WRITER_FIELDS]
+        if named is not None:
+            return [f"{e.field}: {e.message} ({e.code})" for e in errors] + _writer_problems(named)
     else:
         return []
     return [f"{e.field}: {e.message} ({e.code})" for e in errors]

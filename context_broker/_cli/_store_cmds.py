@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from broker import MEMORY_TYPES, RECALL_MIN_SCORE, RECALL_MODES, printable
 from context_broker.shapes import recall_row
@@ -11,6 +10,7 @@ from sources import MAX_RECALL_LIMIT, semantic_recall
 
 from ._app import App, UsageError
 from ._memorules import add_remember_arguments, remember_command
+from ._options import int_in
 from ._progress import progress
 from ._session import add_context_arguments, session_context
 
@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--limit",
         type=int,
+        action=int_in(1, MAX_RECALL_LIMIT),
         default=10,
         metavar="N",
         help=f"most memories to print, best first (1..{MAX_RECALL_LIMIT}, default 10)",
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=recall)
 
     p = sub.add_parser("reindex", help="re-embed memories whose vector is missing or from another model")
+    p.add_argument("--json", action="store_true", help="print the count and model as one JSON object")
     p.set_defaults(handler=reindex)
 
     p = sub.add_parser("stats", help="counts per namespace and kind")
@@ -119,11 +121,14 @@ def stats(args: argparse.Namespace, app: App) -> int:
     return 0
 
 
-def reindex(_args: argparse.Namespace, app: App) -> int:
-    """Re-embed stale or missing vectors of every namespace; print how many."""
+def reindex(args: argparse.Namespace, app: App) -> int:
+    """Re-embed stale or missing vectors of every namespace; say how many."""
     store = app.store(mode="hybrid")
     with progress("reindex") as update:
         done = store.reindex(progress=update)
-    sys.stderr.write(f"reindexed {done} texts with {store.embedder.model_id if store.embedder else '-'}\n")
-    app.out(str(done))
+    model = store.embedder.model_id if store.embedder else None
+    if args.json:
+        app.print_json({"reindexed": done, "model": model})
+    else:
+        app.out(f"reindexed {done} texts with {model or '-'}")
     return 0

@@ -114,3 +114,28 @@ def test_explain_names_the_bad_budget_it_got(tmp_path: Path) -> None:
     """A budget under 1 is refused with the value given, as `select` and `demo` refuse it."""
     done = run("--db", str(tmp_path / "x.db"), "explain", "a task", "--budget", "-3", home=tmp_path)
     assert (done.returncode, done.stderr) == (2, "error: --budget: must be a positive integer, got -3\n")
+
+
+def test_explain_is_quiet_and_lists_a_memory_two_sources_return_once(tmp_path: Path) -> None:
+    """An unclassified note comes back from the store and the persona lane: one row, the second
+    source named in `also_from`; stderr holds no trace unless --log-level info asks for it."""
+    db = tmp_path / "p.db"
+    assert (
+        run("--db", str(db), "remember", "My dentist is Dr. Alvarez on Elm Street", home=tmp_path).returncode
+        == 0
+    )
+    done = run("--db", str(db), "explain", "who is my dentist", "--json", *UNRACED, home=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    rows = json.loads(done.stdout)["candidates"]
+    assert [(r["source"], r["also_from"], r["outcome"]) for r in rows] == [("store", ["persona"], "selected")]
+    loud = run(
+        "--db", str(db), "--log-level", "info", "explain", "who is my dentist", *UNRACED, home=tmp_path
+    )
+    assert [json.loads(line)["event"] for line in loud.stderr.splitlines()] == ["turn.completed"]
+    assert "store+persona/" in loud.stdout
+
+
+def test_explain_checks_its_flags_before_opening_a_store(tmp_path: Path) -> None:
+    """A bad flag is reported even when the store does not exist: flags first, then the file."""
+    done = run("--db", str(tmp_path / "none.db"), "explain", "a task", "--deadline-ms", "0", home=tmp_path)
+    assert (done.returncode, done.stderr) == (2, "error: --deadline-ms: must be milliseconds > 0, got 0\n")

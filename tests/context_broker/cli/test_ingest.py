@@ -79,16 +79,23 @@ def test_every_example_line_of_the_records_doc_ingests(tmp_path: Path) -> None:
     src = tmp_path / "docs.jsonl"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     done = run(tmp_path / "d.db", "ingest", str(src), "--persona", "donna")
-    assert (done.returncode, done.stdout.strip()) == (0, str(len(lines))), done.stderr
-    assert f"{len(lines)} written, 0 already stored" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout
+        == f"ingested {len(lines)} records into default/default: {len(lines)} written, 0 already stored\n"
+    )
 
 
 def test_the_bundled_sample_ingests_as_shipped(tmp_path: Path) -> None:
-    """context_broker/data/sample_memories.jsonl is in the one record format `ingest` reads."""
+    """context_broker/data/sample_memories.jsonl ingests as shipped, no --persona: its memorules
+    name their writer, whom the audit trail records."""
     sample = ROOT / "context_broker" / "data" / "sample_memories.jsonl"
-    done = run(tmp_path / "s.db", "ingest", str(sample), "--persona", "sample-data")
+    done = run(tmp_path / "s.db", "ingest", str(sample), "--json")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(len(sample.read_text(encoding="utf-8").splitlines()))
+    assert json.loads(done.stdout)["records"] == len(sample.read_text(encoding="utf-8").splitlines())
+    audit = run(tmp_path / "s.db", "audit", "--json")
+    writers = {(e["written_by_persona"], e["written_by_session_id"]) for e in json.loads(audit.stdout)}
+    assert writers == {("sample-data", "context-broker-demo")}
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n  \n"], ids=["empty", "blank lines"])
@@ -108,7 +115,7 @@ def test_an_input_without_records_into_an_existing_store_ingests_nothing(tmp_pat
     assert run(db, "remember", "Already here").returncode == 0
     done = run(db, "ingest", "-", stdin=b"")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "0"
+    assert done.stdout.startswith("ingested 0 records into default/default")
     assert entries(db) == 1
 
 
@@ -125,7 +132,7 @@ def test_reingesting_lines_without_ids_stores_nothing_twice(tmp_path: Path) -> N
     assert run(db, "ingest", str(src)).returncode == 0
     again = run(db, "ingest", str(src))
     assert again.returncode == 0, again.stderr
-    assert "0 written, 8 already stored" in again.stderr
+    assert "0 written, 8 already stored" in again.stdout
     replaced = run(db, "ingest", str(src), "--replace")
     assert replaced.returncode == 0, replaced.stderr
     assert entries(db) == len(NOTES)
@@ -139,7 +146,7 @@ def test_identical_text_is_one_entry_unless_duplicates_are_kept(tmp_path: Path) 
     """A repeated text is stored once; --keep-duplicates stores every copy."""
     db = tmp_path / "k.db"
     src = notes_file(tmp_path, [NOTES[0], NOTES[0], NOTES[1]])
-    assert "2 written, 1 already stored" in run(db, "ingest", str(src)).stderr
+    assert "2 written, 1 already stored" in run(db, "ingest", str(src)).stdout
     assert entries(db) == 2
     assert run(db, "ingest", str(src), "--keep-duplicates").returncode == 0
     assert entries(db) == 5
@@ -167,6 +174,8 @@ def test_replace_gives_a_memorule_a_new_state_and_rewrites_a_task(tmp_path: Path
     """--replace appends a memorule state (history kept) and rewrites a task without doubling its turns."""
     db, src = tmp_path / "m.db", tmp_path / "m.jsonl"
     examples = [json.loads(line) for line in doc_examples()]
+    for record in examples:
+        record.pop("written_by", None)  # a memorule that names no writer: the invocation's
     src.write_text(
         "".join(json.dumps(r) + "\n" for r in examples if r.get("record") in {"memorule", "task"}),
         encoding="utf-8",
@@ -215,8 +224,15 @@ def test_ingest_reads_standard_input_with_a_byte_order_mark(tmp_path: Path) -> N
     """`ingest -` reads standard input; a UTF-8 BOM before the first line is accepted."""
     db = tmp_path / "s.db"
     data = b"\xef\xbb\xbf" + notes_file(tmp_path).read_bytes()
-    done = run(db, "ingest", "-", stdin=data)
-    assert (done.returncode, done.stdout.strip()) == (0, str(len(NOTES))), done.stderr
+    done = run(db, "ingest", "-", "--json", stdin=data)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "records": len(NOTES),
+        "written": len(NOTES),
+        "unchanged": 0,
+        "tenant": "default",
+        "project": "default",
+    }
     assert entries(db) == len(NOTES)
 
 
@@ -311,3 +327,34 @@ def test_a_record_failing_after_notes_were_written_says_what_stays(tmp_path: Pat
         "error: the 1 records written before line 2 stay; fix the line and ingest again with --replace",
     ]
     assert entries(db) == 1
+
+
+def test_a_memorule_record_names_its_writer_or_is_refused_for_a_bad_one(tmp_path: Path) -> None:
+    """`written_by` names a memorule's writer (no --persona needed, the audit records it); one
+    missing its session id or holding an unknown key is refused, naming the line, nothing written."""
+    rule = {
+        "record": "memorule",
+        "memorule_kind": "convention",
+        "subject": "UTC timestamps",
+        "body": "Write every timestamp in UTC with an explicit offset.",
+        "applies_to": {"scope": "global"},
+    }
+    src, db = tmp_path / "r.jsonl", tmp_path / "r.db"
+    bad = [
+        {**rule, "written_by": {"persona": "ops"}},
+        {**rule, "written_by": {"persona": "ops", "session_id": "s", "x": 1}},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in bad), encoding="utf-8")
+    refused = run(db, "ingest", str(src))
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[:2] == [
+        "error: line 1: written_by.session_id: required",
+        "error: line 2: written_by.x: unknown field (persona, session_id)",
+    ]
+    assert not db.exists()
+    src.write_text(
+        json.dumps({**rule, "written_by": {"persona": "ops", "session_id": "s-1"}}) + "\n", encoding="utf-8"
+    )
+    assert run(db, "ingest", str(src)).returncode == 0, "a record naming its writer needs no --persona"
+    audit = json.loads(run(db, "audit", "--json").stdout)
+    assert [(e["written_by_persona"], e["written_by_session_id"]) for e in audit] == [("ops", "s-1")]

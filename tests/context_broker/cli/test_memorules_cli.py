@@ -291,6 +291,7 @@ def test_every_cli_memorule_write_records_its_writer(tmp_path: Path, cli, monkey
     assert not (tmp_path / "w.db").exists()
     first = cli("--db", db, "remember", *rule, "--persona", "donna")
     assert first.status == 0, first
+    assert first.err_lines == ()  # the audit event is a log line of level info: quiet by default
     monkeypatch.setenv(ENV_PERSONA, "texi")
     rid = first.out.strip()
     assert cli("--db", db, "memorule", "update", rid, "--confidence", "observed").status == 0
@@ -307,3 +308,14 @@ def test_a_note_takes_no_writer(tmp_path: Path, cli) -> None:
     ran = cli("--db", str(tmp_path / "n.db"), "remember", "a plain note", "--persona", "donna")
     assert ran.status == 2
     assert ran.err_lines == ("error: --persona: is only accepted with kind 'memorule' (not_allowed)",)
+
+
+@pytest.mark.parametrize(
+    "bad", [("--importance", "2"), ("--memory-type", "bogus")], ids=["importance", "memory type"]
+)
+def test_remember_checks_every_flag_before_creating_a_store(tmp_path: Path, cli, bad) -> None:
+    """A bad flag on a first `remember` exits 2 and leaves no store behind."""
+    ran = cli("--db", str(tmp_path / "new.db"), "remember", "a plain note", *bad)
+    assert ran.status == 2
+    assert ran.err_lines[0].startswith(f"error: {bad[0]}: ")
+    assert list(tmp_path.iterdir()) == []

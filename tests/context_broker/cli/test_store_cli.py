@@ -161,9 +161,9 @@ def test_ingest_record_types_load_every_source(tmp_path: Path) -> None:
         json.dumps({"record": "edge", "src": "ana", "relation": "leads", "dst": "billing"}),
     ]
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = run(db, "ingest", str(src))
+    result = run(db, "ingest", str(src), "--json")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(len(lines))
+    assert json.loads(result.stdout)["written"] == len(lines)
     selected = run(
         db,
         "select",
@@ -222,8 +222,9 @@ def test_select_batch_writes_one_object_per_line_and_validates_first(tmp_path: P
 
 def test_reindex_reports_nothing_stale_after_ingest(db: Path) -> None:
     """Vectors written at ingest are current: reindex re-embeds nothing and stats says so."""
-    result = run(db, "reindex")
-    assert (result.returncode, result.stdout.strip()) == (0, "0"), result.stderr
+    result = run(db, "reindex", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["reindexed"] == 0
     stats = json.loads(run(db, "stats", "--json").stdout)
     assert stats["vectors"]["stale"] == 0
     assert stats["vectors"]["missing"] == 0
