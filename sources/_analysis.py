@@ -7,7 +7,7 @@ import functools
 import re
 import unicodedata
 
-import snowballstemmer
+import Stemmer  # PyStemmer: the Snowball stemmers in C
 
 # English function words and conversational fillers: they never make a memory relevant.
 # Kept small on purpose; informativeness beyond this is left to per-namespace IDF.
@@ -28,7 +28,7 @@ STOP_WORDS: frozenset[str] = frozenset(
 )
 
 _TOKEN = re.compile(r"[^\W_]+")
-_STEMMER = snowballstemmer.stemmer("english")
+_STEMMER = Stemmer.Stemmer("english")
 MAX_TERM_CHARS = 64
 # Candidate texts recur across turns (a popular memory, a session summary): their analysis
 # is cached per process, up to this many texts of at most this many characters.

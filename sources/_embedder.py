@@ -19,13 +19,9 @@ from typing import TYPE_CHECKING, Final, Literal
 import attrs
 import numpy as np
 import numpy.typing as npt
-from tokenizers import Tokenizer
-from tokenizers.models import WordPiece
-from tokenizers.normalizers import BertNormalizer
-from tokenizers.pre_tokenizers import BertPreTokenizer
-from tokenizers.processors import TemplateProcessing
 
 from broker import ConfigError
+from ._wordpiece import WordPieceTokenizer
 
 # onnxruntime (1.2x+) starts 1DS telemetry when it is imported: a device id and an event
 # queue of OS, CPU and container details under ~/.cache/Microsoft. Only this variable, set
@@ -99,32 +95,18 @@ def _resolve(compute: str | None) -> Compute:
     raise ConfigError(msg)
 
 
-def _tokenizer(vocab_path: Path) -> Tokenizer:
-    """Build the uncased BERT WordPiece tokenizer of the model; it truncates and pads per batch."""
-    tok = Tokenizer(WordPiece.from_file(str(vocab_path), unk_token="[UNK]"))  # noqa: S106
-    tok.normalizer = BertNormalizer(lowercase=True)  # strip_accents follows lowercase: uncased BERT
-    tok.pre_tokenizer = BertPreTokenizer()
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
-    )
-    tok.enable_truncation(MAX_TOKENS)
-    tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")  # noqa: S106
-    return tok
+def _tokenizer(vocab_path: Path) -> WordPieceTokenizer:
+    """The uncased BERT WordPiece tokenizer of the model; it truncates and pads per batch."""
+    return WordPieceTokenizer(vocab_path, MAX_TOKENS)
 
 
 def _model(raw: bytes, compute: Compute) -> bytes:
     """What the session loads: the file's bytes, or their int8 rewrite serialised."""
     if compute == "float32":
         return raw
-    import onnx  # noqa: PLC0415 - only this path needs it (0.2-0.4 s to import)
+    from sources._int8_weights import rewrite_serialized  # noqa: PLC0415 - only this path needs protobuf
 
-    from sources._int8_weights import rewrite  # noqa: PLC0415 - imports onnx
-
-    model = onnx.load_model_from_string(raw)
-    rewrite(model)
-    serialised: bytes = model.SerializeToString()
-    return serialised
+    return rewrite_serialized(raw)
 
 
 def _session(raw: bytes, compute: Compute) -> ort.InferenceSession:
@@ -167,7 +149,7 @@ class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX): mean-pooled, L2-normalised 384-d vectors; thread-safe."""
 
     _session: ort.InferenceSession
-    _tokenizer: Tokenizer
+    _tokenizer: WordPieceTokenizer
     compute: Compute = attrs.field(kw_only=True, on_setattr=attrs.setters.frozen)
     """How its products run (`Compute`): what `load` was asked for, or float32 where int8 failed."""
 
@@ -224,9 +206,7 @@ class MiniLMEmbedder:
         return out
 
     def _embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        ids, mask = self._tokenizer.encode_batch(texts)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         hidden: npt.NDArray[np.float32] = self._session.run(None, feeds)[0]  # (batch, seq, 384)
         # Mean pooling over real tokens, without dividing by the count: normalising cancels it.

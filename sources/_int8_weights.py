@@ -20,15 +20,14 @@ activations' quantization.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final
 
 import attrs
 import numpy as np
 import numpy.typing as npt
-from onnx import TensorProto, helper, numpy_helper
+from google.protobuf.message import Message
 
-if TYPE_CHECKING:
-    import onnx
+from ._onnx_proto import AttributeProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto
 
 BLOCK_SIZE: Final = 64
 """Inner-dimension block of a weight scale and of an activation's quantization. Dev top-10
@@ -58,9 +57,7 @@ def block_scales(
     return np.repeat(scale.reshape(n, 1), k // block_size, axis=1).reshape(-1).astype(np.float32)
 
 
-def rewrite(
-    model: onnx.ModelProto, *, accuracy_level: int = INT8_COMPUTE, block_size: int = BLOCK_SIZE
-) -> int:
+def rewrite(model: Message, *, accuracy_level: int = INT8_COMPUTE, block_size: int = BLOCK_SIZE) -> int:
     """Replace in place every `MatMul(x, Cast(w_int8) * scale(1, N))`; return how many.
 
     A `MatMul` of any other form, or whose inner dimension the block size does not divide, is
@@ -74,8 +71,8 @@ def rewrite(
     graph = model.graph
     made = {o: node for node in graph.node for o in node.output}
     inits = {init.name: init for init in graph.initializer}
-    replaced: dict[int, onnx.NodeProto] = {}
-    packed: dict[tuple[str, str], list[onnx.TensorProto]] = {}
+    replaced: dict[int, Message] = {}
+    packed: dict[tuple[str, str], list[Message]] = {}
     touched: set[str] = set()  # outputs of the casts and products, names of the int8 tensors
     for node in graph.node:
         found = _int8_weight(node, made, inits)
@@ -93,7 +90,7 @@ def rewrite(
         graph.initializer.extend(t for tensors in packed.values() for t in tensors)
         _prune(graph, touched)
         if not any(op.domain == _MS_DOMAIN for op in model.opset_import):
-            model.opset_import.append(helper.make_opsetid(_MS_DOMAIN, 1))
+            model.opset_import.append(OperatorSetIdProto(domain=_MS_DOMAIN, version=1))
     return len(replaced)
 
 
@@ -101,10 +98,10 @@ def rewrite(
 class _Found:
     """A projection on int8 weights: its product, its cast and the two initializers."""
 
-    mul: onnx.NodeProto
-    cast: onnx.NodeProto
-    weights: onnx.TensorProto
-    scale: onnx.TensorProto
+    mul: Message
+    cast: Message
+    weights: Message
+    scale: Message
 
     @property
     def rows(self) -> int:
@@ -112,38 +109,57 @@ class _Found:
         return int(self.weights.dims[0])
 
 
-def _packed(found: _Found, block_size: int) -> list[onnx.TensorProto]:
+def _packed(found: _Found, block_size: int) -> list[Message]:
     """The packed weights and block scales of a projection, as two new initializers."""
-    weights = numpy_helper.to_array(found.weights)
-    scale = numpy_helper.to_array(found.scale)
+    weights = _to_array(found.weights, np.int8)
+    scale = _to_array(found.scale, np.float32)
     return [
-        numpy_helper.from_array(pack(weights, block_size), f"{found.weights.name}_nbits"),
-        numpy_helper.from_array(
-            block_scales(scale, weights.shape[0], block_size), f"{found.scale.name}_nbits"
+        _from_array(pack(weights, block_size), f"{found.weights.name}_nbits", TensorProto.UINT8),
+        _from_array(
+            block_scales(scale, weights.shape[0], block_size), f"{found.scale.name}_nbits", TensorProto.FLOAT
         ),
     ]
 
 
-def _nbits(
-    node: onnx.NodeProto, found: _Found, tensors: list[onnx.TensorProto], accuracy_level: int, block_size: int
-) -> onnx.NodeProto:
-    """The `MatMulNBits` standing for `node`, on the packed initializers `tensors`."""
-    k, n = (int(d) for d in found.weights.dims)
-    return helper.make_node(
-        "MatMulNBits",
-        [node.input[0], *(t.name for t in tensors)],
-        list(node.output),
-        name=f"{node.name or node.output[0]}_nbits",
-        domain=_MS_DOMAIN,
-        K=k,
-        N=n,
-        bits=8,
-        block_size=block_size,
-        accuracy_level=accuracy_level,
+def _to_array(tensor: Message, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """An INT8 or FLOAT initializer's values (raw or typed fields), in its shape."""
+    dims = tuple(int(d) for d in tensor.dims)
+    if tensor.raw_data:
+        values = np.frombuffer(tensor.raw_data, dtype=np.dtype(dtype).newbyteorder("<"))
+    elif dtype is np.float32:
+        values = np.asarray(tensor.float_data, dtype=np.float32)
+    else:
+        values = np.asarray(tensor.int32_data, dtype=np.int32)
+    return values.astype(dtype).reshape(dims)
+
+
+def _from_array(values: npt.NDArray[Any], name: str, data_type: int) -> Message:
+    """An initializer of `values` (little-endian raw data), as onnx's numpy_helper.from_array makes it."""
+    return TensorProto(
+        dims=values.shape,
+        data_type=data_type,
+        name=name,
+        raw_data=values.astype(values.dtype.newbyteorder("<")).tobytes(),
     )
 
 
-def _prune(graph: onnx.GraphProto, touched: set[str]) -> None:
+def _nbits(
+    node: Message, found: _Found, tensors: list[Message], accuracy_level: int, block_size: int
+) -> Message:
+    """The `MatMulNBits` standing for `node`, on the packed initializers `tensors`."""
+    k, n = (int(d) for d in found.weights.dims)
+    ints = {"K": k, "N": n, "accuracy_level": accuracy_level, "bits": 8, "block_size": block_size}
+    return NodeProto(
+        op_type="MatMulNBits",
+        input=[node.input[0], *(t.name for t in tensors)],
+        output=list(node.output),
+        name=f"{node.name or node.output[0]}_nbits",
+        domain=_MS_DOMAIN,
+        attribute=[AttributeProto(name=key, i=ints[key], type=AttributeProto.INT) for key in sorted(ints)],
+    )
+
+
+def _prune(graph: Message, touched: set[str]) -> None:
     """Drop the rewritten projections' casts and products (`touched` outputs) that nothing uses
     any more, nor a graph output, then their int8 initializers (`touched` names) likewise."""
     while True:
@@ -158,14 +174,12 @@ def _prune(graph: onnx.GraphProto, touched: set[str]) -> None:
     graph.initializer.extend(inits)
 
 
-def _used(graph: onnx.GraphProto) -> set[str]:
+def _used(graph: Message) -> set[str]:
     """The names the graph's nodes read or it outputs."""
     return {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
 
 
-def _int8_weight(
-    node: onnx.NodeProto, made: dict[str, onnx.NodeProto], inits: dict[str, onnx.TensorProto]
-) -> _Found | None:
+def _int8_weight(node: Message, made: dict[str, Message], inits: dict[str, Message]) -> _Found | None:
     """The projection when `node` is `MatMul(x, Cast(w_int8 (K, N)) * scale (1, N))`, else None."""
     if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx"):
         return None
@@ -175,7 +189,7 @@ def _int8_weight(
     cast, scale = made.get(mul.input[0]), inits.get(mul.input[1])
     if cast is None or cast.op_type != "Cast" or scale is None or cast.input[0] not in inits:
         return None
-    to = next((helper.get_attribute_value(a) for a in cast.attribute if a.name == "to"), None)
+    to = next((a.i for a in cast.attribute if a.name == "to"), None)
     if to != TensorProto.FLOAT or scale.data_type != TensorProto.FLOAT:
         return None
     weights = inits[cast.input[0]]
@@ -185,4 +199,22 @@ def _int8_weight(
     return _Found(mul, cast, weights, scale)
 
 
-__all__ = ["BLOCK_SIZE", "INT8_COMPUTE", "block_scales", "pack", "rewrite"]
+def rewrite_serialized(
+    raw: bytes, *, accuracy_level: int = INT8_COMPUTE, block_size: int = BLOCK_SIZE
+) -> bytes:
+    """`rewrite` of a serialized model, serialized again (what an onnxruntime session loads)."""
+    model = ModelProto.FromString(raw)
+    rewrite(model, accuracy_level=accuracy_level, block_size=block_size)
+    serialised: bytes = model.SerializeToString()
+    return serialised
+
+
+__all__ = [
+    "BLOCK_SIZE",
+    "INT8_COMPUTE",
+    "ModelProto",
+    "block_scales",
+    "pack",
+    "rewrite",
+    "rewrite_serialized",
+]

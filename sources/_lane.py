@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 import anyio
 import attrs
-import trio
 
 from broker import BrokerClosedError
 
@@ -231,7 +230,9 @@ class _ThreadWake:
             self.post: Callable[[Callable[[], object]], object] = (
                 asyncio.get_running_loop().call_soon_threadsafe
             )
-        except RuntimeError:  # not asyncio: trio
+        except RuntimeError:  # not asyncio: trio, which its host has imported already
+            import trio  # noqa: PLC0415 - asyncio hosts never import it (about 50 ms)
+
             self.post = trio.lowlevel.current_trio_token().run_sync_soon
 
     async def wait(self) -> None:

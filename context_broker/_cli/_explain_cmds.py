@@ -164,7 +164,7 @@ def _report(
     args: argparse.Namespace, result: SelectionResult, fates: tuple[Fate, ...], context: Context
 ) -> dict[str, Any]:
     dropped = {d.get("entry_id"): d["reason"] for d in context.trace["dropped"]}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for fate in sorted(fates, key=lambda f: (-f.candidate.score, f.candidate.source, f.candidate.entry_id)):
         c = fate.candidate
         outcome, detail = fate.outcome, fate.detail

