@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from broker import ConfigError
+
 from ._wordpiece import WordPieceTokenizer
 
 # onnxruntime (1.2x+) starts 1DS telemetry when it is imported: a device id and an event
