@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 import attrs
 import numpy as np
 
@@ -147,48 +148,62 @@ class StoreReader:
             raise failure
 
     async def gated(
-        self, request: SourceRequest, read: Callable[[Reader], T]
+        self, request: SourceRequest, read: Callable[[Reader], T], min_score: float
     ) -> tuple[Gate | None, T | None]:
         """The task's gate in the request's namespace, read once for the sources that ask
-        together: the first runs its own `read` and the gate in one read and gets (gate, its
-        answer); the others wait for it and get (gate, None). The gate is None when that read
-        failed (the first meets the error; the others then read on their own).
+        together, in one read with theirs: the first queues one job that reads the gate and its
+        own `read` and then, when the gate reaches their floor (`min_score`), the `read` of
+        every source that joined before the job started; each gets (gate, its answer). A source
+        whose floor the gate misses gets (gate, None) and answers nothing; one that asks once
+        the job has started waits for it and gets (gate, None). The gate is None when that job
+        failed (the first meets the error; the others then read on their own); a joined
+        source's own read failing raises in that source alone.
 
         The sources that ask together are those given the very same request object, as a
         selector gives one turn's sources: an equal request of another turn, which may come
         after a commit the first's read did not see, never waits on it.
 
         A source whose every candidate is scored against the namespace's reference returns
-        nothing below its floor's gate, so when the first's read finds the gate closed (most
-        turns) the others answer without a read of their own (`keep` their empty answers): the
-        turn pays one read for its gated sources, not one each. An open gate costs no read more:
-        the others read as they would have, behind the first in the lane, and find the
-        reference it computed (`MemoryStore.scorer_on`)."""
+        nothing below its floor's gate, so when the gate is closed (most turns) the others
+        answer without a read of their own (`keep` their empty answers), and when it is open
+        the turn's gated sources still take one trip through the read lane between them, not
+        one each; they score against the reference the gate's read computed
+        (`MemoryStore.scorer_on`)."""
         # By identity: the entry holds its request, so no other object can take its id meanwhile.
         key = (threading.get_ident(), id(request))
         pending = self._gates.get(key)
         if pending is not None:
-            await pending.done.wait()
-            return pending.gate, None
+            return await pending.join(read, min_score)
         self._gates[key] = mine = _PendingGate(request)
         try:
-            found, mine.gate = await self.run(functools.partial(self._read_and_gate, read, request))
+            for _ in range(JOIN_CHECKPOINTS):  # the turn's other gated sources, dispatched together
+                await anyio.lowlevel.checkpoint()
+            mine.started = True
+            job = functools.partial(self._read_and_gate, read, request, tuple(mine.riders))
+            found, mine.gate = await self.run(job)
         finally:
             del self._gates[key]
             mine.done.set()
         return mine.gate, found
 
     def _read_and_gate(
-        self, read: Callable[[Reader], T], request: SourceRequest, conn: Reader
+        self, read: Callable[[Reader], T], request: SourceRequest, riders: Sequence[_Rider[Any]], conn: Reader
     ) -> tuple[T, Gate]:
         stamp = None if self.results is None else self.stamp()  # first: the gate is never older
         found = read(conn)
+        gate = self._gate_on(conn, request, stamp)
+        for rider in riders:
+            if gate.qpp >= rider.min_score:
+                rider.run(conn)
+        return found, gate
+
+    def _gate_on(self, conn: Reader, request: SourceRequest, stamp: int | None) -> Gate:
         ns_id = conn.namespace_id(request.namespace)
         if ns_id is None or not self.store.profile_on(conn, ns_id, request.task).terms:
-            return found, Gate(qpp=0.0, stamp=stamp)
+            return Gate(qpp=0.0, stamp=stamp)
         scorer = self.scorer(conn, ns_id, request.task, request.mode)
         qpp = 0.0 if scorer.abstains else scorer.qpp
-        return found, Gate(qpp=qpp, stamp=stamp, considered=considered(scorer.reference))
+        return Gate(qpp=qpp, stamp=stamp, considered=considered(scorer.reference))
 
     def keep(self, key: Hashable, stamp: int | None, answer: Sequence[Candidate]) -> None:
         """Keep a source's answer read at change stamp `stamp` (None: unknown, not kept), which
@@ -294,7 +309,7 @@ class ReaderSource:
         if not self.gated:
             return await self._reader.run(read)
         # The caller's own request: the sources of one turn share it, not the copies resolved here.
-        gate, found = await self._reader.gated(request, read)
+        gate, found = await self._reader.gated(request, read, self.min_score)
         if gate is None:  # the gate's read failed: this source reads on its own
             return found if found is not None else await self._reader.run(read)
         if found is None:
@@ -357,13 +372,57 @@ def considered(ref: Reference) -> frozenset[tuple[int, int]]:
     return frozenset(keys)
 
 
+JOIN_CHECKPOINTS = 2
+"""Checkpoints the first gated source of a turn yields before it queues the turn's gate read,
+so that the turn's other gated sources, dispatched at the same moment, join that read: one
+to let them run up to their own `gated` call, one more for a source that passed one await
+more on its way (a worker taking its job from its channel)."""
+
+
+@attrs.define(eq=False)
+class _Rider(Generic[T]):
+    """A source's read that joined a turn's gate read, and what it gave."""
+
+    read: Callable[[Reader], T]
+    min_score: float
+    found: T | None = None
+    error: Exception | None = None
+
+    def run(self, conn: Reader) -> None:
+        """Run the read, keeping its answer or its error for its own source."""
+        try:
+            self.found = self.read(conn)
+        except Exception as exc:  # noqa: BLE001 - raised in the source it belongs to (`answer`)
+            self.error = exc
+
+    def answer(self) -> T | None:
+        """The read's answer (None: it did not run); its error raised."""
+        if self.error is not None:
+            raise self.error
+        return self.found
+
+
 @attrs.define(eq=False)
 class _PendingGate:
-    """A task's gate being read for the sources that wait on it."""
+    """A task's gate being read for the sources that wait on it, with the reads that joined it."""
 
     request: SourceRequest
     done: anyio.Event = attrs.field(factory=anyio.Event)
     gate: Gate | None = None
+    started: bool = False
+    """Whether the job is queued: a source asking from then on only waits for the gate."""
+    riders: list[_Rider[Any]] = attrs.field(factory=list)
+
+    async def join(self, read: Callable[[Reader], T], min_score: float) -> tuple[Gate | None, T | None]:
+        """Wait for the gate, with `read` run in its job when it is not queued yet."""
+        if self.started:
+            await self.done.wait()
+            return self.gate, None
+        self.riders.append(rider := _Rider(read, min_score))
+        await self.done.wait()
+        if self.gate is None:  # the job failed or was cut: the source reads on its own
+            return None, None
+        return self.gate, rider.answer()
 
 
 def _lexical_on(store: MemoryStore, task: str, namespace: Namespace, conn: Reader) -> None:

@@ -363,7 +363,7 @@ async def test_sources_answer_the_same_whether_or_not_they_ask_the_gate_first(
 
 
 async def _unknown_gate(
-    self: StoreReader, request: SourceRequest, read: Callable[[Reader], object]
+    self: StoreReader, request: SourceRequest, read: Callable[[Reader], object], min_score: float
 ) -> tuple[Gate | None, None]:
     return None, None
 
@@ -386,6 +386,58 @@ async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
     assert not any(found.values())
     turn = [r for r in reads if r != "_ping"]  # the sources' opens ping the store first
     assert len(turn) == 3, turn
+
+
+async def test_an_open_gate_costs_the_gated_sources_one_read_between_them(
+    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a task whose gate opens, the six gated sources read in one trip through the read lane between them (the gate's read, with theirs joined), and still answer."""
+    reads: list[str] = []
+    real = StoreReader._work
+
+    def counted(self: StoreReader, fn: Callable[[Reader], object], stop: ReadStop) -> object:
+        reads.append(getattr(fn, "func", fn).__qualname__)
+        return real(self, fn, stop)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StoreReader, "_work", counted)
+    found = await _answers(background_store, "prepare the Lighthouse 2.4 release notes")
+    assert found["store"]  # the gate opened
+    turn = [r for r in reads if r != "_ping"]
+    assert len(turn) == 3, turn
+
+
+async def test_a_joined_sources_failing_read_fails_that_source_alone(
+    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gated source whose read fails inside the turn's shared gate read raises its own error; the source that queued the read and the other joined ones answer as before."""
+    from sources import default_sources  # noqa: PLC0415 - the composition under test
+
+    task = "prepare the Lighthouse 2.4 release notes"
+    want = await _answers(background_store, task)
+    sources = {s.name: s for s in default_sources(background_store, result_cache=0)}
+    for source in sources.values():
+        await source.open()
+    broken = sources["abstraction"]
+
+    def fail(self: ReaderSource, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
+        raise RuntimeError("abstraction read failed")
+
+    monkeypatch.setattr(type(broken), "_answer", fail)  # its class alone: the others read
+    request = SourceRequest(task=task, namespace=ALICE, mode="lexical")
+    got: dict[str, object] = {}
+
+    async def one(source: Source) -> None:
+        try:
+            got[source.name] = [(c.entry_id, c.score) for c in await source.fetch(request)]
+        except RuntimeError as exc:
+            got[source.name] = str(exc)
+
+    async with anyio.create_task_group() as tg:
+        for source in sources.values():
+            tg.start_soon(one, source)
+    assert got.pop("abstraction") == "abstraction read failed"
+    del want["abstraction"]
+    assert got == want
 
 
 async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
@@ -452,12 +504,16 @@ async def test_a_later_turns_source_never_waits_on_an_earlier_turns_gate(
     real = StoreReader._read_and_gate
 
     def held(
-        self: StoreReader, read: Callable[[Reader], object], request: SourceRequest, conn: Reader
+        self: StoreReader,
+        read: Callable[[Reader], object],
+        request: SourceRequest,
+        riders: Sequence[object],
+        conn: Reader,
     ) -> object:
         conn.namespace_id(request.namespace)  # the read's snapshot, taken before the commit
         entered.set()
         go.wait(5.0)
-        return real(self, read, request, conn)  # type: ignore[arg-type]
+        return real(self, read, request, riders, conn)  # type: ignore[arg-type]
 
     with MemoryStore.open(tmp_path / "m.db", mode="lexical") as store:
         for text in ("The team deploys on Fridays.", "Tomasz is learning Rust."):
