@@ -10,7 +10,7 @@ import attrs
 
 from broker import RECALL_MIN_SCORE, count_errors
 
-from . import _analysis, _validate
+from . import _analysis, _turn_context, _validate
 from ._engine import CORPUS_ENTRIES, Slot
 from ._entries import MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
 from ._relevance import DENSE_MODES, check_mode
@@ -95,9 +95,10 @@ class _Recall:
         keyed = self._lexical_terms(types, k)
         if keyed is None:
             top = self._lexical_top(types, k)
-            return list(zip(self.scorer.relevances_at([_row_terms(r) for r in top]), top, strict=True))
-        rowids, terms = keyed
-        kept = clearing(rowids, self.scorer.relevances_at(terms), floor)
+            rels = self.scorer.relevances_at([_row_terms(r) for r in top])
+            return _turn_context.rows_in_context(list(zip(rels, top, strict=True)))
+        rowids, rels = self._in_context(*keyed, floor)
+        kept = clearing(rowids, rels, floor)
         rows = {int(row[0]): row for row in rows_by_rowid(self.conn, self.ns_id, list(kept))}
         return [(rel, rows[r]) for r, rel in kept.items() if r in rows]
 
@@ -136,7 +137,21 @@ class _Recall:
         rels = scorer.relevances_given(
             [_row_terms(rows[r]) for r in order], [rows[r][6] for r in order], [cosine.get(r) for r in order]
         )
-        return [(p, rows[r]) for r, p in zip(order, rels, strict=True)]
+        return _turn_context.rows_in_context([(p, rows[r]) for r, p in zip(order, rels, strict=True)])
+
+    def _in_context(
+        self, rowids: list[int], terms: Sequence[Sequence[str]], floor: float
+    ) -> tuple[list[int], list[Relevance]]:
+        """The lexical candidates' relevances re-ranked with the turns' neighbours
+        (`sources._turn_context`), before any row is read; as scored when none clears `floor`
+        (the re-ranking hands out the same scores, so it would keep none either)."""
+        rels = self.scorer.relevances_at(terms)
+        if not any(rel.score >= floor and rel.score > 0.0 for rel in rels):
+            return rowids, rels
+        types = self.conn.entries.memory_types(self.ns_id, rowids)
+        episodic = [types.get(r) == _turn_context.EPISODIC for r in rowids]
+        ranked = _turn_context.in_context(rels, rowids, episodic)
+        return [rowids[i] for i, _ in ranked], [rel for _, rel in ranked]
 
     def _lexical_top(self, types: Sequence[str] | None, k: int) -> list[Any]:
         """The entries' best `k` matches with their columns and analysed bodies: untyped, from

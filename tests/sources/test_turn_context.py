@@ -1,0 +1,93 @@
+"""Tests of a conversation turn read in its context: the neighbours re-rank, the scores stay."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker import Namespace
+from sources import MemoryStore, NewEntry
+from sources._embedder import MiniLMEmbedder, load_default_embedder
+from sources._scorer import Relevance
+from sources._turn_context import NEIGHBOUR_WEIGHT, REACH, in_context, standing
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+NS = Namespace(tenant_id="t", project_id="p")
+
+
+def _rel(score: float) -> Relevance:
+    return Relevance(score=score, qpp=1.0, band=score, base=score)
+
+
+candidates = st.lists(
+    st.tuples(st.floats(0.0, 1.0), st.integers(1, 60), st.booleans()),
+    max_size=30,
+    unique_by=lambda c: c[1],
+)
+
+
+@given(candidates)
+def test_the_reranking_hands_out_the_same_scores_best_first(cands: list[tuple[float, int, bool]]) -> None:
+    """Every input appears once, and the scores handed out are the scorer's, best first."""
+    ranked = in_context([_rel(s) for s, _, _ in cands], [r for _, r, _ in cands], [e for _, _, e in cands])
+    assert sorted(i for i, _ in ranked) == list(range(len(cands)))
+    assert [rel.score for _, rel in ranked] == sorted((s for s, _, _ in cands), reverse=True)
+
+
+@given(candidates)
+def test_facts_are_ranked_on_their_own_words(cands: list[tuple[float, int, bool]]) -> None:
+    """Without an episodic candidate every memory keeps its own score."""
+    ranked = in_context([_rel(s) for s, _, _ in cands], [r for _, r, _ in cands], [False] * len(cands))
+    assert all(rel.score == cands[i][0] for i, rel in ranked)
+
+
+@given(candidates)
+def test_a_turn_without_evidence_of_its_own_gains_nothing(cands: list[tuple[float, int, bool]]) -> None:
+    """A zero score stays the key of a turn, however well its neighbours match."""
+    keys = standing([s for s, _, _ in cands], [r for _, r, _ in cands], [e for _, _, e in cands])
+    assert all(k == 0.0 for k, (s, _, _) in zip(keys, cands, strict=True) if s == 0.0)
+
+
+def test_a_turn_counts_the_best_episodic_neighbour_within_reach() -> None:
+    """The key adds the weight times the best episodic score within REACH rowids, no further."""
+    keys = standing([0.2, 0.9, 0.8, 0.7], [10, 10 + REACH, 10 + REACH + 1, 11], [True, True, True, False])
+    assert keys[0] == pytest.approx(0.2 + NEIGHBOUR_WEIGHT * 0.9)  # rowid 11 is not episodic
+    assert keys[1] == pytest.approx(0.9 + NEIGHBOUR_WEIGHT * 0.8)
+    assert keys[3] == 0.7
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMEmbedder:
+    return load_default_embedder()
+
+
+def _recalled(tmp_path: Path, embedder: MiniLMEmbedder, memory_type: str) -> list[tuple[str, float]]:
+    filler = [f"Speaker: topic {i} and the weather in town {i}" for i in range(30)]
+    turns = [
+        "Mel: How was the pottery class on Saturday?",
+        "Caroline: Loved it, I made a bowl for my mom.",
+        *filler,
+        "Caroline: I made the class schedule for the book club.",
+    ]
+    entries = [NewEntry(id=f"m{i}", text=t, memory_type=memory_type) for i, t in enumerate(turns)]
+    with MemoryStore.open(tmp_path / f"{memory_type}.db", mode="hybrid", embedder=embedder) as store:
+        store.add_entries(entries, namespace=NS)
+        found = store.recall(
+            "What did Caroline make in her pottery class?", namespace=NS, min_score=0.0, limit=3
+        )
+    return [(r.memory.id, r.score) for r in found]
+
+
+def test_a_reply_rises_with_the_turn_it_answers(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+    """Stored as turns, the reply after the matching question outranks a distant turn that
+    matches better on its own words; stored as facts, it does not; the scores are the same."""
+    turns = _recalled(tmp_path, embedder, "episodic")
+    facts = _recalled(tmp_path, embedder, "semantic")
+    assert [i for i, _ in turns] == ["m0", "m1", "m32"]
+    assert [i for i, _ in facts] == ["m0", "m32", "m1"]
+    assert [s for _, s in turns] == pytest.approx([s for _, s in facts])
