@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -29,21 +31,29 @@ NEIGHBOUR_WEIGHT = 0.5
 """How much of the best neighbour's score a turn's ranking adds to its own."""
 REACH = 2
 """How many turns before and after a turn count as its neighbours."""
+_STEPS = tuple(step for step in range(-REACH, REACH + 1) if step)
 
 
 def standing(scores: Sequence[float], rowids: Sequence[int], episodic: Sequence[bool]) -> list[float]:
     """Each candidate's ranking key: its score, plus `NEIGHBOUR_WEIGHT` x the best score among
     the episodic candidates within `REACH` rowids of it when it is episodic itself and has
     some evidence of its own (a score above 0)."""
-    by_rowid = {r: s for r, s, e in zip(rowids, scores, episodic, strict=True) if e}
-    out = []
-    for r, s, e in zip(rowids, scores, episodic, strict=True):
-        if not e or s <= 0.0:  # no evidence of its own: the neighbours give it none
-            out.append(s)
-            continue
-        near = (by_rowid.get(r + d, 0.0) for d in range(-REACH, REACH + 1) if d)
-        out.append(s + NEIGHBOUR_WEIGHT * max(near))
-    return out
+    own = np.asarray(scores, dtype=np.float64)
+    turn = np.asarray(episodic, dtype=bool)
+    if not turn.any():
+        unchanged: list[float] = own.tolist()
+        return unchanged
+    rows = np.asarray(rowids, dtype=np.int64)
+    order = np.argsort(rows)
+    at, heard = rows[order], np.where(turn, own, 0.0)[order]
+    best = np.zeros(len(at))
+    for step in _STEPS:
+        pos = np.minimum(np.searchsorted(at, at + step), len(at) - 1)
+        best = np.maximum(best, np.where(at[pos] == at + step, heard[pos], 0.0))
+    near = np.empty(len(at))
+    near[order] = best
+    keys: list[float] = (own + np.where(turn & (own > 0.0), NEIGHBOUR_WEIGHT * near, 0.0)).tolist()
+    return keys
 
 
 def in_context(
