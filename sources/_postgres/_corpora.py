@@ -6,6 +6,7 @@ reach every index and side table, as the protocol asks.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -30,6 +31,26 @@ ENTRY_COLS: Final = (
 E_COLS: Final = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
 _NEURON_COLS: Final = "rowid, id, memory_type, text, created_at, importance, metadata"
 _DOC_CORPUS: Final = {"facts": CORPUS_FACTS, "knowledge": CORPUS_KNOWLEDGE}
+_ENTRY_ARRAYS: Final = (
+    (0, "id"),
+    (4, "kind"),
+    (5, "memory_type"),
+    (6, "text"),
+    (7, "created_at"),
+    (8, "importance"),
+    (9, "metadata"),
+)
+"""The per-row columns of `entry_values` a batch passes as arrays, by position."""
+_INSERT_ENTRIES: Final = (
+    "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
+    "created_at, importance, metadata) "
+    "SELECT u.id, %(ns)s, %(tenant)s, %(project)s, u.kind, u.memory_type, u.text, u.created_at, "
+    "u.importance, u.metadata FROM unnest(%(id)s::text[], %(kind)s::text[], %(memory_type)s::text[], "
+    "%(text)s::text[], %(created_at)s::text[], %(importance)s::double precision[], %(metadata)s::text[]) "
+    "WITH ORDINALITY AS u(id, kind, memory_type, text, created_at, importance, metadata, o) "
+    "ORDER BY u.o RETURNING rowid, id"
+)
+"""A batch of entries in one statement; rowids are matched back by id (unique in a namespace)."""
 
 
 def _entry(row: Sequence[Any], terms: Sequence[str] | None = None) -> EntryRecord:
@@ -129,17 +150,20 @@ class PostgresEntries:
         return {int(r): t for r, t in rows}
 
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
-        created = self.scope.ns(ns_id).one(
-            "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
-            "created_at, importance, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "RETURNING rowid",
-            entry_values(ns_id, namespace, row),
-        )
-        assert created is not None  # noqa: S101 - INSERT ... RETURNING returns its row
-        return int(created[0])
+        return self.insert_many(ns_id, namespace, [row])[0]
 
     def insert_many(self, ns_id: int, namespace: Namespace, rows: Sequence[EntryRow]) -> list[int]:
-        return [self.insert(ns_id, namespace, row) for row in rows]
+        """One statement for the batch (its columns as arrays); the rowids in the rows' order."""
+        if not rows:
+            return []
+        values = [entry_values(ns_id, namespace, row) for row in rows]
+        columns = {name: [v[i] for v in values] for i, name in _ENTRY_ARRAYS}
+        found = self.scope.ns(ns_id).rows(
+            _INSERT_ENTRIES,
+            {"ns": ns_id, "tenant": namespace.tenant_id, "project": namespace.project_id, **columns},
+        )
+        rowid_of = {str(r[1]): int(r[0]) for r in found}
+        return [rowid_of[row.id] for row in rows]
 
     def update_text(self, ns_id: int, rowid: int, *, text: str, metadata: str) -> None:
         self.scope.ns(ns_id).execute(
@@ -182,17 +206,17 @@ class PostgresDocs:
         return [tuple(r) for r in self.scope.ns(ns_id).rows(sql, (ns_id, [int(r) for r in rowids]))]
 
     def insert(self, table: str, ns_id: int, values: Mapping[str, Any]) -> int:
-        cols = ["ns_id", *values]
-        marks = ", ".join(["%s"] * len(cols))
-        row = self.scope.ns(ns_id).one(
-            f"INSERT INTO {_doc_table(table)} ({', '.join(cols)}) VALUES ({marks}) RETURNING rowid",
-            [ns_id, *values.values()],
-        )
-        assert row is not None  # noqa: S101 - INSERT ... RETURNING returns its row
-        return int(row[0])
+        return self.insert_many(table, ns_id, [values])[0]
 
     def insert_many(self, table: str, ns_id: int, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-        return [self.insert(table, ns_id, row) for row in rows]
+        """One INSERT a row, pipelined (a run of rows with the same columns: one round trip)."""
+        scope, rowids = self.scope.ns(ns_id), []
+        for cols, run in itertools.groupby(rows, key=tuple):
+            names, marks = ", ".join(cols), ", ".join(["%s"] * (len(cols) + 1))
+            sql = f"INSERT INTO {_doc_table(table)} (ns_id, {names}) VALUES ({marks}) RETURNING rowid"
+            found = scope.session.executemany_returning(sql, [[ns_id, *values.values()] for values in run])
+            rowids += [int(r[0]) for r in found]
+        return rowids
 
     def delete(self, table: str, ns_id: int, rowid: int) -> None:
         corpus = _DOC_CORPUS[_doc_table(table)]

@@ -89,11 +89,29 @@ class Session:
         self._check_stop()
         return self._conn.execute(sql.encode(), params)
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+    def executemany(self, sql: str, rows: Sequence[Params]) -> None:
         """Run one statement for each row (pipelined: one round trip per batch)."""
         self._check_stop()
         with self._conn.cursor() as cur:
             cur.executemany(sql.encode(), rows)
+
+    def executemany_returning(self, sql: str, rows: Sequence[Params]) -> list[TupleRow]:
+        """Run one statement for each row, pipelined (one round trip per batch), and return
+        each statement's first row, in order (None where a statement returned none)."""
+        self._check_stop()
+        found: list[TupleRow] = []
+        if not rows:
+            return found
+        with self._conn.cursor() as cur:
+            cur.executemany(sql.encode(), rows, returning=True)
+            while True:
+                row = cur.fetchone()
+                if row is None:
+                    msg = "a pipelined INSERT ... RETURNING returned no row"
+                    raise RuntimeError(msg)
+                found.append(row)
+                if not cur.nextset():
+                    return found
 
     @contextlib.contextmanager
     def cursor(self, name: str) -> Iterator[ServerCursor[TupleRow]]:

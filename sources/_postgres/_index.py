@@ -124,35 +124,59 @@ def candidates(
     return hits
 
 
-# One statement, one round trip: the document, its postings, the namespace's totals, the
-# change in the text log and the document frequencies of its distinct terms (data-modifying
-# CTEs all run, in one snapshot).
+# One statement, one round trip, for a batch of documents (data-modifying CTEs all run, in one
+# snapshot).
 _INDEX: Final = (
-    "WITH doc AS (INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) "
-    "VALUES (%(ns)s, %(corpus)s, %(rowid)s, %(terms)s, %(n)s)), "
+    "WITH flat AS (SELECT r, p, t, n FROM unnest(%(t_rowid)s::bigint[], %(t_pos)s::integer[], "
+    "%(t_term)s::text[], %(t_n)s::integer[]) AS f(r, p, t, n)), "
+    "doc AS (INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) "
+    "SELECT %(ns)s, %(corpus)s, r, array_agg(t ORDER BY p), max(n) FROM flat GROUP BY r "
+    "UNION ALL SELECT %(ns)s, %(corpus)s, e, '{}'::text[], 0 FROM unnest(%(empty)s::bigint[]) AS e), "
     "post AS (INSERT INTO postings (ns_id, corpus, term, src_rowid, tf, n_terms) "
-    "SELECT %(ns)s, %(corpus)s, t, %(rowid)s, count(*), %(n)s FROM unnest(%(terms)s::text[]) t GROUP BY t), "
-    "tot AS (UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %(n)s WHERE ns_id = %(ns)s), "
-    "log AS (INSERT INTO text_log (ns_id, corpus, src_rowid, op) VALUES (%(ns)s, %(corpus)s, %(rowid)s, 1)) "
-    "INSERT INTO term_stats (ns_id, term, df) SELECT %(ns)s, t, 1 FROM unnest(%(distinct)s::text[]) t "
-    "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + 1"
+    "SELECT %(ns)s, %(corpus)s, t, r, count(*), max(n) FROM flat GROUP BY r, t), "
+    "tot AS (UPDATE namespaces SET n_docs = n_docs + %(docs)s, total_len = total_len + %(total)s "
+    "WHERE ns_id = %(ns)s), "
+    "log AS (INSERT INTO text_log (ns_id, corpus, src_rowid, op) "
+    "SELECT %(ns)s, %(corpus)s, l.r, 1 FROM unnest(%(rowid)s::bigint[]) WITH ORDINALITY AS l(r, o) "
+    "ORDER BY l.o) "
+    "INSERT INTO term_stats (ns_id, term, df) SELECT %(ns)s, t, count(DISTINCT r) FROM flat GROUP BY t "
+    "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + EXCLUDED.df"
 )
+"""Index a batch of documents of one corpus in one statement: their terms as flat arrays
+(document, position, term); the documents, their postings, the log, the namespace's totals and
+each term's document frequency, each table written once."""
 
 
 def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
     """Index a (corpus, rowid) document and count it in the namespace's statistics."""
+    index_many(scope, ns_id, [(key, terms)])
+
+
+def index_many(scope: Scope, ns_id: int, docs: Sequence[tuple[tuple[int, int], Sequence[str]]]) -> None:
+    """`index` each (corpus, rowid) document: one statement a corpus for the batch."""
+    if not docs:
+        return
     scope.ns(ns_id).lock_ns(ns_id)
-    scope.execute(
-        _INDEX,
-        {
-            "ns": ns_id,
-            "corpus": key[0],
-            "rowid": key[1],
-            "terms": list(terms),
-            "n": len(terms),
-            "distinct": sorted(set(terms)),
-        },
-    )
+    for corpus in sorted({key[0] for key, _ in docs}):
+        scope.execute(_INDEX, _batch_params(ns_id, corpus, [(k[1], t) for k, t in docs if k[0] == corpus]))
+
+
+def _batch_params(ns_id: int, corpus: int, docs: Sequence[tuple[int, Sequence[str]]]) -> dict[str, object]:
+    """`_INDEX`'s parameters for some documents of one corpus, (rowid, terms) each: every term
+    with its document, position and the document's length; the documents without a term."""
+    flat = [(rowid, pos, term, len(terms)) for rowid, terms in docs for pos, term in enumerate(terms)]
+    return {
+        "ns": ns_id,
+        "corpus": corpus,
+        "rowid": [rowid for rowid, _ in docs],
+        "empty": [rowid for rowid, terms in docs if not terms],
+        "t_rowid": [f[0] for f in flat],
+        "t_pos": [f[1] for f in flat],
+        "t_term": [f[2] for f in flat],
+        "t_n": [f[3] for f in flat],
+        "docs": len(docs),
+        "total": len(flat),
+    }
 
 
 _UNINDEX: Final = (
@@ -162,7 +186,7 @@ _UNINDEX: Final = (
     "log AS (INSERT INTO text_log (ns_id, corpus, src_rowid, op) VALUES (%(ns)s, %(corpus)s, %(rowid)s, -1)) "
     "UPDATE term_stats SET df = df - 1 WHERE ns_id = %(ns)s AND term = ANY(%(distinct)s)"
 )
-"""Undo `_INDEX` for a document whose terms were just deleted with it (a term whose `df`
+"""Undo `index` for a document whose terms were just deleted with it (a term whose `df`
 falls to 0 keeps its row: every read asks for `df > 0`)."""
 
 

@@ -305,8 +305,7 @@ class PostgresWriter(PostgresReader):
         _index.index(self.scope, ns_id, key, terms)
 
     def index_documents(self, ns_id: int, docs: Sequence[tuple[tuple[int, int], Sequence[str]]]) -> None:
-        for key, terms in docs:  # one statement a document: its postings, df and statistics
-            _index.index(self.scope, ns_id, key, terms)
+        _index.index_many(self.scope, ns_id, docs)
 
     def unindex_document(self, ns_id: int, key: tuple[int, int]) -> None:
         _index.unindex(self.scope, ns_id, key)

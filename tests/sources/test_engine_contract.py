@@ -253,6 +253,21 @@ def test_a_batch_write_matches_the_same_writes_one_by_one(engine: Engine) -> Non
     assert [h.rank for h in hits] == sorted(h.rank for h in hits)
 
 
+def test_a_batch_indexes_a_document_without_terms_and_repeated_terms(engine: Engine) -> None:
+    """index_documents: a document with no term is counted and listed; a repeated term counts once in df."""
+    with engine.write() as w:
+        ns_id = w.ensure_namespace(NS)
+        rowids = w.entries.insert_many(ns_id, NS, [entry_row("a", "tea tea tea"), entry_row("b", "of the")])
+        w.index_documents(ns_id, [((0, rowids[0]), ["tea", "tea", "tea"]), ((0, rowids[1]), [])])
+    with engine.read() as r:
+        stats = r.term_stats(ns_id, ["tea"])
+        docs = sorted(doc for chunk in r.indexed_documents(ns_id, chunk=10) for doc in chunk)
+        hits = r.lexical_candidates(ns_id, ["tea"], corpus=0, limit=10)
+    assert (stats.n_docs, stats.total_len, dict(stats.df)) == (2, 3, {"tea": 1})
+    assert docs == sorted([((0, rowids[0]), "tea tea tea"), ((0, rowids[1]), "")])
+    assert [h.rowid for h in hits] == [rowids[0]]
+
+
 def test_a_batch_of_documents_gets_each_its_own_rowid(engine: Engine) -> None:
     """docs.insert_many returns each document's rowid in order; find_many sees only its namespace's."""
     rows = [
