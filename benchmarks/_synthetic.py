@@ -236,11 +236,12 @@ def _graph(writers: Writers, gen: Generator, n: int, clock: _WriteClock) -> None
     nodes = [(gen.name(), gen.memory()) for _ in range(n)]
     edges = [(i, j) for i in range(1, n) for j in {i - 1, gen.below(i)}]
 
-    def write() -> None:
-        for i, (name, description) in enumerate(nodes):
-            writers.graphs.add_node(name, namespace=NS, id=f"g{i}", description=description)
-        for i, j in edges:
-            writers.graphs.add_edge(f"g{i}", "related_to", f"g{j}", namespace=NS)
+    def write() -> None:  # one transaction, as a bulk load writes a graph (`GraphWriter.batch`)
+        with writers.graphs.batch() as graph:
+            for i, (name, description) in enumerate(nodes):
+                graph.add_node(name, namespace=NS, id=f"g{i}", description=description)
+            for i, j in edges:
+                graph.add_edge(f"g{i}", "related_to", f"g{j}", namespace=NS)
 
     clock.run(write)
 

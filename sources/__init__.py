@@ -26,6 +26,7 @@ from ._entries import content_id as content_id
 from ._entries import entry_errors as entry_errors
 from ._exceptions import EmbedderError as EmbedderError
 from ._exceptions import StoreError as StoreError
+from ._graphs import GraphBatch as GraphBatch
 from ._graphs import GraphSource as GraphSource
 from ._graphs import GraphWriter as GraphWriter
 from ._memorules import CONFIDENCE_LEVELS as CONFIDENCE_LEVELS
@@ -85,6 +86,7 @@ __all__ = [
     "EmbedderError",
     "Engine",
     "FactWriter",
+    "GraphBatch",
     "GraphSource",
     "GraphWriter",
     "KnowledgeWriter",

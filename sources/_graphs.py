@@ -11,6 +11,7 @@ times a hop decay, so a distant node needs stronger evidence to clear the same f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Sequence
@@ -26,6 +27,8 @@ from ._relevance import DENSE_MODES
 from ._source_base import Batch, ReaderSource, best_first, lexical_scores, score_rows
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from broker.abc import SourceRequest
 
     from ._engine import Reader, Writer
@@ -83,7 +86,10 @@ def key_of(phrase: str) -> str:
 
 @attrs.define(eq=False)
 class GraphWriter:
-    """Writes and deletes the graph of one store (blocking; run it in a worker thread)."""
+    """Writes and deletes the graph of one store (blocking; run it in a worker thread).
+
+    Each call is its own transaction; `batch()` holds one transaction for many writes.
+    """
 
     _store: MemoryStore
 
@@ -103,21 +109,16 @@ class GraphWriter:
         With `replace`, an existing node of that id is updated in place (its edges stay).
         ValidationError (every field error, nothing written) on bad input or an existing id.
         """
-        keys, errors = _node_errors(name, aliases, description, id)
-        created, errs = _validate.normalise_created_at(created_at)
-        _validate.raise_if(errors + errs)
-        node_id = id or str(uuid.uuid4())
-        with self._store.engine.write() as conn:
-            ns_id = conn.ensure_namespace(namespace)
-            rowid = _node_rowid(conn, ns_id, node_id)
-            if rowid is not None and not replace:
-                raise ValidationError.single(
-                    "id", "exists", f"node {node_id!r} already exists in {namespace}"
-                )
-            values = (name, json.dumps(list(aliases), ensure_ascii=False), description)
-            rowid = _written_node(conn, ns_id, rowid, (node_id, *values, created))
-            conn.graph.add_keys(ns_id, rowid, sorted(keys))
-        return node_id
+        with self.batch() as graph:
+            return graph.add_node(
+                name,
+                namespace=namespace,
+                aliases=aliases,
+                description=description,
+                id=id,
+                created_at=created_at,
+                replace=replace,
+            )
 
     def add_edge(
         self,
@@ -132,24 +133,16 @@ class GraphWriter:
 
         ValidationError when either node is missing, the relation is bad, or src is dst.
         """
-        errors = _validate.text_errors("relation", relation, max_chars=MAX_NAME_CHARS)
-        errors += _validate.id_errors("src_id", src_id) + _validate.id_errors("dst_id", dst_id)
-        if src_id == dst_id:
-            errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
-        created, errs = _validate.normalise_created_at(created_at)
-        _validate.raise_if(errors + errs)
+        with self.batch() as graph:
+            return graph.add_edge(src_id, relation, dst_id, namespace=namespace, created_at=created_at)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[GraphBatch]:
+        """One transaction for many node and edge writes (`GraphBatch`: `add_node` and
+        `add_edge` as here), committed when the block ends, rolled back whole when it raises:
+        a bulk load pays one commit, not one a row. The store's write lock is held meanwhile."""
         with self._store.engine.write() as conn:
-            ns_id = conn.ensure_namespace(namespace)
-            src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
-            missing = [
-                FieldError(field=field, code="not_found", message=f"no node {value!r} in {namespace}")
-                for field, value, rowid in (("src_id", src_id, src), ("dst_id", dst_id, dst))
-                if rowid is None
-            ]
-            _validate.raise_if(missing)
-            if src is None or dst is None:  # reported as missing just above
-                return False
-            return conn.graph.add_edge(ns_id, Edge(src, relation, dst), str(created))
+            yield GraphBatch(conn)
 
     def delete_edge(self, src_id: str, relation: str, dst_id: str, *, namespace: Namespace) -> bool:
         """Remove one edge; return whether it existed."""
@@ -171,6 +164,68 @@ class GraphWriter:
                 return False
             conn.graph.delete_node(ns_id, rowid)
         return True
+
+
+@attrs.define(eq=False)
+class GraphBatch:
+    """Node and edge writes inside one open transaction (`GraphWriter.batch`)."""
+
+    _conn: Writer
+
+    def add_node(  # noqa: PLR0913 - the documented keyword API
+        self,
+        name: str,
+        *,
+        namespace: Namespace,
+        aliases: Sequence[str] = (),
+        description: str = "",
+        id: str | None = None,  # noqa: A002 - the documented API name
+        created_at: str | None = None,
+        replace: bool = False,
+    ) -> str:
+        """`GraphWriter.add_node` in the batch's transaction."""
+        keys, errors = _node_errors(name, aliases, description, id)
+        created, errs = _validate.normalise_created_at(created_at)
+        _validate.raise_if(errors + errs)
+        node_id = id or str(uuid.uuid4())
+        conn = self._conn
+        ns_id = conn.ensure_namespace(namespace)
+        rowid = _node_rowid(conn, ns_id, node_id)
+        if rowid is not None and not replace:
+            raise ValidationError.single("id", "exists", f"node {node_id!r} already exists in {namespace}")
+        values = (name, json.dumps(list(aliases), ensure_ascii=False), description)
+        rowid = _written_node(conn, ns_id, rowid, (node_id, *values, created))
+        conn.graph.add_keys(ns_id, rowid, sorted(keys))
+        return node_id
+
+    def add_edge(
+        self,
+        src_id: str,
+        relation: str,
+        dst_id: str,
+        *,
+        namespace: Namespace,
+        created_at: str | None = None,
+    ) -> bool:
+        """`GraphWriter.add_edge` in the batch's transaction."""
+        errors = _validate.text_errors("relation", relation, max_chars=MAX_NAME_CHARS)
+        errors += _validate.id_errors("src_id", src_id) + _validate.id_errors("dst_id", dst_id)
+        if src_id == dst_id:
+            errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
+        created, errs = _validate.normalise_created_at(created_at)
+        _validate.raise_if(errors + errs)
+        conn = self._conn
+        ns_id = conn.ensure_namespace(namespace)
+        src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
+        missing = [
+            FieldError(field=field, code="not_found", message=f"no node {value!r} in {namespace}")
+            for field, value, rowid in (("src_id", src_id, src), ("dst_id", dst_id, dst))
+            if rowid is None
+        ]
+        _validate.raise_if(missing)
+        if src is None or dst is None:  # reported as missing just above
+            return False
+        return conn.graph.add_edge(ns_id, Edge(src, relation, dst), str(created))
 
 
 def _node_errors(

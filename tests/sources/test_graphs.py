@@ -144,6 +144,30 @@ def test_invalid_node_and_edge_report_every_field(store: MemoryStore) -> None:
         g.add_node("Caroline", namespace=NS, id="caroline")
 
 
+async def test_a_batch_writes_nodes_and_the_edges_between_them_at_once(store: MemoryStore) -> None:
+    """Nodes and an edge written in one batch are found together by the walk."""
+    with GraphWriter(store).batch() as graph:
+        graph.add_node("Pottery class", namespace=NS, id="pottery", description="Saturday mornings")
+        assert graph.add_edge("caroline", "takes", "pottery", namespace=NS) is True
+        assert graph.add_edge("caroline", "takes", "pottery", namespace=NS) is False
+    got = await fetch(store, "When is Caroline's pottery class?")
+    assert "graph:pottery" in got
+    assert got["graph:caroline"].text.startswith("Caroline — takes → Pottery class")
+
+
+def test_a_batch_that_raises_writes_nothing(store: MemoryStore) -> None:
+    """A refused write inside a batch rolls the whole batch back, earlier writes included."""
+
+    def load() -> None:
+        with GraphWriter(store).batch() as graph:
+            graph.add_node("Pottery class", namespace=NS, id="pottery")
+            graph.add_edge("pottery", "taught by", "nobody", namespace=NS)
+
+    with pytest.raises(ValidationError, match="not_found"):
+        load()
+    assert sql_rows(store, "SELECT count(*) FROM graph_nodes WHERE id = 'pottery'") == [(0,)]
+
+
 def test_edges_are_idempotent_and_deletes_are_clean(store: MemoryStore) -> None:
     """A repeated edge is not duplicated; deleting a node removes its keys and edges."""
     g = GraphWriter(store)
