@@ -139,10 +139,17 @@ class GraphWriter:
     @contextlib.contextmanager
     def batch(self) -> Iterator[GraphBatch]:
         """One transaction for many node and edge writes (`GraphBatch`: `add_node` and
-        `add_edge` as here), committed when the block ends, rolled back whole when it raises:
-        a bulk load pays one commit, not one a row. The store's write lock is held meanwhile."""
+        `add_edge` as here), committed when the block ends, rolled back whole when an error
+        leaves it (a refused write caught inside the block does not undo the others): a bulk
+        load pays one commit, not one a row. The store's write lock is held meanwhile, so the
+        block must not write to the store by any other way (that write would wait for the
+        lock forever); the batch refuses writes once its block has ended."""
         with self._store.engine.write() as conn:
-            yield GraphBatch(conn)
+            graph = GraphBatch(conn)
+            try:
+                yield graph
+            finally:
+                graph.closed = True
 
     def delete_edge(self, src_id: str, relation: str, dst_id: str, *, namespace: Namespace) -> bool:
         """Remove one edge; return whether it existed."""
@@ -170,7 +177,16 @@ class GraphWriter:
 class GraphBatch:
     """Node and edge writes inside one open transaction (`GraphWriter.batch`)."""
 
-    _conn: Writer
+    _conn_: Writer
+    closed: bool = False
+    """Set when the batch's block ends: its transaction is over, and a write is a RuntimeError."""
+
+    @property
+    def _conn(self) -> Writer:
+        if self.closed:
+            msg = "this graph batch's block has ended; open another with GraphWriter.batch()"
+            raise RuntimeError(msg)
+        return self._conn_
 
     def add_node(  # noqa: PLR0913 - the documented keyword API
         self,
@@ -184,11 +200,11 @@ class GraphBatch:
         replace: bool = False,
     ) -> str:
         """`GraphWriter.add_node` in the batch's transaction."""
+        conn = self._conn
         keys, errors = _node_errors(name, aliases, description, id)
         created, errs = _validate.normalise_created_at(created_at)
         _validate.raise_if(errors + errs)
         node_id = id or str(uuid.uuid4())
-        conn = self._conn
         ns_id = conn.ensure_namespace(namespace)
         rowid = _node_rowid(conn, ns_id, node_id)
         if rowid is not None and not replace:
@@ -208,13 +224,13 @@ class GraphBatch:
         created_at: str | None = None,
     ) -> bool:
         """`GraphWriter.add_edge` in the batch's transaction."""
+        conn = self._conn
         errors = _validate.text_errors("relation", relation, max_chars=MAX_NAME_CHARS)
         errors += _validate.id_errors("src_id", src_id) + _validate.id_errors("dst_id", dst_id)
         if src_id == dst_id:
             errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
         created, errs = _validate.normalise_created_at(created_at)
         _validate.raise_if(errors + errs)
-        conn = self._conn
         ns_id = conn.ensure_namespace(namespace)
         src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
         missing = [

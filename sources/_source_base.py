@@ -195,6 +195,10 @@ class StoreReader:
         for rider in riders:
             if gate.qpp >= rider.min_score:
                 rider.run(conn)
+                if rider.error is not None:
+                    # The connection may be unusable now (PostgreSQL aborts the transaction at a
+                    # failed statement): the riders after it read on their own.
+                    break
         return found, gate
 
     def _gate_on(self, conn: Reader, request: SourceRequest, stamp: int | None) -> Gate:

@@ -5,8 +5,15 @@ A turn's words often name its subject only in the turn before or after it ("Yes,
 there last week"), so a turn whose neighbours match the task stands higher than its own
 words put it. The standing is a re-ranking only: the candidates' calibrated scores, as a
 set, stay what the scorer gave (the k-th best candidate keeps the k-th best score), so the
-floor admits as many memories as before, and which ones changes. Semantic facts, written in
-no order that means anything, are ranked on their own words.
+floor admits as many memories as before, and which ones changes (a memory takes the score and
+band of the rank it lands at; its base relevance stays its own). Semantic facts, written in
+no order that means anything, keep their own score as their ranking key (among turns that
+rise they may land lower, and take that rank's score).
+
+Neighbours are read in rowid order, which is the namespace's write order when its turns are
+written one after another (a conversation ingested or appended turn by turn). Turns of two
+namespaces written interleaved are farther apart in rowids (`REACH` still finds the nearest),
+and a turn rewritten with `replace` moves to the end: its old neighbours no longer count.
 
 Neighbours are episodic candidates of the same recall whose rowids lie within `REACH` of
 each other (written in sequence into the namespace); a memory that is no candidate counts 0.
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import numpy as np
 
 if TYPE_CHECKING:
@@ -66,7 +74,8 @@ def in_context(
     keys = standing(scores, rowids, episodic)
     order = sorted(range(len(rels)), key=lambda i: -keys[i])
     best = sorted(rels, key=lambda rel: -rel.score)
-    return list(zip(order, best, strict=True))
+    # The k-th memory takes the k-th standing (score and band); its base relevance stays its own.
+    return [(i, attrs.evolve(rel, base=rels[i].base)) for i, rel in zip(order, best, strict=True)]
 
 
 def rows_in_context(scored: Sequence[tuple[Relevance, Any]]) -> list[tuple[Relevance, Any]]:

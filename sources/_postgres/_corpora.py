@@ -214,7 +214,7 @@ class PostgresDocs:
         for cols, run in itertools.groupby(rows, key=tuple):
             names, marks = ", ".join(cols), ", ".join(["%s"] * (len(cols) + 1))
             sql = f"INSERT INTO {_doc_table(table)} (ns_id, {names}) VALUES ({marks}) RETURNING rowid"
-            found = scope.session.executemany_returning(sql, [[ns_id, *values.values()] for values in run])
+            found = scope.executemany_returning(sql, [[ns_id, *values.values()] for values in run])
             rowids += [int(r[0]) for r in found]
         return rowids
 

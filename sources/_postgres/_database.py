@@ -97,7 +97,8 @@ class Session:
 
     def executemany_returning(self, sql: str, rows: Sequence[Params]) -> list[TupleRow]:
         """Run one statement for each row, pipelined (one round trip per batch), and return
-        each statement's first row, in order (None where a statement returned none)."""
+        each statement's first row, in order (an INSERT ... RETURNING: a statement that
+        returns no row is a RuntimeError)."""
         self._check_stop()
         found: list[TupleRow] = []
         if not rows:

@@ -10,7 +10,7 @@ import attrs
 from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, MutableMapping
+    from collections.abc import Iterator, MutableMapping, Sequence
     from contextlib import AbstractContextManager
 
     from psycopg import Cursor
@@ -71,6 +71,10 @@ class Scope:
     def execute(self, sql: str, params: Params = ()) -> Cursor[TupleRow]:
         """Run one statement in the current scope."""
         return self.session.execute(sql, params)
+
+    def executemany_returning(self, sql: str, rows: Sequence[Params]) -> list[TupleRow]:
+        """One statement a row, pipelined, in the current scope; each statement's first row."""
+        return self.session.executemany_returning(sql, rows)
 
     def rows(self, sql: str, params: Params = ()) -> list[TupleRow]:
         """Every row of one statement."""

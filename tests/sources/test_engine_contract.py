@@ -254,18 +254,25 @@ def test_a_batch_write_matches_the_same_writes_one_by_one(engine: Engine) -> Non
 
 
 def test_a_batch_indexes_a_document_without_terms_and_repeated_terms(engine: Engine) -> None:
-    """index_documents: a document with no term is counted and listed; a repeated term counts once in df."""
+    """index_documents: a document with no term is counted and listed; a repeated term counts
+    once in df, added to the df already stored; one batch may span corpora."""
     with engine.write() as w:
         ns_id = w.ensure_namespace(NS)
+        first = w.entries.insert(ns_id, NS, entry_row("z", "tea"))
+        w.index_documents(ns_id, [((0, first), ["tea"])])
+    with engine.write() as w:
         rowids = w.entries.insert_many(ns_id, NS, [entry_row("a", "tea tea tea"), entry_row("b", "of the")])
-        w.index_documents(ns_id, [((0, rowids[0]), ["tea", "tea", "tea"]), ((0, rowids[1]), [])])
+        batch = [((0, rowids[0]), ["tea", "tea", "tea"]), ((0, rowids[1]), []), ((1, 77), ["tea", "cake"])]
+        w.index_documents(ns_id, batch)
     with engine.read() as r:
-        stats = r.term_stats(ns_id, ["tea"])
+        stats = r.term_stats(ns_id, ["tea", "cake"])
         docs = sorted(doc for chunk in r.indexed_documents(ns_id, chunk=10) for doc in chunk)
         hits = r.lexical_candidates(ns_id, ["tea"], corpus=0, limit=10)
-    assert (stats.n_docs, stats.total_len, dict(stats.df)) == (2, 3, {"tea": 1})
-    assert docs == sorted([((0, rowids[0]), "tea tea tea"), ((0, rowids[1]), "")])
-    assert [h.rowid for h in hits] == [rowids[0]]
+    assert (stats.n_docs, stats.total_len, dict(stats.df)) == (4, 6, {"tea": 3, "cake": 1})
+    assert docs == sorted(
+        [((0, first), "tea"), ((0, rowids[0]), "tea tea tea"), ((0, rowids[1]), ""), ((1, 77), "tea cake")]
+    )
+    assert {h.rowid for h in hits} == {first, rowids[0]}
 
 
 def test_a_batch_of_documents_gets_each_its_own_rowid(engine: Engine) -> None:

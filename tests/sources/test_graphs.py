@@ -168,6 +168,15 @@ def test_a_batch_that_raises_writes_nothing(store: MemoryStore) -> None:
     assert sql_rows(store, "SELECT count(*) FROM graph_nodes WHERE id = 'pottery'") == [(0,)]
 
 
+def test_a_batch_refuses_writes_after_its_block(store: MemoryStore) -> None:
+    """A batch kept past its block refuses to write: its transaction is over."""
+    with GraphWriter(store).batch() as graph:
+        graph.add_node("Pottery class", namespace=NS, id="pottery")
+    with pytest.raises(RuntimeError, match="ended"):
+        graph.add_node("Kiln", namespace=NS, id="kiln")
+    assert sql_rows(store, "SELECT count(*) FROM graph_nodes WHERE id = 'kiln'") == [(0,)]
+
+
 def test_edges_are_idempotent_and_deletes_are_clean(store: MemoryStore) -> None:
     """A repeated edge is not duplicated; deleting a node removes its keys and edges."""
     g = GraphWriter(store)

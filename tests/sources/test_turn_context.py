@@ -91,3 +91,31 @@ def test_a_reply_rises_with_the_turn_it_answers(tmp_path: Path, embedder: MiniLM
     assert [i for i, _ in turns] == ["m0", "m1", "m32"]
     assert [i for i, _ in facts] == ["m0", "m32", "m1"]
     assert [s for _, s in turns] == pytest.approx([s for _, s in facts])
+
+
+def _lexical(tmp_path: Path, memory_type: str, types: list[str] | None) -> list[tuple[str, float]]:
+    filler = [(f"f{i}", f"Speaker: topic {i} and the weather in town {i}") for i in range(30)]
+    turns = [
+        ("t0", "Mel: How was the pottery class on Saturday?"),
+        ("t1", "Caroline: Loved it, I made a bowl for my mom."),
+        *filler,
+        ("d", "Caroline: I made dinner for my mom."),
+    ]
+    entries = [NewEntry(id=i, text=t, memory_type=memory_type) for i, t in turns]
+    with MemoryStore.open(tmp_path / f"{memory_type}-{types}.db", mode="lexical") as store:
+        store.add_entries(entries, namespace=NS)
+        found = store.recall(
+            "What did Caroline make in her pottery class?", namespace=NS, min_score=0.0, limit=3, types=types
+        )
+    return [(r.memory.id, r.score) for r in found]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_lexical_recall_reads_a_turn_in_its_context_too(tmp_path: Path, typed: bool) -> None:
+    """Lexical mode (from the shared retrieval, and typed from the index) ranks the reply after
+    the matching question above an equally matching distant turn; as facts, the other way."""
+    turns = _lexical(tmp_path, "episodic", ["episodic"] if typed else None)
+    facts = _lexical(tmp_path, "semantic", ["semantic"] if typed else None)
+    assert [i for i, _ in turns] == ["t0", "t1", "d"]
+    assert [i for i, _ in facts] == ["t0", "d", "t1"]
+    assert [s for _, s in turns] == pytest.approx([s for _, s in facts])
