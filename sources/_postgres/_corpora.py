@@ -41,6 +41,11 @@ _ENTRY_ARRAYS: Final = (
     (9, "metadata"),
 )
 """The per-row columns of `entry_values` a batch passes as arrays, by position."""
+_INSERT_ENTRY: Final = (
+    "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
+    "created_at, importance, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "RETURNING rowid"
+)
 _INSERT_ENTRIES: Final = (
     "INSERT INTO entries (id, ns_id, tenant_id, project_id, kind, memory_type, text, "
     "created_at, importance, metadata) "
@@ -156,6 +161,10 @@ class PostgresEntries:
         """One statement for the batch (its columns as arrays); the rowids in the rows' order."""
         if not rows:
             return []
+        if len(rows) == 1:  # a single note (the common write): the plain statement is cheaper
+            created = self.scope.ns(ns_id).one(_INSERT_ENTRY, entry_values(ns_id, namespace, rows[0]))
+            assert created is not None  # noqa: S101 - INSERT ... RETURNING returns its row
+            return [int(created[0])]
         values = [entry_values(ns_id, namespace, row) for row in rows]
         columns = {name: [v[i] for v in values] for i, name in _ENTRY_ARRAYS}
         found = self.scope.ns(ns_id).rows(

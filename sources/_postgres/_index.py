@@ -147,13 +147,41 @@ _INDEX: Final = (
 each term's document frequency, each table written once."""
 
 
+_INDEX_ONE: Final = (
+    "WITH doc AS (INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) "
+    "VALUES (%(ns)s, %(corpus)s, %(rowid)s, %(terms)s, %(n)s)), "
+    "post AS (INSERT INTO postings (ns_id, corpus, term, src_rowid, tf, n_terms) "
+    "SELECT %(ns)s, %(corpus)s, t, %(rowid)s, count(*), %(n)s FROM unnest(%(terms)s::text[]) t GROUP BY t), "
+    "tot AS (UPDATE namespaces SET n_docs = n_docs + 1, total_len = total_len + %(n)s WHERE ns_id = %(ns)s), "
+    "log AS (INSERT INTO text_log (ns_id, corpus, src_rowid, op) VALUES (%(ns)s, %(corpus)s, %(rowid)s, 1)) "
+    "INSERT INTO term_stats (ns_id, term, df) SELECT %(ns)s, t, 1 FROM unnest(%(distinct)s::text[]) t "
+    "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + 1"
+)
+"""`_INDEX` for one document (a single note's write, the common one): without the batch's
+grouping, which costs a single document about 5 % of the write rate."""
+
+
 def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) -> None:
     """Index a (corpus, rowid) document and count it in the namespace's statistics."""
-    index_many(scope, ns_id, [(key, terms)])
+    scope.ns(ns_id).lock_ns(ns_id)
+    scope.execute(
+        _INDEX_ONE,
+        {
+            "ns": ns_id,
+            "corpus": key[0],
+            "rowid": key[1],
+            "terms": list(terms),
+            "n": len(terms),
+            "distinct": sorted(set(terms)),
+        },
+    )
 
 
 def index_many(scope: Scope, ns_id: int, docs: Sequence[tuple[tuple[int, int], Sequence[str]]]) -> None:
     """`index` each (corpus, rowid) document: one statement a corpus for the batch."""
+    if len(docs) == 1:
+        index(scope, ns_id, *docs[0])
+        return
     if not docs:
         return
     scope.ns(ns_id).lock_ns(ns_id)
