@@ -179,10 +179,9 @@ def index(scope: Scope, ns_id: int, key: tuple[int, int], terms: Sequence[str]) 
 
 def index_many(scope: Scope, ns_id: int, docs: Sequence[tuple[tuple[int, int], Sequence[str]]]) -> None:
     """`index` each (corpus, rowid) document: one statement a corpus for the batch."""
-    if len(docs) == 1:
-        index(scope, ns_id, *docs[0])
-        return
-    if not docs:
+    if len(docs) <= 1:  # nothing, or one document: the one-row statement
+        for key, terms in docs:
+            index(scope, ns_id, key, terms)
         return
     scope.ns(ns_id).lock_ns(ns_id)
     for corpus in sorted({key[0] for key, _ in docs}):

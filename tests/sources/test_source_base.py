@@ -32,6 +32,19 @@ if TYPE_CHECKING:
 SLOW_SQL = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
 
 
+def lane_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the jobs every store's read lane runs from now on, in order."""
+    reads: list[str] = []
+    real = StoreReader._work
+
+    def counted(self: StoreReader, fn: Callable[[Reader], object], stop: ReadStop) -> object:
+        reads.append(getattr(fn, "func", fn).__qualname__)
+        return real(self, fn, stop)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StoreReader, "_work", counted)
+    return reads
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[MemoryStore]:
     with MemoryStore.open(tmp_path / "m.db", mode="lexical") as s:
@@ -373,14 +386,7 @@ async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
     background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch, mode: str | None
 ) -> None:
     """On a task whose gate stays closed, the six gated sources answer nothing after one read between them, also when the request leaves the mode to the store; memorules (tenant-wide) and past_tasks (on its own evidence) read on their own."""
-    reads: list[str] = []
-    real = StoreReader._work
-
-    def counted(self: StoreReader, fn: Callable[[Reader], object], stop: ReadStop) -> object:
-        reads.append(getattr(fn, "func", fn).__qualname__)
-        return real(self, fn, stop)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(StoreReader, "_work", counted)
+    reads = lane_reads(monkeypatch)
     found = await _answers(background_store, "bake a sourdough loaf with rye flour", mode=mode)
     assert len(found) == 8
     assert not any(found.values())
@@ -392,14 +398,7 @@ async def test_an_open_gate_costs_the_gated_sources_one_read_between_them(
     background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a task whose gate opens, the six gated sources read in one trip through the read lane between them (the gate's read, with theirs joined), and still answer."""
-    reads: list[str] = []
-    real = StoreReader._work
-
-    def counted(self: StoreReader, fn: Callable[[Reader], object], stop: ReadStop) -> object:
-        reads.append(getattr(fn, "func", fn).__qualname__)
-        return real(self, fn, stop)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(StoreReader, "_work", counted)
+    reads = lane_reads(monkeypatch)
     found = await _answers(background_store, "prepare the Lighthouse 2.4 release notes")
     assert found["store"]  # the gate opened
     turn = [r for r in reads if r != "_ping"]
@@ -444,14 +443,7 @@ async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
     background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Answers given on a closed gate without a read are kept at the store's change stamp: the same task asked again on an unchanged store reads nothing (an engine without a change stamp, PostgreSQL, reads the gate and the ungated sources' kept answers again)."""
-    reads: list[str] = []
-    real = StoreReader._work
-
-    def counted(self: StoreReader, fn: Callable[[Reader], object], stop: ReadStop) -> object:
-        reads.append(getattr(fn, "func", fn).__qualname__)
-        return real(self, fn, stop)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(StoreReader, "_work", counted)
+    reads = lane_reads(monkeypatch)
     found = await _answers(background_store, "bake a sourdough loaf with rye flour", result_cache=64, turns=2)
     assert not any(found.values())
     again = 0 if background_store.engine.change_stamp(wait=True) is not None else 3
