@@ -83,11 +83,10 @@ def compute_reference(  # noqa: PLR0913 - the store's two indexes, and the retri
         hits = ()
     elif hits is None:
         hits = lexical_hits(conn, ns_id, prof, texts)
-    found = _retrieved(conn, ns_id, hits, dense=search, texts=texts)
-    for key, (node_terms, cosine) in _graph_nodes(conn, ns_id, task, dense, embedder).items():
-        found.terms[key] = node_terms
-        if cosine is not None:
-            found.cosines[key] = cosine
+    found = _with_nodes(
+        _retrieved(conn, ns_id, hits, dense=search, texts=texts),
+        _graph_nodes(conn, ns_id, task, dense, embedder),
+    )
     if dense is not None and embedder is not None:
         offtopic = closeness(embedder, task, dense)
     else:
@@ -144,6 +143,21 @@ def _retrieved(
     return _Retrieved(
         hits=hits, nearest=nearest, terms=terms, cosines=cosines, complete=complete, tops=tops, mean=mean
     )
+
+
+def _with_nodes(found: _Retrieved, nodes: dict[Key, tuple[list[str], float | None]]) -> _Retrieved:
+    """The retrieval with the graph nodes the task names as pool members: their terms, and
+    their cosines among the namespace's best (`tops`; in a namespace of graph records only,
+    the background too: the nodes are all it holds that the task reaches)."""
+    for key, (node_terms, _) in nodes.items():
+        found.terms[key] = node_terms
+    cosines = {key: cosine for key, (_, cosine) in nodes.items() if cosine is not None}
+    if not cosines:
+        return found
+    found.cosines.update(cosines)
+    tops = sorted((*found.tops, *cosines.values()), reverse=True)[: _gate.TOP_COSINES]
+    mean = found.mean if found.nearest and any(found.nearest) else float(np.mean(list(cosines.values())))
+    return attrs.evolve(found, tops=tuple(tops), mean=mean)
 
 
 def _pooled(mode: str, prof: QueryProfile, found: _Retrieved, *, dense: bool) -> Reference:

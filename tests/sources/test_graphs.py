@@ -11,6 +11,7 @@ from store_kit import StoreOpener, sql_rows
 from broker import RECALL_MIN_SCORE, Candidate, Namespace, ValidationError
 from broker.abc import SourceRequest
 from sources import MemoryStore, _analysis
+from sources._embedder import MiniLMEmbedder, load_default_embedder
 from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter
 from sources._source_base import StoreReader
 
@@ -233,3 +234,37 @@ async def test_dense_modes_embed_only_a_few_rendered_texts(make_store: StoreOpen
     # The task; the one node it names, once, for the namespace's reference; the rendered texts.
     assert fake.texts - before == 1 + 1 + DENSE_SCORED
     assert len(lexical) == 10
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    return load_default_embedder()
+
+
+ORION = (
+    ("orion", "Orion gateway", "The API gateway in front of the billing and search services."),
+    ("502", "502 errors", "Orion returns 502 when the billing service health check fails."),
+    ("billing", "billing service", ""),
+)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+async def test_a_store_of_graph_records_only_serves_a_task_naming_its_nodes(
+    make_store: StoreOpener, minilm: MiniLMEmbedder, mode: str
+) -> None:
+    """With no memories beside it, the graph's named nodes are the namespace's dense evidence:
+    the gate opens for a task about them (it read no cosine at all and closed) and stays shut
+    for a task that names none."""
+    with make_store(mode=mode, embedder=minilm) as store:
+        g = GraphWriter(store)
+        for key, name, description in ORION:
+            g.add_node(name, namespace=NS, id=key, description=description)
+        g.add_edge("orion", "routes to", "billing", namespace=NS)
+        g.add_edge("502", "caused by", "billing", namespace=NS)
+        walk = GraphSource(StoreReader(store=store))
+        about = SourceRequest(task="Why is the Orion gateway returning 502 errors?", namespace=NS, limit=5)
+        unrelated = SourceRequest(task="what time is it", namespace=NS, limit=5)
+        served = await walk.fetch(about)
+        assert [c.entry_id for c in served][:1] == ["graph:502"]
+        assert served[0].score >= RECALL_MIN_SCORE
+        assert await walk.fetch(unrelated) == []
