@@ -31,7 +31,7 @@ from ._sql import CORPUS_TABLES, delete_vectors, fts_match, fts_terms, log_texts
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     import numpy as np
     import numpy.typing as npt
@@ -45,6 +45,18 @@ class SqliteReader:
     """`sources._engine.Reader` on one connection (which the engine's `read` holds)."""
 
     conn: sqlite3.Connection
+    snapshot: bool = False
+    """One read snapshot (the engine's `read`): a namespace's id and write generation cannot
+    change in it, so each is read once (a turn asks for them a dozen times)."""
+    _read_once: dict[tuple[str, object], Any] = attrs.field(factory=dict, init=False)
+
+    def _once(self, key: tuple[str, object], read: Callable[[], Any]) -> Any:  # noqa: ANN401 - as `read`
+        """`read()`, or in a snapshot its value the first time `key` was asked."""
+        if not self.snapshot:
+            return read()
+        if key not in self._read_once:
+            self._read_once[key] = read()
+        return self._read_once[key]
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         """Run raw SQL (SQLite only: tests, migrations and maintenance, never a corpus)."""
@@ -53,6 +65,10 @@ class SqliteReader:
     # -- namespaces
 
     def namespace_id(self, namespace: Namespace) -> int | None:
+        found: int | None = self._once(("ns", namespace), lambda: self._namespace_id(namespace))
+        return found
+
+    def _namespace_id(self, namespace: Namespace) -> int | None:
         row = self.conn.execute(
             "SELECT ns_id FROM namespaces WHERE tenant_id = ? AND project_id = ?",
             (namespace.tenant_id, namespace.project_id),
@@ -76,6 +92,9 @@ class SqliteReader:
         return tuple(NamespaceVersion(ns_id=int(r[0]), generation=int(r[1])) for r in rows)
 
     def generation(self, ns_id: int) -> int:
+        return int(self._once(("generation", ns_id), lambda: self._generation(ns_id)))
+
+    def _generation(self, ns_id: int) -> int:
         row = self.conn.execute("SELECT generation FROM namespaces WHERE ns_id = ?", (ns_id,)).fetchone()
         return 0 if row is None else int(row[0])
 

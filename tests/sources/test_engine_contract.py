@@ -163,6 +163,18 @@ def test_deleting_an_entry_reaches_every_index_and_side_table(engine: Engine) ->
         assert r.generation(ns_id) != before
 
 
+def test_a_write_sees_its_own_namespace_and_generation_change(engine: Engine) -> None:
+    """A write is no snapshot: the namespace it creates and the generation its writes bump are
+    read back inside it (a read keeps each as it first read them)."""
+    with engine.write() as w:
+        assert w.namespace_id(NS) is None
+        ns_id = w.ensure_namespace(NS)
+        assert w.namespace_id(NS) == ns_id
+        before = w.generation(ns_id)
+        add_entry(w, ns_id, NS, "e0", TEXTS[0])
+        assert w.generation(ns_id) != before
+
+
 def test_vector_ids_grow_in_commit_order_and_a_replacement_leaves_a_tombstone(engine: Engine) -> None:
     """A reader catching up by `after` sees every new vector and every deletion, none twice."""
     ns_id, rowids = _indexed(engine)
