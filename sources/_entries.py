@@ -71,6 +71,9 @@ class Recalled:
     band: float | None = None
     rowid: int | None = attrs.field(default=None, eq=False, repr=False)
     """The entry's rowid (its key in the turn's retrieval); None when not read with it."""
+    own_score: float | None = None
+    """The score of the memory's own words, when its neighbours in the conversation ranked it
+    elsewhere and `score` is that rank's (`sources._turn_context`); None when `score` is its own."""
 
 
 @attrs.frozen(kw_only=True)

@@ -234,7 +234,12 @@ def lexical_rows(
 def _recalled(scored: tuple[Relevance, Sequence[Any]]) -> Recalled:
     rel, row = scored
     return Recalled(
-        memory=Memory.from_row(row), score=rel.score, qpp=rel.qpp, band=rel.band, rowid=int(row[0])
+        memory=Memory.from_row(row),
+        score=rel.score,
+        qpp=rel.qpp,
+        band=rel.band,
+        rowid=int(row[0]),
+        own_score=rel.own,
     )
 
 

@@ -41,6 +41,9 @@ class Relevance:
     qpp: float
     band: float
     base: float
+    own: float | None = None
+    """The score of the text's own words when its conversation context ranked it elsewhere and
+    it took that rank's score (`sources._turn_context`); None when the score is its own."""
 
 
 ZERO = Relevance(score=0.0, qpp=0.0, band=0.0, base=0.0)

@@ -6,7 +6,7 @@ fixed to `self`/`personality`, keyed on the active task only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -86,7 +86,7 @@ class StoreSource(ReaderSource):
             block=self.block,
             memory_type=m.memory_type,
             created_at=m.created_at,
-            metadata={"kind": m.kind, "importance": m.importance, "metadata": dict(m.metadata)},
+            metadata=_metadata(r),
         )
 
 
@@ -101,3 +101,13 @@ class PersonaSource(StoreSource):
     name: ClassVar[str] = "persona"
     block: ClassVar[str] = "persona_memories"
     lane: ClassVar[tuple[str, ...] | None] = PERSONA_TYPES
+
+
+def _metadata(r: Recalled) -> dict[str, Any]:
+    """A candidate's metadata: the memory's kind, importance and own metadata, and the score
+    of its own words when its conversation context ranked it elsewhere (`own_score`)."""
+    m = r.memory
+    found: dict[str, Any] = {"kind": m.kind, "importance": m.importance, "metadata": dict(m.metadata)}
+    if r.own_score is not None:
+        found["own_score"] = r.own_score
+    return found

@@ -75,7 +75,14 @@ def in_context(
     order = sorted(range(len(rels)), key=lambda i: -keys[i])
     best = sorted(rels, key=lambda rel: -rel.score)
     # The k-th memory takes the k-th standing (score and band); its base relevance stays its own.
-    return [(i, attrs.evolve(rel, base=rels[i].base)) for i, rel in zip(order, best, strict=True)]
+    return [(i, _taken(rels[i], rel)) for i, rel in zip(order, best, strict=True)]
+
+
+def _taken(own: Relevance, standing: Relevance) -> Relevance:
+    """The standing a memory lands at, with its own base relevance (and its own score, when
+    the standing's differs)."""
+    moved = standing.score != own.score
+    return attrs.evolve(standing, base=own.base, own=own.score if moved else None)
 
 
 def rows_in_context(scored: Sequence[tuple[Relevance, Any]]) -> list[tuple[Relevance, Any]]:

@@ -36,7 +36,7 @@ from ._store_cmds import add_mode_argument, parse_types
 if TYPE_CHECKING:
     import argparse
 
-    from broker import Context, Fate, MemorySelector, Namespace, SelectionResult
+    from broker import Candidate, Context, Fate, MemorySelector, Namespace, SelectionResult
     from broker.abc import ConversationTurn
     from sources import MemoryStore
 
@@ -178,6 +178,7 @@ def _report(
                 "qpp": c.qpp,
                 "band": c.band,
                 "score": round(c.score, 6),
+                "own_score": _own_score(c),
                 "outcome": outcome,
                 "detail": detail,
                 "text": c.text,
@@ -196,6 +197,12 @@ def _report(
             {"name": s.name, "status": str(s.status), "candidates": s.candidates} for s in result.sources
         ],
     }
+
+
+def _own_score(c: Candidate) -> float | None:
+    """The score of the memory's own words when its conversation context ranked it elsewhere."""
+    own = c.metadata.get("own_score")
+    return None if own is None else round(float(own), 6)
 
 
 def _folded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -228,12 +235,18 @@ def _print(app: App, report: dict[str, Any]) -> None:
     app.out("sources: " + ", ".join(f"{s['name']}={s['status']}" for s in report["sources"]))
 
 
+def _moved(row: dict[str, Any]) -> str:
+    """How a turn's conversation context moved the memory: the score of its own words."""
+    own = row.get("own_score")
+    return "" if own is None else f"; ranked with its neighbours, own score {own:.3f}"
+
+
 def _table(candidates: list[dict[str, Any]]) -> list[str]:
     """The candidates as aligned columns: each column as wide as its widest cell."""
     rows = [
         (
             f"{row['score']:.3f}  {_number(row['qpp'])}  {_number(row['band'])}",
-            row["outcome"] + (f" ({row['detail']})" if row["detail"] else ""),
+            row["outcome"] + (f" ({row['detail']})" if row["detail"] else "") + _moved(row),
             "+".join([row["source"], *row["also_from"]]) + f"/{row['entry_id']}",
             " ".join(str(row["text"]).split())[:80],
         )

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry
+from sources import MemoryStore, NewEntry, Recalled
 from sources._embedder import MiniLMEmbedder, load_default_embedder
 from sources._scorer import Relevance
 from sources._turn_context import NEIGHBOUR_WEIGHT, REACH, in_context, standing
@@ -37,6 +37,16 @@ def test_the_reranking_hands_out_the_same_scores_best_first(cands: list[tuple[fl
     ranked = in_context([_rel(s) for s, _, _ in cands], [r for _, r, _ in cands], [e for _, _, e in cands])
     assert sorted(i for i, _ in ranked) == list(range(len(cands)))
     assert [rel.score for _, rel in ranked] == sorted((s for s, _, _ in cands), reverse=True)
+
+
+@given(candidates)
+def test_a_memory_moved_by_its_neighbours_keeps_its_own_score_beside_the_one_it_takes(
+    cands: list[tuple[float, int, bool]],
+) -> None:
+    """`own` is the input's score exactly when the memory took another score, else None."""
+    ranked = in_context([_rel(s) for s, _, _ in cands], [r for _, r, _ in cands], [e for _, _, e in cands])
+    for i, rel in ranked:
+        assert rel.own == (None if rel.score == cands[i][0] else cands[i][0])
 
 
 @given(candidates)
@@ -93,7 +103,10 @@ def test_a_reply_rises_with_the_turn_it_answers(tmp_path: Path, embedder: MiniLM
     assert [s for _, s in turns] == pytest.approx([s for _, s in facts])
 
 
-def _lexical(tmp_path: Path, memory_type: str, types: list[str] | None) -> list[tuple[str, float]]:
+POTTERY = "What did Caroline make in her pottery class?"
+
+
+def _lexical_turns(memory_type: str) -> list[NewEntry]:
     filler = [(f"f{i}", f"Speaker: topic {i} and the weather in town {i}") for i in range(30)]
     turns = [
         ("t0", "Mel: How was the pottery class on Saturday?"),
@@ -101,13 +114,17 @@ def _lexical(tmp_path: Path, memory_type: str, types: list[str] | None) -> list[
         *filler,
         ("d", "Caroline: I made dinner for my mom."),
     ]
-    entries = [NewEntry(id=i, text=t, memory_type=memory_type) for i, t in turns]
+    return [NewEntry(id=i, text=t, memory_type=memory_type) for i, t in turns]
+
+
+def _lexical_recall(tmp_path: Path, memory_type: str, types: list[str] | None) -> list[Recalled]:
     with MemoryStore.open(tmp_path / f"{memory_type}-{types}.db", mode="lexical") as store:
-        store.add_entries(entries, namespace=NS)
-        found = store.recall(
-            "What did Caroline make in her pottery class?", namespace=NS, min_score=0.0, limit=3, types=types
-        )
-    return [(r.memory.id, r.score) for r in found]
+        store.add_entries(_lexical_turns(memory_type), namespace=NS)
+        return store.recall(POTTERY, namespace=NS, min_score=0.0, limit=3, types=types)
+
+
+def _lexical(tmp_path: Path, memory_type: str, types: list[str] | None) -> list[tuple[str, float]]:
+    return [(r.memory.id, r.score) for r in _lexical_recall(tmp_path, memory_type, types)]
 
 
 @pytest.mark.parametrize("typed", [False, True])
@@ -119,3 +136,15 @@ def test_lexical_recall_reads_a_turn_in_its_context_too(tmp_path: Path, typed: b
     assert [i for i, _ in turns] == ["t0", "t1", "d"]
     assert [i for i, _ in facts] == ["t0", "d", "t1"]
     assert [s for _, s in turns] == pytest.approx([s for _, s in facts])
+
+
+def test_a_turn_its_neighbours_moved_says_the_score_of_its_own_words(tmp_path: Path) -> None:
+    """A recalled turn that took another rank's score carries its own (the score it has as a
+    fact); a turn where its own words put it carries none."""
+    turns = _lexical_recall(tmp_path, "episodic", None)
+    facts = {r.memory.id: r.score for r in _lexical_recall(tmp_path, "semantic", None)}
+    assert [(r.memory.id, r.own_score) for r in turns] == [
+        ("t0", None),
+        ("t1", pytest.approx(facts["t1"])),
+        ("d", pytest.approx(facts["d"])),
+    ]

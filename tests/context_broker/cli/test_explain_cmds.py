@@ -139,3 +139,26 @@ def test_explain_checks_its_flags_before_opening_a_store(tmp_path: Path) -> None
     """A bad flag is reported even when the store does not exist: flags first, then the file."""
     done = run("--db", str(tmp_path / "none.db"), "explain", "a task", "--deadline-ms", "0", home=tmp_path)
     assert (done.returncode, done.stderr) == (2, "error: --deadline-ms: must be milliseconds > 0, got 0\n")
+
+
+def test_explain_says_when_a_turns_neighbours_ranked_it(tmp_path: Path) -> None:
+    """A conversation turn that took another rank's score shows the score of its own words."""
+    turns = [
+        "Mel: How was the pottery class on Saturday?",
+        "Caroline: Loved it, I made a bowl for my mom.",
+        *(f"Speaker: topic {i} and the weather in town {i}" for i in range(30)),
+        "Caroline: I made dinner for my mom.",
+    ]
+    lines = [json.dumps({"id": f"t{i}", "text": t, "memory_type": "episodic"}) for i, t in enumerate(turns)]
+    (tmp_path / "turns.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = str(tmp_path / "m.db")
+    assert run("--db", db, "ingest", str(tmp_path / "turns.jsonl"), home=tmp_path).returncode == 0
+    task = ("explain", "What did Caroline make in her pottery class?", "--mode", "lexical", *UNRACED)
+    report = json.loads(run("--db", db, *task, "--json", home=tmp_path).stdout)
+    moved = {r["entry_id"]: r["own_score"] for r in report["candidates"] if r["own_score"] is not None}
+    assert "t1" in moved
+    assert moved["t1"] < next(r["score"] for r in report["candidates"] if r["entry_id"] == "t1")
+    assert (
+        f"ranked with its neighbours, own score {moved['t1']:.3f}"
+        in run("--db", db, *task, home=tmp_path).stdout
+    )
