@@ -146,18 +146,19 @@ def _retrieved(
 
 
 def _with_nodes(found: _Retrieved, nodes: dict[Key, tuple[list[str], float | None]]) -> _Retrieved:
-    """The retrieval with the graph nodes the task names as pool members: their terms, and
-    their cosines among the namespace's best (`tops`; in a namespace of graph records only,
-    the background too: the nodes are all it holds that the task reaches)."""
+    """The retrieval with the graph nodes the task names as pool members (their terms, and
+    their cosines in dense modes). In a namespace without a stored vector (graph records only)
+    the nodes' cosines are also its best and its background: without them the gate would read
+    no dense evidence at all. Beside stored vectors the best cosines stay the corpora's (a
+    node's short rendering, a bare name, must not set the gap every memory's band is read from)."""
     for key, (node_terms, _) in nodes.items():
         found.terms[key] = node_terms
     cosines = {key: cosine for key, (_, cosine) in nodes.items() if cosine is not None}
-    if not cosines:
-        return found
     found.cosines.update(cosines)
-    tops = sorted((*found.tops, *cosines.values()), reverse=True)[: _gate.TOP_COSINES]
-    mean = found.mean if found.nearest and any(found.nearest) else float(np.mean(list(cosines.values())))
-    return attrs.evolve(found, tops=tuple(tops), mean=mean)
+    if not cosines or found.tops:
+        return found
+    tops = sorted(cosines.values(), reverse=True)[: _gate.TOP_COSINES]
+    return attrs.evolve(found, tops=tuple(tops), mean=float(np.mean(list(cosines.values()))))
 
 
 def _pooled(mode: str, prof: QueryProfile, found: _Retrieved, *, dense: bool) -> Reference:
