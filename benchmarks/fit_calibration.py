@@ -480,7 +480,8 @@ def coverage(mode: str, tasks: list[Task], exponent: float) -> tuple[float, floa
         band = np.minimum(
             1.0, _logit.predict(np.array([f for f, _r, _g in cands]), np.array(bw), bb) / at_best
         )
-        scores = qpp * band**exponent
+        decay = _gate.rank_decays(np.log1p(np.array([rank for _f, rank, _g in cands], dtype=np.float64)))
+        scores = qpp * band**exponent * decay
         order = np.argsort(-scores, kind="stable")[:BUDGET]
         chosen = [i for i in order if scores[i] >= RECALL_MIN_SCORE]
         sizes.append(len(chosen))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -138,3 +139,24 @@ def test_the_band_exponent_lies_between_the_fitted_two(mode: str, a: float, b: f
     lo, hi = sorted((a, b))
     step = _gate.band_exponent(mode, hi) - _gate.band_exponent(mode, lo)
     assert step * (large - small) >= -1e-12
+
+
+@given(rank=st.integers(min_value=0, max_value=10_000))
+def test_the_band_decays_with_the_rank_past_the_knee_only(rank: int) -> None:
+    """Up to RANK_KNEE candidates above it a memory keeps its band; past them it is multiplied
+    by ((1 + knee) / (1 + rank)) ** RANK_DECAY, in the scalar and the array form alike."""
+    knee, slope = _gate.RANK_KNEE, _gate.RANK_DECAY
+    want = 1.0 if rank <= knee else ((1 + knee) / (1 + rank)) ** slope
+    decay = _gate.rank_decay(math.log1p(rank))
+    assert decay == pytest.approx(want)
+    assert _gate.rank_decays(np.log1p(np.array([rank], dtype=np.float64)))[0] == pytest.approx(decay)
+
+
+@given(mode=modes, size=sizes)
+def test_a_memory_as_good_as_the_best_but_far_down_the_ranking_keeps_only_the_decay(
+    mode: str, size: float
+) -> None:
+    """With no gap to the best but 99 candidates above it, the band is at most the rank's decay."""
+    ref = _ref(tuple([1.0] * 99 + [1.0 - 2 * _gate.RANK_TIE]), top=0.6)
+    band = _gate.band_probability(mode, _gate.band_features(mode, 1.0 - 2 * _gate.RANK_TIE, 0.6, ref), size)
+    assert 0.0 < band <= _gate.rank_decay(math.log1p(99)) + 1e-12
