@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from broker import ConfigError
+from sources._engine import ReadOnce
 
 from ._database import DEFAULT_CONNECTIONS, PostgresDatabase
 from ._reader import PostgresReader, PostgresWriter
@@ -81,7 +82,7 @@ class PostgresEngine:
     def read(self, stop: Stop | None = None) -> Iterator[PostgresReader]:
         """One snapshot on a pooled connection (`Engine.read`)."""
         with self.database.transaction(stop=stop, timeout=self.statement_timeout) as session:
-            yield PostgresReader(Scope(session, self._tenants), snapshot=True)
+            yield PostgresReader(Scope(session, self._tenants), snapshot=ReadOnce())
 
     @contextlib.contextmanager
     def write(self) -> Iterator[PostgresWriter]:

@@ -15,18 +15,20 @@ import numpy as np
 from sources._engine import (
     KindCount,
     NamespaceVersion,
+    ReadOnce,
     TermStats,
     TextChange,
     Tombstone,
     VectorCounts,
     VectorRow,
+    read_once,
 )
 
 from . import _corpora, _ddl, _graph, _index, _memorules
 from ._sql import CORPUS_TABLES, Scope
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Iterator, Sequence
 
     import numpy.typing as npt
     from psycopg.rows import TupleRow
@@ -45,23 +47,14 @@ class PostgresReader:
     """`sources._engine.Reader` on one transaction (which the engine's `read` holds)."""
 
     scope: Scope
-    snapshot: bool = False
-    """One read snapshot (the engine's `read`): a namespace's id and write generation cannot
-    change in it, so each is read once (a turn asks for them a dozen times)."""
-    _read_once: dict[tuple[str, object], Any] = attrs.field(factory=dict, init=False)
-
-    def _once(self, key: tuple[str, object], read: Callable[[], Any]) -> Any:  # noqa: ANN401 - as `read`
-        """`read()`, or in a snapshot its value the first time `key` was asked."""
-        if not self.snapshot:
-            return read()
-        if key not in self._read_once:
-            self._read_once[key] = read()
-        return self._read_once[key]
+    snapshot: ReadOnce | None = None
+    """The read snapshot's reads of a namespace's id and generation (the engine's `read`);
+    None in a write, which reads its own changes."""
 
     # -- namespaces
 
     def namespace_id(self, namespace: Namespace) -> int | None:
-        found: int | None = self._once(("ns", namespace), lambda: self._namespace_id(namespace))
+        found: int | None = read_once(self.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
         return found
 
     def _namespace_id(self, namespace: Namespace) -> int | None:
@@ -89,7 +82,7 @@ class PostgresReader:
         return tuple(NamespaceVersion(ns_id=int(r[0]), generation=int(r[1])) for r in rows)
 
     def generation(self, ns_id: int) -> int:
-        return int(self._once(("generation", ns_id), lambda: self._generation(ns_id)))
+        return int(read_once(self.snapshot, ("generation", ns_id), lambda: self._generation(ns_id)))
 
     def _generation(self, ns_id: int) -> int:
         row = self.scope.ns(ns_id).one("SELECT generation FROM namespaces WHERE ns_id = %s", (ns_id,))

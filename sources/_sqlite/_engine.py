@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from sources._engine import ReadOnce
+
 from ._reader import SqliteReader, SqliteWriter
 from ._stamp import ChangeStamp
 
@@ -93,14 +95,14 @@ class SqliteEngine:
         """One snapshot on a pooled reader connection (`Engine.read`)."""
         with self.database.read() as conn:
             if stop is None:
-                yield SqliteReader(conn, snapshot=True)
+                yield SqliteReader(conn, snapshot=ReadOnce())
                 return
             conn.set_progress_handler(lambda: 1 if stop.tripped else 0, _PROGRESS_STEPS)
             stop.on_trip(conn.interrupt)
             try:
                 if stop.tripped:
                     raise sqlite3.OperationalError("interrupted")
-                yield SqliteReader(conn, snapshot=True)
+                yield SqliteReader(conn, snapshot=ReadOnce())
             finally:
                 stop.on_trip(None)
                 conn.set_progress_handler(None, 0)

@@ -17,11 +17,13 @@ from sources._engine import (
     CORPUS_ENTRIES,
     KindCount,
     NamespaceVersion,
+    ReadOnce,
     TermStats,
     TextChange,
     Tombstone,
     VectorCounts,
     VectorRow,
+    read_once,
 )
 from sources._matrix import from_blobs, to_blob
 from sources._relevance import LexicalHit
@@ -31,7 +33,7 @@ from ._sql import CORPUS_TABLES, delete_vectors, fts_match, fts_terms, log_texts
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Iterator, Sequence
 
     import numpy as np
     import numpy.typing as npt
@@ -45,18 +47,9 @@ class SqliteReader:
     """`sources._engine.Reader` on one connection (which the engine's `read` holds)."""
 
     conn: sqlite3.Connection
-    snapshot: bool = False
-    """One read snapshot (the engine's `read`): a namespace's id and write generation cannot
-    change in it, so each is read once (a turn asks for them a dozen times)."""
-    _read_once: dict[tuple[str, object], Any] = attrs.field(factory=dict, init=False)
-
-    def _once(self, key: tuple[str, object], read: Callable[[], Any]) -> Any:  # noqa: ANN401 - as `read`
-        """`read()`, or in a snapshot its value the first time `key` was asked."""
-        if not self.snapshot:
-            return read()
-        if key not in self._read_once:
-            self._read_once[key] = read()
-        return self._read_once[key]
+    snapshot: ReadOnce | None = None
+    """The read snapshot's reads of a namespace's id and generation (the engine's `read`);
+    None in a write, which reads its own changes."""
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         """Run raw SQL (SQLite only: tests, migrations and maintenance, never a corpus)."""
@@ -65,7 +58,7 @@ class SqliteReader:
     # -- namespaces
 
     def namespace_id(self, namespace: Namespace) -> int | None:
-        found: int | None = self._once(("ns", namespace), lambda: self._namespace_id(namespace))
+        found: int | None = read_once(self.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
         return found
 
     def _namespace_id(self, namespace: Namespace) -> int | None:
@@ -92,7 +85,7 @@ class SqliteReader:
         return tuple(NamespaceVersion(ns_id=int(r[0]), generation=int(r[1])) for r in rows)
 
     def generation(self, ns_id: int) -> int:
-        return int(self._once(("generation", ns_id), lambda: self._generation(ns_id)))
+        return int(read_once(self.snapshot, ("generation", ns_id), lambda: self._generation(ns_id)))
 
     def _generation(self, ns_id: int) -> int:
         row = self.conn.execute("SELECT generation FROM namespaces WHERE ns_id = ?", (ns_id,)).fetchone()
