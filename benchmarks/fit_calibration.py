@@ -471,7 +471,7 @@ def coverage(mode: str, tasks: list[Task], exponent: float) -> tuple[float, floa
     at_best = _logit.predict(np.zeros((1, len(bw))), np.array(bw), bb)[0]
     held = kept = 0
     sizes: list[int] = []
-    for qf, _size, cands in tasks:
+    for qf, size, cands in tasks:
         qpp = _logit.predict(np.array([qf]), np.array(qw), qb)[0]
         held += 1
         if not cands:
@@ -480,7 +480,8 @@ def coverage(mode: str, tasks: list[Task], exponent: float) -> tuple[float, floa
         band = np.minimum(
             1.0, _logit.predict(np.array([f for f, _r, _g in cands]), np.array(bw), bb) / at_best
         )
-        decay = _gate.rank_decays(np.log1p(np.array([rank for _f, rank, _g in cands], dtype=np.float64)))
+        ranks = np.log1p(np.array([rank for _f, rank, _g in cands], dtype=np.float64))
+        decay = _gate.rank_decays(ranks, _gate.decay_slope(mode, size))
         scores = qpp * band**exponent * decay
         order = np.argsort(-scores, kind="stable")[:BUDGET]
         chosen = [i for i in order if scores[i] >= RECALL_MIN_SCORE]
@@ -599,16 +600,16 @@ def fit_mode(store: MemoryStore, mode: str, ten: list[Tenant], qvecs: dict[str, 
     regimes = {r: [t for k, ts in fit.tasks.items() if k[1] == r for t in ts] for _g, r in fit.tasks}
     regimes = {r: ts for r, ts in regimes.items() if ts}
     kinds = [{r: ts for r, ts in regimes.items() if (r in SMALL_REGIMES) == small} for small in (True, False)]
-    small, large = (fit_exponent(mode, kind) for kind in kinds)
-    exponents = (small, large)
-    # Each kind's exponent holds over the whole range of sizes it was fitted on (the largest
-    # small store, the smallest long conversation), so every dev namespace reads the exponent
-    # its coverage was measured at; only sizes between the two ranges read a blend.
+    # Each kind's exponent (and the rank decay, long conversations only) holds over the whole
+    # range of sizes it was fitted on (the largest small store, the smallest long conversation),
+    # so every dev namespace reads the band its coverage was measured at; only sizes between the
+    # two ranges read a blend. Set first: the coverage reads the decay at each task's size.
     low = max(t[1] for ts in kinds[0].values() for t in ts)
     high = min(t[1] for ts in kinds[1].values() for t in ts)
-    sizes = (low, high)
+    constants.BAND_EXPONENT_SIZES = {**constants.BAND_EXPONENT_SIZES, mode: (low, high)}
+    small, large = (fit_exponent(mode, kind) for kind in kinds)
+    exponents = (small, large)
     constants.BAND_EXPONENTS = {**constants.BAND_EXPONENTS, mode: exponents}
-    constants.BAND_EXPONENT_SIZES = {**constants.BAND_EXPONENT_SIZES, mode: sizes}
     for kind, exponent in zip(kinds, exponents, strict=True):
         for regime, tasks in sorted(kind.items()):
             kept, mean = coverage(mode, tasks, exponent)

@@ -219,7 +219,8 @@ def band_probabilities(
     weights, bias = _gate.fitted_band(mode)
     raw = logistic(weights, bias, x) / _gate.band_at_best(weights, bias)
     relative = np.where(np.isnan(raw), 0.0, np.minimum(1.0, raw))  # NaN (a NaN cosine): no standing
-    return np.asarray(relative ** _gate.band_exponent(mode, size) * _gate.rank_decays(rank), dtype=np.float64)
+    decay = _gate.rank_decays(rank, _gate.decay_slope(mode, size))
+    return np.asarray(relative ** _gate.band_exponent(mode, size) * decay, dtype=np.float64)
 
 
 __all__ = [

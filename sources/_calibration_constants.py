@@ -131,8 +131,8 @@ HYBRID_BAND_BIAS: float = 1.377630
 # evidence of BAND_COVERAGE of dev tasks, with at most BAND_MEAN_MAX memories above it.
 BAND_EXPONENTS: dict[str, tuple[float, float]] = {
     "lexical": (1.013833, 0.494481),
-    "dense": (0.224403, 0.596048),
-    "hybrid": (0.248079, 0.352420),
+    "dense": (0.337424, 0.596048),
+    "hybrid": (0.349494, 0.352420),
 }
 # Per mode, the band sizes (sources._gate.band_size) up to and from which the two exponents
 # hold (the largest small store, the smallest long conversation fitted); linear between.

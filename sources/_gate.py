@@ -223,46 +223,60 @@ def band_at_best(weights: tuple[float, ...], bias: float) -> float:
     return logistic(weights, bias, (0.0,) * len(weights))
 
 
+def long_share(mode: str, size: float) -> float:
+    """Where a namespace of `band_size` `size` stands between the small stores and the long
+    conversations the band was fitted on: 0 up to the largest small store, 1 from the smallest
+    long conversation, linear between (`BAND_EXPONENT_SIZES`)."""
+    low, high = constants.BAND_EXPONENT_SIZES[mode]
+    if size >= high:
+        return 1.0
+    return min(1.0, max(0.0, (size - low) / (high - low))) if high > low else 1.0
+
+
 def band_exponent(mode: str, size: float) -> float:
     """The band's exponent in a namespace of `band_size` `size`: the fitted one of small stores
-    up to the largest of them, of long conversations from the smallest of them, linear between. How far behind
-    the best a task's evidence lies, and how many memories a turn may take, differ between a
-    small store and a long conversation: one band shape, two widths (`BAND_EXPONENTS`)."""
-    if size >= constants.BAND_EXPONENT_SIZES[mode][1]:
-        return constants.BAND_EXPONENTS[mode][1]
+    up to the largest of them, of long conversations from the smallest of them, linear between
+    (`long_share`). How far behind the best a task's evidence lies, and how many memories a turn
+    may take, differ between a small store and a long conversation: one band shape, two widths
+    (`BAND_EXPONENTS`)."""
     small, large = constants.BAND_EXPONENTS[mode]
-    low, high = constants.BAND_EXPONENT_SIZES[mode]
-    at = min(1.0, max(0.0, (size - low) / (high - low))) if high > low else 1.0
-    return small + at * (large - small)
+    return small + long_share(mode, size) * (large - small)
 
 
 RANK_KNEE: Final = 8
 """How many of the namespace's candidates stand above a memory before the band's rank decay
 (`rank_decay`) begins."""
 RANK_DECAY: Final = 1.0
-"""The rank decay's slope: past `RANK_KNEE`, the band falls as ((1 + RANK_KNEE) / (1 + rank))
-to this power."""
+"""The rank decay's slope in a long conversation: past `RANK_KNEE`, the band falls as
+((1 + RANK_KNEE) / (1 + rank)) to this power (`decay_slope`)."""
 _KNEE_LOG: Final = math.log1p(RANK_KNEE)
 
 
-def rank_decay(log_rank: float) -> float:
+def decay_slope(mode: str, size: float) -> float:
+    """The rank decay's slope in a namespace of `band_size` `size`: `RANK_DECAY` in a long
+    conversation, none in a small store (a few dozen facts, where the eighth candidate is most
+    of the store), linear between (`long_share`)."""
+    return RANK_DECAY * long_share(mode, size)
+
+
+def rank_decay(log_rank: float, slope: float) -> float:
     """The band's factor for a memory's rank (`log1p(rank)`, the band's first feature): 1 up
-    to `RANK_KNEE` candidates above it, falling as ((1 + RANK_KNEE) / (1 + rank)) ** RANK_DECAY
-    past them.
+    to `RANK_KNEE` candidates above it, falling as ((1 + RANK_KNEE) / (1 + rank)) ** `slope`
+    past them (`decay_slope`).
 
     The fitted band reads how likely the task's first evidence still lies at or below a
-    memory; on a hard task (a long conversation, many memories alike) that stays high far down
-    the ranking, so the floor spent a turn's memories where each adds least. Decaying past the
-    knee moves them to the tasks whose band is steep: on the LoCoMo dev conversations, the
-    exponent refitted to the same 10 memories per question, the evidence kept rose from 0.76 to
-    0.80 on each conversation left out of the choice (knee 6-10 and slope 0.5-2 all gave
-    0.797-0.803; the middle was taken)."""
-    return math.exp(-RANK_DECAY * max(0.0, log_rank - _KNEE_LOG))
+    memory; on a hard task in a long conversation (hundreds of turns, many alike) that stays
+    high far down the ranking, so the floor spent a turn's memories where each adds least.
+    Decaying past the knee moves them to the tasks whose band is steep: on the LoCoMo dev
+    conversations, the exponent refitted to the same 10 memories per question, the evidence
+    kept rose from 0.76 to 0.80 on each conversation left out of the choice (knee 6-10 and
+    slope 0.5-2 all gave 0.797-0.803; the middle was taken)."""
+    return math.exp(-slope * max(0.0, log_rank - _KNEE_LOG))
 
 
-def rank_decays(log_ranks: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def rank_decays(log_ranks: npt.NDArray[np.float64], slope: float) -> npt.NDArray[np.float64]:
     """`rank_decay` of each of an array of log1p(rank)."""
-    decays: npt.NDArray[np.float64] = np.exp(-RANK_DECAY * np.maximum(0.0, log_ranks - _KNEE_LOG))
+    decays: npt.NDArray[np.float64] = np.exp(-slope * np.maximum(0.0, log_ranks - _KNEE_LOG))
     return decays
 
 
@@ -275,4 +289,5 @@ def band_probability(mode: str, features: tuple[float, ...], size: float) -> flo
     raw = logistic(weights, bias, features) / at_best
     if math.isnan(raw):  # a NaN feature (a NaN cosine): no standing, never the band's top
         return 0.0
-    return float(min(1.0, raw) ** band_exponent(mode, size) * rank_decay(features[0]))
+    decay = rank_decay(features[0], decay_slope(mode, size))
+    return float(min(1.0, raw) ** band_exponent(mode, size) * decay)

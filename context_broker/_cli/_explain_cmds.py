@@ -236,9 +236,15 @@ def _print(app: App, report: dict[str, Any]) -> None:
 
 
 def _moved(row: dict[str, Any]) -> str:
-    """How a turn's conversation context moved the memory: the score of its own words."""
+    """How a turn's conversation context moved the memory, and the score of its own words: a
+    turn whose neighbours match the task rises and takes a higher rank's score; the turns it
+    passes each move down one rank and take the score of the rank they land at."""
     own = row.get("own_score")
-    return "" if own is None else f"; ranked with its neighbours, own score {own:.3f}"
+    if own is None:
+        return ""
+    if row["score"] > own:
+        return f"; raised by its neighbours (own score {own:.3f})"
+    return f"; turns raised by their neighbours stand above it (own score {own:.3f})"
 
 
 def _table(candidates: list[dict[str, Any]]) -> list[str]:

@@ -141,22 +141,36 @@ def test_the_band_exponent_lies_between_the_fitted_two(mode: str, a: float, b: f
     assert step * (large - small) >= -1e-12
 
 
-@given(rank=st.integers(min_value=0, max_value=10_000))
-def test_the_band_decays_with_the_rank_past_the_knee_only(rank: int) -> None:
+@given(rank=st.integers(min_value=0, max_value=10_000), slope=st.floats(min_value=0.0, max_value=3.0))
+def test_the_band_decays_with_the_rank_past_the_knee_only(rank: int, slope: float) -> None:
     """Up to RANK_KNEE candidates above it a memory keeps its band; past them it is multiplied
-    by ((1 + knee) / (1 + rank)) ** RANK_DECAY, in the scalar and the array form alike."""
-    knee, slope = _gate.RANK_KNEE, _gate.RANK_DECAY
+    by ((1 + knee) / (1 + rank)) ** slope, in the scalar and the array form alike."""
+    knee = _gate.RANK_KNEE
     want = 1.0 if rank <= knee else ((1 + knee) / (1 + rank)) ** slope
-    decay = _gate.rank_decay(math.log1p(rank))
+    decay = _gate.rank_decay(math.log1p(rank), slope)
     assert decay == pytest.approx(want)
-    assert _gate.rank_decays(np.log1p(np.array([rank], dtype=np.float64)))[0] == pytest.approx(decay)
+    assert _gate.rank_decays(np.log1p(np.array([rank], dtype=np.float64)), slope)[0] == pytest.approx(decay)
 
 
 @given(mode=modes, size=sizes)
-def test_a_memory_as_good_as_the_best_but_far_down_the_ranking_keeps_only_the_decay(
-    mode: str, size: float
+def test_the_rank_decay_is_a_long_conversations_trait(mode: str, size: float) -> None:
+    """No decay up to the largest small store fitted, the whole RANK_DECAY from the smallest
+    long conversation, and never less in a larger namespace."""
+    low, high = constants.BAND_EXPONENT_SIZES[mode]
+    slope = _gate.decay_slope(mode, size)
+    assert 0.0 <= slope <= _gate.RANK_DECAY
+    assert _gate.decay_slope(mode, low) == 0.0
+    assert _gate.decay_slope(mode, high) == _gate.RANK_DECAY
+    assert _gate.decay_slope(mode, size + 0.5) >= slope
+
+
+@given(mode=modes)
+def test_a_memory_as_good_as_the_best_but_far_down_a_long_conversation_keeps_only_the_decay(
+    mode: str,
 ) -> None:
-    """With no gap to the best but 99 candidates above it, the band is at most the rank's decay."""
+    """With no gap to the best but 99 candidates above it, the band of a long conversation is
+    at most the rank's decay."""
+    size = constants.BAND_EXPONENT_SIZES[mode][1]
     ref = _ref(tuple([1.0] * 99 + [1.0 - 2 * _gate.RANK_TIE]), top=0.6)
     band = _gate.band_probability(mode, _gate.band_features(mode, 1.0 - 2 * _gate.RANK_TIE, 0.6, ref), size)
-    assert 0.0 < band <= _gate.rank_decay(math.log1p(99)) + 1e-12
+    assert 0.0 < band <= _gate.rank_decay(math.log1p(99), _gate.RANK_DECAY) + 1e-12

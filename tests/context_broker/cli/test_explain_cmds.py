@@ -158,7 +158,6 @@ def test_explain_says_when_a_turns_neighbours_ranked_it(tmp_path: Path) -> None:
     moved = {r["entry_id"]: r["own_score"] for r in report["candidates"] if r["own_score"] is not None}
     assert "t1" in moved
     assert moved["t1"] < next(r["score"] for r in report["candidates"] if r["entry_id"] == "t1")
-    assert (
-        f"ranked with its neighbours, own score {moved['t1']:.3f}"
-        in run("--db", db, *task, home=tmp_path).stdout
-    )
+    text = run("--db", db, *task, home=tmp_path).stdout
+    assert f"raised by its neighbours (own score {moved['t1']:.3f})" in text
+    assert "turns raised by their neighbours stand above it (own score" in text
