@@ -16,7 +16,6 @@ import attrs
 
 from broker import (
     DEDUPLICATED,
-    DEFAULT_SELECT_BUDGET,
     MEMORY_TYPES,
     RECALL_MIN_SCORE,
     SELECTED,
@@ -30,7 +29,7 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
-from ._options import PositiveInt, add_deadline_argument
+from ._options import SELECT_BUDGET, PositiveInt, add_deadline_argument
 from ._store_cmds import add_mode_argument, parse_types
 
 if TYPE_CHECKING:
@@ -57,8 +56,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--budget",
         type=int,
         action=PositiveInt,
-        default=DEFAULT_SELECT_BUDGET,
-        help=f"most memories to select, as a turn does (default {DEFAULT_SELECT_BUDGET})",
+        default=SELECT_BUDGET,
+        help=f"most memories to select, as `select` does (default {SELECT_BUDGET})",
     )
     p.add_argument(
         "--window",

@@ -174,7 +174,8 @@ def ingest_records(
                 raise
             raise UsageError(
                 *exc.lines,
-                f"error: the {written} records written before line {record.line} stay; "
+                f"error: the {written} {'record' if written == 1 else 'records'} written before line "
+                f"{record.line} {'stays' if written == 1 else 'stay'}; "
                 "fix the line and ingest again with --replace",
             ) from exc
         written, unchanged = (written + 1, unchanged) if done else (written, unchanged + 1)

@@ -23,6 +23,9 @@ machine, cold start included."""
 _FIELD_DESTS = {"description": "task", "task_id": "task", "top_k": "limit"}
 _FIELD_BASE = re.compile(r"[A-Za-z_]+")
 
+SELECT_BUDGET = 10
+"""The memories `select` and `explain` take by default (a count, not tokens)."""
+
 
 class _Checked(argparse.Action):
     """Store the value; if it is out of range, note an error for `option_errors` instead of

@@ -191,8 +191,9 @@ def parse_line(number: int, line: str) -> tuple[Record | None, list[str]]:
     spec = RECORDS.get(kind) if isinstance(kind, str) else None
     if spec is None:
         return None, [f"record: must be one of {', '.join(RECORDS)}"]
-    problems = [f"{k}: unknown field for a {kind} record" for k in obj if k not in spec.fields]
-    problems += [f"{k}: required for a {kind} record" for k in sorted(spec.required) if k not in obj]
+    article = "an" if kind[:1] in "aeiou" else "a"
+    problems = [f"{k}: unknown field for {article} {kind} record" for k in obj if k not in spec.fields]
+    problems += [f"{k}: required for {article} {kind} record" for k in sorted(spec.required) if k not in obj]
     for key, value in obj.items():
         check = spec.fields.get(key)
         problem = check(value) if check is not None and value is not None else None

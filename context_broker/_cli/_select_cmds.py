@@ -26,7 +26,7 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 
 from ._app import App, UsageError
 from ._jsonl import json_object, read_lines
-from ._options import PositiveInt, add_deadline_argument
+from ._options import SELECT_BUDGET, PositiveInt, add_deadline_argument
 from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument, parse_types
 
@@ -60,9 +60,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--budget",
         type=int,
         action=PositiveInt,
-        default=10,
+        default=SELECT_BUDGET,
         metavar="N",
-        help="most memories to select: a count of memories, not tokens (default 10)",
+        help=f"most memories to select: a count of memories, not tokens (default {SELECT_BUDGET})",
     )
     add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print the SelectionResult as one JSON object")

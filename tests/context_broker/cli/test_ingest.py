@@ -324,7 +324,7 @@ def test_a_record_failing_after_notes_were_written_says_what_stays(tmp_path: Pat
     assert done.stderr.splitlines() == [
         "error: line 2: src: no node 'a' in default/default (not_found)",
         "error: line 2: dst: no node 'b' in default/default (not_found)",
-        "error: the 1 records written before line 2 stay; fix the line and ingest again with --replace",
+        "error: the 1 record written before line 2 stays; fix the line and ingest again with --replace",
     ]
     assert entries(db) == 1
 

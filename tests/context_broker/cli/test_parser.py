@@ -11,7 +11,7 @@ import pytest
 from cli_subprocess import run_on
 
 from broker import open_selector
-from context_broker._cli._options import DEFAULT_DEADLINE_MS, field_label, flag_names
+from context_broker._cli._options import DEFAULT_DEADLINE_MS, SELECT_BUDGET, field_label, flag_names
 from context_broker._cli._parser import build_parser, version
 
 if TYPE_CHECKING:
@@ -125,3 +125,10 @@ def test_field_label_keeps_the_index_and_leaves_unknown_fields():
     assert field_label("memorule_kind", flags) == "--memorule-kind"
     assert field_label("text", flags) == "TEXT"
     assert field_label("provenance[0]", flags) == "provenance[0]"
+
+
+def test_explain_takes_as_many_memories_as_select_by_default() -> None:
+    """`explain` shows the turn `select` runs: the same default budget."""
+    parser = build_parser()
+    assert parser.parse_args(["explain", "a task"]).budget == SELECT_BUDGET
+    assert parser.parse_args(["select", "a task"]).budget == SELECT_BUDGET
