@@ -96,6 +96,7 @@ def ingest(args: argparse.Namespace, app: App) -> int:
     if not parsed.notes and not parsed.records and not _store_exists(app):
         raise UsageError(f"error: {label(args.file)}: no records (no store was created)")
     writer = _writer(args, app, parsed)
+    fresh = not _store_exists(app)
     big = len(parsed.notes) >= PROGRESS_MIN_NOTES
     with progress("ingest") as update:
         options = IngestOptions(
@@ -104,7 +105,12 @@ def ingest(args: argparse.Namespace, app: App) -> int:
             progress=update if big else None,
             writer=writer,
         )
-        report = ingest_records(app.store(), app.namespace, parsed, options)
+        try:
+            report = ingest_records(app.store(), app.namespace, parsed, options)
+        except (UsageError, ValidationError):
+            if fresh:
+                _discard_if_empty(app)
+            raise
     if report.written:
         app.store().refresh_statistics()  # PostgreSQL plans a freshly loaded store badly until ANALYZE
     records = report.written + report.unchanged
@@ -124,6 +130,21 @@ def ingest(args: argparse.Namespace, app: App) -> int:
             f"{report.written} written, {report.unchanged} already stored"
         )
     return 0
+
+
+def _discard_if_empty(app: App) -> None:
+    """Remove the SQLite store this ingest created when its first record failed and nothing was
+    written (no namespace): a refused file leaves no empty store behind."""
+    path = app.db_path
+    if not isinstance(path, Path):
+        return
+    with app.store().engine.read() as reader:
+        if reader.namespace_ids():
+            return
+    app.close()
+    path = path.expanduser()
+    for leftover in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+        leftover.unlink(missing_ok=True)
 
 
 def _store_exists(app: App) -> bool:

@@ -109,6 +109,21 @@ def test_an_input_without_records_creates_no_store(tmp_path: Path, content: byte
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_new_store_whose_first_record_fails_is_not_left_behind(tmp_path: Path) -> None:
+    """A refused first record (an edge between nodes the store lacks) leaves no store file; once
+    a record is written the store stays, with that record."""
+    db = tmp_path / "memory.db"
+    edge = b'{"record": "edge", "src": "a", "relation": "calls", "dst": "b"}\n'
+    done = run(db, "ingest", "-", stdin=edge)
+    assert done.returncode == 2, done.stderr
+    assert list(tmp_path.iterdir()) == []
+    node = b'{"record": "node", "id": "a", "name": "Alpha service"}\n'
+    done = run(db, "ingest", "-", stdin=node + edge)
+    assert done.returncode == 2, done.stderr
+    assert db.exists()
+    assert "1 record written before line 2 stays" in done.stderr
+
+
 def test_an_input_without_records_into_an_existing_store_ingests_nothing(tmp_path: Path) -> None:
     """An empty export into a store that exists is not an error: 0 records, exit 0."""
     db = tmp_path / "memory.db"
