@@ -15,6 +15,7 @@ from broker import (
     Namespace,
     SelectionResult,
     SessionContext,
+    SourceStatus,
     ValidationError,
     count_errors,
     printable,
@@ -126,7 +127,13 @@ async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
 
 
 def _print_human(app: App, r: SelectionResult) -> None:
-    if r.abstained:
+    answered = [s for s in r.sources if s.status in {SourceStatus.OK, SourceStatus.EMPTY}]
+    if r.sources and not answered and not r.blocks:
+        app.out(
+            "no memories: no source answered (each timed out or failed, below); "
+            "a longer --deadline-ms may help"
+        )
+    elif r.abstained:
         n = r.candidates_evaluated  # those the turn's retrieval considered, below the floor included
         counted = f" ({n} candidate{'' if n == 1 else 's'} evaluated)" if n else ""
         app.out(f"abstained: nothing relevant{counted}; `explain` shows why")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks import _synthetic
+from broker import SelectionResult, SourceOutcome, SourceStatus
+from context_broker._cli._app import App
+from context_broker._cli._select_cmds import _print_human
 from sources._embedder import load_default_embedder
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,3 +77,24 @@ def test_a_batch_reports_every_problem_of_every_line_in_field_order(tmp_path: Pa
         "error: line 4: must be a JSON object",
     )
     assert not (tmp_path / "never.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("statuses", "said"),
+    [
+        ((SourceStatus.TIMEOUT, SourceStatus.FAILED), "no memories: no source answered"),
+        ((SourceStatus.TIMEOUT, SourceStatus.EMPTY), "abstained: nothing relevant"),
+    ],
+)
+def test_a_turn_no_source_answered_is_not_called_an_abstention(
+    capsys: pytest.CaptureFixture[str], statuses: tuple[SourceStatus, ...], said: str
+) -> None:
+    """Zero memories because every source timed out or failed reads as that, not as 'nothing relevant'."""
+    result = SelectionResult(
+        blocks=(),
+        candidates_evaluated=0,
+        types_queried=None,
+        sources=tuple(SourceOutcome(name=f"s{i}", status=s, latency_ms=1.0) for i, s in enumerate(statuses)),
+    )
+    _print_human(App(args=argparse.Namespace()), result)
+    assert capsys.readouterr().out.startswith(said)
