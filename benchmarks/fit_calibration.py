@@ -50,7 +50,7 @@ import numpy as np
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, _analysis, _gate, _index, _offtopic
+from sources import MemoryStore, NewEntry, _analysis, _batch, _gate, _index, _offtopic
 from sources import _calibration_constants as constants
 from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 from sources._relevance import (
@@ -481,7 +481,7 @@ def coverage(mode: str, tasks: list[Task], exponent: float) -> tuple[float, floa
             1.0, _logit.predict(np.array([f for f, _r, _g in cands]), np.array(bw), bb) / at_best
         )
         ranks = np.log1p(np.array([rank for _f, rank, _g in cands], dtype=np.float64))
-        decay = _gate.rank_decays(ranks, _gate.decay_slope(mode, size))
+        decay = _batch.rank_decays(ranks, _gate.decay_slope(mode, size))
         scores = qpp * band**exponent * decay
         order = np.argsort(-scores, kind="stable")[:BUDGET]
         chosen = [i for i in order if scores[i] >= RECALL_MIN_SCORE]

@@ -195,6 +195,12 @@ def _dense_standing(
     return np.where(cosines >= ref.best_cosine - TIE, presence, 0.0)
 
 
+def rank_decays(log_ranks: npt.NDArray[np.float64], slope: float) -> npt.NDArray[np.float64]:
+    """`_gate.rank_decay` of each of an array of log1p(rank)."""
+    decays: npt.NDArray[np.float64] = np.exp(-slope * np.maximum(0.0, log_ranks - _gate.KNEE_LOG))
+    return decays
+
+
 def band_probabilities(
     mode: str,
     base_logits: npt.NDArray[np.float64],
@@ -219,7 +225,7 @@ def band_probabilities(
     weights, bias = _gate.fitted_band(mode)
     raw = logistic(weights, bias, x) / _gate.band_at_best(weights, bias)
     relative = np.where(np.isnan(raw), 0.0, np.minimum(1.0, raw))  # NaN (a NaN cosine): no standing
-    decay = _gate.rank_decays(rank, _gate.decay_slope(mode, size))
+    decay = rank_decays(rank, _gate.decay_slope(mode, size))
     return np.asarray(relative ** _gate.band_exponent(mode, size) * decay, dtype=np.float64)
 
 
@@ -230,4 +236,5 @@ __all__ = [
     "lexical_matrix",
     "logits",
     "no_match",
+    "rank_decays",
 ]

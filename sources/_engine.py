@@ -40,7 +40,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 import attrs
 
@@ -109,25 +109,6 @@ class NamespaceVersion:
 
     ns_id: int
     generation: int
-
-
-@attrs.define(eq=False, slots=True)
-class ReadOnce:
-    """What one read snapshot has read of what cannot change in it (a namespace's id, its
-    write generation): a turn asks for them a dozen times, each is read once."""
-
-    _values: dict[tuple[str, object], Any] = attrs.field(factory=dict)
-
-    def get(self, key: tuple[str, object], read: Callable[[], Any]) -> Any:  # noqa: ANN401 - as `read`
-        """`read()` the first time `key` is asked, its value after."""
-        if key not in self._values:
-            self._values[key] = read()
-        return self._values[key]
-
-
-def read_once(snapshot: ReadOnce | None, key: tuple[str, object], read: Callable[[], Any]) -> Any:  # noqa: ANN401 - as `read`
-    """`snapshot.get(key, read)`, or `read()` outside a snapshot (a write sees its own changes)."""
-    return read() if snapshot is None else snapshot.get(key, read)
 
 
 @attrs.frozen
@@ -514,7 +495,6 @@ __all__ = [
     "KindCount",
     "LexicalHit",
     "NamespaceVersion",
-    "ReadOnce",
     "ReadStop",
     "Reader",
     "Slot",
@@ -526,5 +506,4 @@ __all__ = [
     "VectorRow",
     "Writer",
     "bm25_rank",
-    "read_once",
 ]

@@ -20,7 +20,8 @@ from this namespace, and this memory is within the task's evidence band", factor
   that the task's first evidence lies at or below the memory's standing (relative to the
   best's), raised to the mode's exponent at the namespace's size (`band_exponent`): the one
   that puts the floor's edge where the band holds the evidence of most answerable dev tasks
-  within a ceiling on the memories a turn takes (docs/relevance.md).
+  within a ceiling on the memories a turn takes (docs/relevance.md); in a large namespace
+  (a long conversation's size) times a decay with the rank past `RANK_KNEE` (`rank_decay`).
 
 A memory's base relevance (the per-memory logistic of `sources._relevance`) orders the
 namespace's candidates; it is not the score.
@@ -35,15 +36,11 @@ import operator
 import re
 from typing import TYPE_CHECKING, Final
 
-import numpy as np
-
 from . import _analysis
 from . import _calibration_constants as constants
 from ._relevance import PRIOR_DOCS, logistic
 
 if TYPE_CHECKING:
-    import numpy.typing as npt
-
     from ._relevance import QueryProfile, Reference
 
 _SENTENCE: Final = re.compile(r"[.!?]+\s+")
@@ -249,7 +246,8 @@ RANK_KNEE: Final = 8
 RANK_DECAY: Final = 1.0
 """The rank decay's slope in a long conversation: past `RANK_KNEE`, the band falls as
 ((1 + RANK_KNEE) / (1 + rank)) to this power (`decay_slope`)."""
-_KNEE_LOG: Final = math.log1p(RANK_KNEE)
+KNEE_LOG: Final = math.log1p(RANK_KNEE)
+"""log1p(RANK_KNEE): the band's rank feature where the decay begins."""
 
 
 def decay_slope(mode: str, size: float) -> float:
@@ -271,13 +269,7 @@ def rank_decay(log_rank: float, slope: float) -> float:
     conversations, the exponent refitted to the same 10 memories per question, the evidence
     kept rose from 0.76 to 0.80 on each conversation left out of the choice (knee 6-10 and
     slope 0.5-2 all gave 0.797-0.803; the middle was taken)."""
-    return math.exp(-slope * max(0.0, log_rank - _KNEE_LOG))
-
-
-def rank_decays(log_ranks: npt.NDArray[np.float64], slope: float) -> npt.NDArray[np.float64]:
-    """`rank_decay` of each of an array of log1p(rank)."""
-    decays: npt.NDArray[np.float64] = np.exp(-slope * np.maximum(0.0, log_ranks - _KNEE_LOG))
-    return decays
+    return math.exp(-slope * max(0.0, log_rank - KNEE_LOG))
 
 
 def band_probability(mode: str, features: tuple[float, ...], size: float) -> float:

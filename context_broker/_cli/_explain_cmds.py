@@ -241,9 +241,9 @@ def _moved(row: dict[str, Any]) -> str:
     own = row.get("own_score")
     if own is None:
         return ""
-    if row["score"] > own:
-        return f"; raised by its neighbours (own score {own:.3f})"
-    return f"; turns raised by their neighbours stand above it (own score {own:.3f})"
+    if row["score"] < own:
+        return f"; turns raised by their neighbours stand above it (own score {own:.3f})"
+    return f"; raised by its neighbours (own score {own:.3f})"
 
 
 def _table(candidates: list[dict[str, Any]]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from broker import ConfigError
-from sources._engine import ReadOnce
+from sources._read_once import ReadOnce
 
 from ._database import DEFAULT_CONNECTIONS, PostgresDatabase
 from ._reader import PostgresReader, PostgresWriter

@@ -15,14 +15,13 @@ import numpy as np
 from sources._engine import (
     KindCount,
     NamespaceVersion,
-    ReadOnce,
     TermStats,
     TextChange,
     Tombstone,
     VectorCounts,
     VectorRow,
-    read_once,
 )
+from sources._read_once import ReadOnce, read_once
 
 from . import _corpora, _ddl, _graph, _index, _memorules
 from ._sql import CORPUS_TABLES, Scope
@@ -54,8 +53,8 @@ class PostgresReader:
     # -- namespaces
 
     def namespace_id(self, namespace: Namespace) -> int | None:
-        found: int | None = read_once(self.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
-        return found
+        self.scope.tenant(namespace.tenant_id)  # the next statements' tenant, as a read of the row set it
+        return read_once(self.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
 
     def _namespace_id(self, namespace: Namespace) -> int | None:
         row = self.scope.tenant(namespace.tenant_id).one(
@@ -82,7 +81,7 @@ class PostgresReader:
         return tuple(NamespaceVersion(ns_id=int(r[0]), generation=int(r[1])) for r in rows)
 
     def generation(self, ns_id: int) -> int:
-        return int(read_once(self.snapshot, ("generation", ns_id), lambda: self._generation(ns_id)))
+        return read_once(self.snapshot, ("generation", ns_id), lambda: self._generation(ns_id))
 
     def _generation(self, ns_id: int) -> int:
         row = self.scope.ns(ns_id).one("SELECT generation FROM namespaces WHERE ns_id = %s", (ns_id,))

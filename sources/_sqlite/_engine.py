@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from sources._engine import ReadOnce
+from sources._read_once import ReadOnce
 
 from ._reader import SqliteReader, SqliteWriter
 from ._stamp import ChangeStamp

@@ -17,15 +17,14 @@ from sources._engine import (
     CORPUS_ENTRIES,
     KindCount,
     NamespaceVersion,
-    ReadOnce,
     TermStats,
     TextChange,
     Tombstone,
     VectorCounts,
     VectorRow,
-    read_once,
 )
 from sources._matrix import from_blobs, to_blob
+from sources._read_once import ReadOnce, read_once
 from sources._relevance import LexicalHit
 
 from . import _corpora, _graph, _memorules, _schema
@@ -58,8 +57,7 @@ class SqliteReader:
     # -- namespaces
 
     def namespace_id(self, namespace: Namespace) -> int | None:
-        found: int | None = read_once(self.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
-        return found
+        return read_once(self.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
 
     def _namespace_id(self, namespace: Namespace) -> int | None:
         row = self.conn.execute(
@@ -85,7 +83,7 @@ class SqliteReader:
         return tuple(NamespaceVersion(ns_id=int(r[0]), generation=int(r[1])) for r in rows)
 
     def generation(self, ns_id: int) -> int:
-        return int(read_once(self.snapshot, ("generation", ns_id), lambda: self._generation(ns_id)))
+        return read_once(self.snapshot, ("generation", ns_id), lambda: self._generation(ns_id))
 
     def _generation(self, ns_id: int) -> int:
         row = self.conn.execute("SELECT generation FROM namespaces WHERE ns_id = ?", (ns_id,)).fetchone()

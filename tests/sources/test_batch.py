@@ -29,6 +29,8 @@ cosine = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
 # Up to past n_docs + the prior (600): a term's IDF is then negative, as when statistics lag.
 dfs = st.dictionaries(word, st.integers(min_value=0, max_value=700))
 pools = st.lists(st.floats(min_value=-14.0, max_value=14.0, allow_nan=False), max_size=8)
+# Deep enough that a text may stand past the band's rank decay (`_gate.RANK_KNEE`).
+deep_pools = st.lists(st.floats(min_value=-14.0, max_value=14.0, allow_nan=False), max_size=60)
 MODES = ["lexical", "dense", "hybrid"]
 
 
@@ -96,7 +98,7 @@ def test_base_probabilities_are_the_modes_scalar_ones(
 @given(
     bases=st.lists(st.floats(min_value=1e-9, max_value=1.0), min_size=1, max_size=6),
     cos=st.lists(cosine, min_size=6, max_size=6),
-    pool=pools,
+    pool=deep_pools,
     tops=st.lists(cosine, max_size=3),
     where=st.tuples(st.sampled_from(MODES), st.floats(min_value=0.0, max_value=3.0)),
 )

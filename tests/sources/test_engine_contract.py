@@ -175,6 +175,22 @@ def test_a_write_sees_its_own_namespace_and_generation_change(engine: Engine) ->
         assert w.generation(ns_id) != before
 
 
+def test_each_read_reads_the_namespace_and_generation_afresh(engine: Engine) -> None:
+    """What one read snapshot keeps (`sources._read_once`) is its own: the next read sees the
+    namespace a write created meanwhile and the generation it bumped."""
+    with engine.write() as w:
+        ns_id = w.ensure_namespace(NS)
+    with engine.read() as r:
+        before = r.generation(ns_id)
+        assert r.namespace_id(OTHER) is None
+    with engine.write() as w:
+        add_entry(w, ns_id, NS, "e0", TEXTS[0])
+        other = w.ensure_namespace(OTHER)
+    with engine.read() as r:
+        assert r.generation(ns_id) != before
+        assert r.namespace_id(OTHER) == other
+
+
 def test_vector_ids_grow_in_commit_order_and_a_replacement_leaves_a_tombstone(engine: Engine) -> None:
     """A reader catching up by `after` sees every new vector and every deletion, none twice."""
     ns_id, rowids = _indexed(engine)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sources import _analysis, _gate
+from sources import _analysis, _batch, _gate
 from sources import _calibration_constants as constants
 from sources._relevance import MODES, QueryProfile, Reference
 
@@ -149,7 +149,7 @@ def test_the_band_decays_with_the_rank_past_the_knee_only(rank: int, slope: floa
     want = 1.0 if rank <= knee else ((1 + knee) / (1 + rank)) ** slope
     decay = _gate.rank_decay(math.log1p(rank), slope)
     assert decay == pytest.approx(want)
-    assert _gate.rank_decays(np.log1p(np.array([rank], dtype=np.float64)), slope)[0] == pytest.approx(decay)
+    assert _batch.rank_decays(np.log1p(np.array([rank], dtype=np.float64)), slope)[0] == pytest.approx(decay)
 
 
 @given(mode=modes, size=sizes)
