@@ -195,7 +195,10 @@ class _BatchLine:
     def problems(self, obj: dict[str, Any]) -> list[str]:
         """Every problem of the line, in the order of its fields (unknown ones first)."""
         problems = [f"{k}: unknown field" for k in obj if k not in _BATCH_KEYS]
-        problems += [str(e) for e in text_errors("task", self.task)]
+        if "task" in obj:
+            problems += [str(e) for e in text_errors("task", self.task)]
+        else:
+            problems.append("task: required (the line's task text)")
         if self.message is not None:
             problems += [str(e) for e in text_errors("message", self.message)]
         types = self.types

@@ -79,6 +79,14 @@ def test_a_batch_reports_every_problem_of_every_line_in_field_order(tmp_path: Pa
     assert not (tmp_path / "never.db").exists()
 
 
+def test_a_batch_line_without_a_task_says_the_task_is_required(tmp_path: Path, cli) -> None:
+    """A line that names no task reads "required", not a type error about a missing value."""
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({"message": "hello"}) + "\n", encoding="utf-8")
+    ran = cli("--db", str(tmp_path / "never.db"), "select", "--batch", str(batch))
+    assert (ran.status, ran.err_lines) == (2, ("error: line 1: task: required (the line's task text)",))
+
+
 @pytest.mark.parametrize(
     ("statuses", "said"),
     [
