@@ -93,10 +93,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def ingest(args: argparse.Namespace, app: App) -> int:
     """Validate every line, then write; say how many records the file held, and how many were new."""
     parsed = read_records(args.file)
-    if not parsed.notes and not parsed.records and not _store_exists(app):
+    fresh = not _store_exists(app)
+    if not parsed.notes and not parsed.records and fresh:
         raise UsageError(f"error: {label(args.file)}: no records (no store was created)")
     writer = _writer(args, app, parsed)
-    fresh = not _store_exists(app)
     big = len(parsed.notes) >= PROGRESS_MIN_NOTES
     with progress("ingest") as update:
         options = IngestOptions(
