@@ -267,8 +267,9 @@ def rank_decay(log_rank: float, slope: float) -> float:
     high far down the ranking, so the floor spent a turn's memories where each adds least.
     Decaying past the knee moves them to the tasks whose band is steep: on the LoCoMo dev
     conversations, the exponent refitted to the same 10 memories per question, the evidence
-    kept rose from 0.76 to 0.80 on each conversation left out of the choice (knee 6-10 and
-    slope 0.5-2 all gave 0.797-0.803; the middle was taken)."""
+    kept rose from 0.76 to 0.80 on each conversation left out of the choice, in a one-off
+    simulation from the floor-0 scores (knee 6-10 and slope 0.5-2 all gave 0.797-0.803; the
+    middle was taken). Through the judged harness the gain is smaller (docs/relevance.md)."""
     return math.exp(-slope * max(0.0, log_rank - KNEE_LOG))
 
 
