@@ -29,7 +29,7 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
-from ._options import SELECT_BUDGET, PositiveInt, add_deadline_argument
+from ._options import NO_SOURCE_ANSWERED, SELECT_BUDGET, PositiveInt, add_deadline_argument, none_answered
 from ._store_cmds import add_mode_argument, parse_types
 
 if TYPE_CHECKING:
@@ -225,7 +225,9 @@ def _number(value: float | None) -> str:
 def _print(app: App, report: dict[str, Any]) -> None:
     app.out(f"task: {report['task']}" + (f"  (message: {report['message']})" if report["message"] else ""))
     app.out(f"mode {report['mode']}, floor {report['floor']}, qpp {_number(report['qpp'])}")
-    if not report["candidates"]:
+    if not report["candidates"] and none_answered(s["status"] for s in report["sources"]):
+        app.out(NO_SOURCE_ANSWERED)
+    elif not report["candidates"]:
         app.out(
             "no source returned a candidate (nothing in the namespace shares the task's informative terms)"
         )

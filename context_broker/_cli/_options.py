@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
     from broker import FieldError
 
@@ -25,6 +25,17 @@ _FIELD_BASE = re.compile(r"[A-Za-z_]+")
 
 SELECT_BUDGET = 10
 """The memories `select` and `explain` take by default (a count, not tokens)."""
+NO_SOURCE_ANSWERED = (
+    "no memories: no source answered (each timed out or failed, below); a longer --deadline-ms may help"
+)
+_ANSWERED = frozenset({"ok", "empty"})
+
+
+def none_answered(statuses: Iterable[str]) -> bool:
+    """True when a turn had sources and none answered (each timed out, failed or was shed):
+    its zero memories are no abstention."""
+    seen = list(statuses)
+    return bool(seen) and not _ANSWERED.intersection(seen)
 
 
 class _Checked(argparse.Action):

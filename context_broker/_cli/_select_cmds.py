@@ -15,7 +15,6 @@ from broker import (
     Namespace,
     SelectionResult,
     SessionContext,
-    SourceStatus,
     ValidationError,
     count_errors,
     printable,
@@ -27,7 +26,7 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 
 from ._app import App, UsageError
 from ._jsonl import json_object, read_lines
-from ._options import SELECT_BUDGET, PositiveInt, add_deadline_argument
+from ._options import NO_SOURCE_ANSWERED, SELECT_BUDGET, PositiveInt, add_deadline_argument, none_answered
 from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument, parse_types
 
@@ -127,12 +126,8 @@ async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
 
 
 def _print_human(app: App, r: SelectionResult) -> None:
-    answered = [s for s in r.sources if s.status in {SourceStatus.OK, SourceStatus.EMPTY}]
-    if r.sources and not answered and not r.blocks:
-        app.out(
-            "no memories: no source answered (each timed out or failed, below); "
-            "a longer --deadline-ms may help"
-        )
+    if not r.blocks and none_answered(str(s.status) for s in r.sources):
+        app.out(NO_SOURCE_ANSWERED)
     elif r.abstained:
         n = r.candidates_evaluated  # those the turn's retrieval considered, below the floor included
         counted = f" ({n} candidate{'' if n == 1 else 's'} evaluated)" if n else ""

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import TYPE_CHECKING
 
+import pytest
 from cli_subprocess import UNRACED, run
 
 from broker import RECALL_MIN_SCORE
+from context_broker._cli._app import App
+from context_broker._cli._explain_cmds import _print
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -161,3 +165,21 @@ def test_explain_says_when_a_turns_neighbours_ranked_it(tmp_path: Path) -> None:
     text = run("--db", db, *task, home=tmp_path).stdout
     assert f"raised by its neighbours (own score {moved['t1']:.3f})" in text
     assert "turns raised by their neighbours stand above it (own score" in text
+
+
+def test_explain_says_no_source_answered_when_each_timed_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """No candidate because every source timed out reads as that, not as 'nothing shares the task's terms'."""
+    report = {
+        "task": "when is the freeze",
+        "message": None,
+        "mode": "hybrid",
+        "floor": RECALL_MIN_SCORE,
+        "qpp": None,
+        "candidates": [],
+        "sources": [{"name": "store", "status": "timeout"}, {"name": "graphs", "status": "failed"}],
+    }
+    _print(App(args=argparse.Namespace()), report)
+    assert "no memories: no source answered" in capsys.readouterr().out
+    report["sources"] = [{"name": "store", "status": "timeout"}, {"name": "graphs", "status": "empty"}]
+    _print(App(args=argparse.Namespace()), report)
+    assert "no source returned a candidate" in capsys.readouterr().out
