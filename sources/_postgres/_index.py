@@ -127,13 +127,14 @@ def candidates(
 # One statement, one round trip, for a batch of documents (data-modifying CTEs all run, in one
 # snapshot).
 _INDEX: Final = (
-    "WITH flat AS (SELECT r, p, t, n FROM unnest(%(t_rowid)s::bigint[], %(t_pos)s::integer[], "
-    "%(t_term)s::text[], %(t_n)s::integer[]) AS f(r, p, t, n)), "
+    "WITH flat AS (SELECT d.r, f.p, f.t, d.n FROM unnest(%(d_rowid)s::bigint[], %(d_body)s::text[], "
+    "%(d_n)s::integer[]) AS d(r, body, n) CROSS JOIN LATERAL unnest(string_to_array(d.body, ' ')) "
+    "WITH ORDINALITY AS f(t, p)), "
     "doc AS (INSERT INTO docs (ns_id, corpus, src_rowid, terms, n_terms) "
     "SELECT %(ns)s, %(corpus)s, r, array_agg(t ORDER BY p), max(n) FROM flat GROUP BY r "
     "UNION ALL SELECT %(ns)s, %(corpus)s, e, '{}'::text[], 0 FROM unnest(%(empty)s::bigint[]) AS e), "
     "post AS (INSERT INTO postings (ns_id, corpus, term, src_rowid, tf, n_terms) "
-    "SELECT %(ns)s, %(corpus)s, t, r, count(*), max(n) FROM flat GROUP BY r, t), "
+    "SELECT %(ns)s, %(corpus)s, t, r, count(*), max(n) FROM flat GROUP BY t, r ORDER BY t, r), "
     "tot AS (UPDATE namespaces SET n_docs = n_docs + %(docs)s, total_len = total_len + %(total)s "
     "WHERE ns_id = %(ns)s), "
     "log AS (INSERT INTO text_log (ns_id, corpus, src_rowid, op) "
@@ -142,9 +143,10 @@ _INDEX: Final = (
     "INSERT INTO term_stats (ns_id, term, df) SELECT %(ns)s, t, count(DISTINCT r) FROM flat GROUP BY t "
     "ON CONFLICT (ns_id, term) DO UPDATE SET df = term_stats.df + EXCLUDED.df"
 )
-"""Index a batch of documents of one corpus in one statement: their terms as flat arrays
-(document, position, term); the documents, their postings, the log, the namespace's totals and
-each term's document frequency, each table written once."""
+"""Index a batch of documents of one corpus in one statement: each document's terms as one
+space-joined text (an analysed term holds no space), split into (document, position, term) by
+the server; the documents, their postings (inserted in key order), the log, the namespace's
+totals and each term's document frequency, each table written once."""
 
 
 _INDEX_ONE: Final = (
@@ -189,20 +191,21 @@ def index_many(scope: Scope, ns_id: int, docs: Sequence[tuple[tuple[int, int], S
 
 
 def _batch_params(ns_id: int, corpus: int, docs: Sequence[tuple[int, Sequence[str]]]) -> dict[str, object]:
-    """`_INDEX`'s parameters for some documents of one corpus, (rowid, terms) each: every term
-    with its document, position and the document's length; the documents without a term."""
-    flat = [(rowid, pos, term, len(terms)) for rowid, terms in docs for pos, term in enumerate(terms)]
+    """`_INDEX`'s parameters for some documents of one corpus, (rowid, terms) each: the
+    documents with a term, their terms space-joined and their lengths (three arrays of one
+    element a document: dumping one of an element a term cost more than the statement); the
+    documents without a term."""
+    terms_of = [(rowid, terms) for rowid, terms in docs if terms]
     return {
         "ns": ns_id,
         "corpus": corpus,
         "rowid": [rowid for rowid, _ in docs],
         "empty": [rowid for rowid, terms in docs if not terms],
-        "t_rowid": [f[0] for f in flat],
-        "t_pos": [f[1] for f in flat],
-        "t_term": [f[2] for f in flat],
-        "t_n": [f[3] for f in flat],
+        "d_rowid": [rowid for rowid, _ in terms_of],
+        "d_body": [" ".join(terms) for _, terms in terms_of],
+        "d_n": [len(terms) for _, terms in terms_of],
         "docs": len(docs),
-        "total": len(flat),
+        "total": sum(len(terms) for _, terms in docs),
     }
 
 
