@@ -187,6 +187,12 @@ class EntryReads(Protocol):
         typed filter."""
         ...
 
+    def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
+        """Of the namespace's entries among `rowids`, the episodic ones (a conversation's turns),
+        each with whether its text asks a question (holds a '?'); the others left out. For a
+        turn read in its context (`sources._turn_context`)."""
+        ...
+
 
 class EntryWrites(EntryReads, Protocol):
     """Entry writes, inside the caller's transaction."""

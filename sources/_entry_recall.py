@@ -148,9 +148,9 @@ class _Recall:
         rels = self.scorer.relevances_at(terms)
         if not any(rel.score >= floor and rel.score > 0.0 for rel in rels):
             return rowids, rels
-        types = self.conn.entries.memory_types(self.ns_id, rowids)
-        episodic = [types.get(r) == _turn_context.EPISODIC for r in rowids]
-        ranked = _turn_context.in_context(rels, rowids, episodic)
+        turns = self.conn.entries.episodic_turns(self.ns_id, rowids)
+        episodic = [r in turns for r in rowids]
+        ranked = _turn_context.in_context(rels, rowids, episodic, [turns.get(r, False) for r in rowids])
         return [rowids[i] for i, _ in ranked], [rel for _, rel in ranked]
 
     def _lexical_top(self, types: Sequence[str] | None, k: int) -> list[Any]:

@@ -20,6 +20,16 @@ each other (written in sequence into the namespace); a memory that is no candida
 Measured on the LoCoMo dev conversations, hybrid, floor 0: a gold turn among the first 10
 in 0.755 of answerable questions alone, 0.812 with the neighbours (every conversation
 gains); `NEIGHBOUR_WEIGHT` and `REACH` were read from that curve.
+
+A question asked in the conversation is answered by the turn after it: a turn right after a
+candidate turn that asks a question (its text holds a '?') also adds `QUESTION_WEIGHT` x that
+question's score. The question names the subject ("Where's the offsite this year?"), its answer
+often does not ("Lisbon, in May"), so the question outranked the turn a task needs. Measured the
+same way (the store's own scores at floor 0, `python -m benchmarks.turn_context`): a gold turn
+among the first 10 in 0.790 of the questions with the neighbours, 0.814 with the answer after a
+question raised too (0.783 -> 0.829, 0.765 -> 0.778, 0.875 -> 0.895, 0.729 -> 0.749,
+0.803 -> 0.820 conversation by conversation; any weight from 0.25 to 1 gave 0.806-0.814, and
+the first place 0.383 -> 0.433, where the neighbours alone had lowered it from 0.419).
 """
 
 from __future__ import annotations
@@ -39,13 +49,24 @@ NEIGHBOUR_WEIGHT = 0.5
 """How much of the best neighbour's score a turn's ranking adds to its own."""
 REACH = 2
 """How many turns before and after a turn count as its neighbours."""
+QUESTION_WEIGHT = 0.5
+"""How much of the score of the question right before it a turn's ranking adds (its answer)."""
 _STEPS = tuple(step for step in range(-REACH, REACH + 1) if step)
 
 
-def standing(scores: Sequence[float], rowids: Sequence[int], episodic: Sequence[bool]) -> list[float]:
-    """Each candidate's ranking key: its score, plus `NEIGHBOUR_WEIGHT` x the best score among
-    the episodic candidates within `REACH` rowids of it when it is episodic itself and has
-    some evidence of its own (a score above 0)."""
+def standing(
+    scores: Sequence[float],
+    rowids: Sequence[int],
+    episodic: Sequence[bool],
+    questions: Sequence[bool],
+    weights: tuple[float, float] = (NEIGHBOUR_WEIGHT, QUESTION_WEIGHT),
+) -> list[float]:
+    """Each candidate's ranking key: its score, plus, when it is episodic itself and has some
+    evidence of its own (a score above 0), the first of `weights` x the best score among the
+    episodic candidates within `REACH` rowids of it and the second x the score of the episodic
+    candidate right before it if that one asks a question (`questions`). The weights are
+    (`NEIGHBOUR_WEIGHT`, `QUESTION_WEIGHT`) but for `python -m benchmarks.turn_context`, which
+    varies them."""
     own = np.asarray(scores, dtype=np.float64)
     turn = np.asarray(episodic, dtype=bool)
     if not turn.any():
@@ -54,24 +75,30 @@ def standing(scores: Sequence[float], rowids: Sequence[int], episodic: Sequence[
     rows = np.asarray(rowids, dtype=np.int64)
     order = np.argsort(rows)
     at, heard = rows[order], np.where(turn, own, 0.0)[order]
-    best = np.zeros(len(at))
+    asked = np.where(turn & np.asarray(questions, dtype=bool), own, 0.0)[order]
+    best, before = np.zeros(len(at)), np.zeros(len(at))
     for step in _STEPS:
         pos = np.minimum(np.searchsorted(at, at + step), len(at) - 1)
-        best = np.maximum(best, np.where(at[pos] == at + step, heard[pos], 0.0))
-    near = np.empty(len(at))
-    near[order] = best
-    keys: list[float] = (own + np.where(turn & (own > 0.0), NEIGHBOUR_WEIGHT * near, 0.0)).tolist()
+        found = at[pos] == at + step
+        best = np.maximum(best, np.where(found, heard[pos], 0.0))
+        if step == -1:
+            before = np.where(found, asked[pos], 0.0)
+    near, question = np.empty(len(at)), np.empty(len(at))
+    near[order], question[order] = best, before
+    raised = weights[0] * near + weights[1] * question
+    keys: list[float] = (own + np.where(turn & (own > 0.0), raised, 0.0)).tolist()
     return keys
 
 
 def in_context(
-    rels: Sequence[Relevance], rowids: Sequence[int], episodic: Sequence[bool]
+    rels: Sequence[Relevance], rowids: Sequence[int], episodic: Sequence[bool], questions: Sequence[bool]
 ) -> list[tuple[int, Relevance]]:
-    """The candidates (their relevances, rowids and whether each is episodic) re-ranked with
-    the turns' neighbours, best first, as (index into the inputs, relevance): the relevances,
-    best first, handed out in that order (ties keep the inputs' order)."""
+    """The candidates (their relevances, rowids, whether each is episodic and whether each asks
+    a question) re-ranked with the turns' neighbours, best first, as (index into the inputs,
+    relevance): the relevances, best first, handed out in that order (ties keep the inputs'
+    order)."""
     scores = [rel.score for rel in rels]
-    keys = standing(scores, rowids, episodic)
+    keys = standing(scores, rowids, episodic, questions)
     order = sorted(range(len(rels)), key=lambda i: -keys[i])
     best = sorted(rels, key=lambda rel: -rel.score)
     # The k-th memory takes the k-th standing (score and band); its base relevance stays its own.
@@ -88,5 +115,17 @@ def _taken(own: Relevance, standing: Relevance) -> Relevance:
 def rows_in_context(scored: Sequence[tuple[Relevance, Any]]) -> list[tuple[Relevance, Any]]:
     """`in_context` of scored entry rows (relevance, row), best first."""
     rels = [rel for rel, _ in scored]
-    ranked = in_context(rels, [int(row[0]) for _, row in scored], [row[5] == EPISODIC for _, row in scored])
+    rows = [row for _, row in scored]
+    ranked = in_context(
+        rels,
+        [int(row[0]) for row in rows],
+        [row[5] == EPISODIC for row in rows],
+        [asks(row[6]) for row in rows],
+    )
     return [(rel, scored[i][1]) for i, rel in ranked]
+
+
+def asks(text: str) -> bool:
+    """Whether a turn asks a question (its text holds a '?'), as the engines' `episodic_turns`
+    tell it."""
+    return "?" in text

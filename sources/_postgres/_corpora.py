@@ -154,6 +154,14 @@ class PostgresEntries:
             )
         return {int(r): t for r, t in rows}
 
+    def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
+        rows = self.scope.ns(ns_id).rows(
+            "SELECT rowid, strpos(text, '?') > 0 FROM entries "
+            "WHERE ns_id = %s AND memory_type = 'episodic' AND rowid = ANY(%s)",
+            (ns_id, [int(r) for r in rowids]),
+        )
+        return {int(r): bool(q) for r, q in rows}
+
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
         return self.insert_many(ns_id, namespace, [row])[0]
 

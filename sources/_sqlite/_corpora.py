@@ -124,6 +124,13 @@ class SqliteEntries:
             rows = select_in(self.conn, sql, list(rowids), (ns_id,))
         return {int(r): t for r, t in rows}
 
+    def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
+        sql = (
+            "SELECT rowid, instr(text, '?') > 0 FROM entries "
+            "WHERE +ns_id = ? AND memory_type = 'episodic' AND rowid IN ({marks})"
+        )
+        return {int(r): bool(q) for r, q in select_in(self.conn, sql, list(rowids), (ns_id,))}
+
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
         return self.insert_many(ns_id, namespace, [row])[0]
 

@@ -258,6 +258,27 @@ def test_memory_types_tell_each_entrys_type_within_its_namespace(engine: Engine)
         assert r.entries.memory_types(ns_id, [typed[1], foreign]) == {typed[1]: None}
 
 
+def test_episodic_turns_tell_the_turns_and_which_ask_within_its_namespace(engine: Engine) -> None:
+    """`episodic_turns` gives each asked episodic entry and whether its text holds a '?'; other
+    types, absent rowids and another namespace's rows are left out."""
+    with engine.write() as w:
+        ns_id, other = w.ensure_namespace(NS), w.ensure_namespace(OTHER)
+        rows = [
+            w.entries.insert(ns_id, NS, entry_row(f"e{i}", text, memory_type=t))
+            for i, (text, t) in enumerate(
+                (
+                    ("Where is the offsite? [a photo]", "episodic"),
+                    ("In Lisbon.", "episodic"),
+                    ("Why?", "semantic"),
+                )
+            )
+        ]
+        foreign = w.entries.insert(other, OTHER, entry_row("x", "Who?", memory_type="episodic"))
+    with engine.read() as r:
+        assert r.entries.episodic_turns(ns_id, [*rows, foreign, 10**9]) == {rows[0]: True, rows[1]: False}
+        assert r.entries.episodic_turns(ns_id, []) == {}
+
+
 def test_a_batch_write_matches_the_same_writes_one_by_one(engine: Engine) -> None:
     """insert_many / find_many / index_documents: the rowids, statistics, ranks and log of single writes."""
     with engine.write() as w:
