@@ -180,6 +180,11 @@ class GraphBatch:
     _conn_: Writer
     closed: bool = False
     """Set when the batch's block ends: its transaction is over, and a write is a RuntimeError."""
+    _ns_ids: dict[Namespace, int] = attrs.field(factory=dict, init=False)
+    _rowids: dict[tuple[int, str], int] = attrs.field(factory=dict, init=False)
+    """Namespaces and nodes the batch has written or found, by (ns_id, node id): a bulk load
+    names each node again in its edges, and the batch's transaction holds the write lock, so
+    none of them is deleted meanwhile (on PostgreSQL, before: one lookup of each a write)."""
 
     @property
     def _conn(self) -> Writer:
@@ -187,6 +192,20 @@ class GraphBatch:
             msg = "this graph batch's block has ended; open another with GraphWriter.batch()"
             raise RuntimeError(msg)
         return self._conn_
+
+    def _namespace(self, namespace: Namespace) -> int:
+        ns_id = self._ns_ids.get(namespace)
+        if ns_id is None:
+            ns_id = self._ns_ids[namespace] = self._conn.ensure_namespace(namespace)
+        return ns_id
+
+    def _rowid(self, ns_id: int, node_id: str) -> int | None:
+        rowid = self._rowids.get((ns_id, node_id))
+        if rowid is None:
+            rowid = _node_rowid(self._conn, ns_id, node_id)
+            if rowid is not None:
+                self._rowids[(ns_id, node_id)] = rowid
+        return rowid
 
     def add_node(  # noqa: PLR0913 - the documented keyword API
         self,
@@ -205,12 +224,13 @@ class GraphBatch:
         created, errs = _validate.normalise_created_at(created_at)
         _validate.raise_if(errors + errs)
         node_id = id or str(uuid.uuid4())
-        ns_id = conn.ensure_namespace(namespace)
-        rowid = _node_rowid(conn, ns_id, node_id)
+        ns_id = self._namespace(namespace)
+        rowid = self._rowid(ns_id, node_id)
         if rowid is not None and not replace:
             raise ValidationError.single("id", "exists", f"node {node_id!r} already exists in {namespace}")
         values = (name, json.dumps(list(aliases), ensure_ascii=False), description)
         rowid = _written_node(conn, ns_id, rowid, (node_id, *values, created))
+        self._rowids[(ns_id, node_id)] = rowid
         conn.graph.add_keys(ns_id, rowid, sorted(keys))
         return node_id
 
@@ -231,8 +251,8 @@ class GraphBatch:
             errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
         created, errs = _validate.normalise_created_at(created_at)
         _validate.raise_if(errors + errs)
-        ns_id = conn.ensure_namespace(namespace)
-        src, dst = _node_rowid(conn, ns_id, src_id), _node_rowid(conn, ns_id, dst_id)
+        ns_id = self._namespace(namespace)
+        src, dst = self._rowid(ns_id, src_id), self._rowid(ns_id, dst_id)
         missing = [
             FieldError(field=field, code="not_found", message=f"no node {value!r} in {namespace}")
             for field, value, rowid in (("src_id", src_id, src), ("dst_id", dst_id, dst))

@@ -156,6 +156,26 @@ async def test_a_batch_writes_nodes_and_the_edges_between_them_at_once(store: Me
     assert got["graph:caroline"].text.startswith("Caroline — takes → Pottery class")
 
 
+def test_a_batch_knows_the_nodes_it_wrote_and_found(store: MemoryStore) -> None:
+    """Within one batch a node written earlier is refused again (without `replace`), kept in place
+    when replaced, and joins edges; a node of an earlier write is found, a missing one is not."""
+    with GraphWriter(store).batch() as graph:
+        graph.add_node("Pottery class", namespace=NS, id="pottery")
+        with pytest.raises(ValidationError, match="exists"):
+            graph.add_node("Pottery class", namespace=NS, id="pottery")
+        with pytest.raises(ValidationError, match="exists"):
+            graph.add_node("Caroline", namespace=NS, id="caroline")
+        graph.add_node("Pottery studio", namespace=NS, id="pottery", replace=True)
+        assert graph.add_edge("caroline", "takes", "pottery", namespace=NS) is True
+        with pytest.raises(ValidationError, match="not_found"):
+            graph.add_edge("pottery", "taught by", "nobody", namespace=NS)
+    assert sql_rows(store, "SELECT name FROM graph_nodes WHERE id = 'pottery'") == [("Pottery studio",)]
+    assert sql_rows(
+        store,
+        "SELECT count(*) FROM graph_edges e JOIN graph_nodes d ON d.rowid = e.dst_rowid WHERE d.id = 'pottery'",
+    ) == [(1,)]
+
+
 def test_a_batch_that_raises_writes_nothing(store: MemoryStore) -> None:
     """A refused write inside a batch rolls the whole batch back, earlier writes included."""
 
