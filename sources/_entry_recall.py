@@ -143,8 +143,9 @@ class _Recall:
         self, rowids: list[int], terms: Sequence[Sequence[str]], floor: float
     ) -> tuple[list[int], list[Relevance]]:
         """The lexical candidates' relevances re-ranked with the turns' neighbours
-        (`sources._turn_context`), before any row is read; as scored when none clears `floor`
-        (the re-ranking hands out the same scores, so it would keep none either)."""
+        (`sources._turn_context`), before their rows are read (one query tells which are turns
+        and which of those ask); as scored when none clears `floor` (the re-ranking hands out
+        the same scores, so it would keep none either)."""
         rels = self.scorer.relevances_at(terms)
         if not any(rel.score >= floor and rel.score > 0.0 for rel in rels):
             return rowids, rels

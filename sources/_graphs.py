@@ -181,10 +181,11 @@ class GraphBatch:
     closed: bool = False
     """Set when the batch's block ends: its transaction is over, and a write is a RuntimeError."""
     _ns_ids: dict[Namespace, int] = attrs.field(factory=dict, init=False)
+    """The namespaces the batch has written to, with their ids."""
     _rowids: dict[tuple[int, str], int] = attrs.field(factory=dict, init=False)
-    """Namespaces and nodes the batch has written or found, by (ns_id, node id): a bulk load
-    names each node again in its edges, and the batch's transaction holds the write lock, so
-    none of them is deleted meanwhile (on PostgreSQL, before: one lookup of each a write)."""
+    """The nodes the batch has written or found, by (ns_id, node id): a bulk load names each
+    node again in its edges, and the batch's transaction holds the write lock, so none is
+    deleted meanwhile (a node not found is looked up again: it may be written next)."""
 
     @property
     def _conn(self) -> Writer:
@@ -194,12 +195,14 @@ class GraphBatch:
         return self._conn_
 
     def _namespace(self, namespace: Namespace) -> int:
+        """The namespace's id, created on first use (once a batch)."""
         ns_id = self._ns_ids.get(namespace)
         if ns_id is None:
             ns_id = self._ns_ids[namespace] = self._conn.ensure_namespace(namespace)
         return ns_id
 
     def _rowid(self, ns_id: int, node_id: str) -> int | None:
+        """The node's rowid (None: no such node), looked up once a batch once found."""
         rowid = self._rowids.get((ns_id, node_id))
         if rowid is None:
             rowid = _node_rowid(self._conn, ns_id, node_id)

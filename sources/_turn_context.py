@@ -120,7 +120,7 @@ def rows_in_context(scored: Sequence[tuple[Relevance, Any]]) -> list[tuple[Relev
         rels,
         [int(row[0]) for row in rows],
         [row[5] == EPISODIC for row in rows],
-        [asks(row[6]) for row in rows],
+        [row[5] == EPISODIC and asks(row[6]) for row in rows],
     )
     return [(rel, scored[i][1]) for i, rel in ranked]
 

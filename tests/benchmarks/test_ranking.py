@@ -16,6 +16,15 @@ def test_hit_at_and_smallest_k_count_ranks() -> None:
     assert ranking.smallest_k(ranks, 0.9) is None
 
 
+def test_the_oracle_serves_the_best_ranked_tasks_and_stops_at_each_fact() -> None:
+    """For 0.6 of five tasks the oracle takes the three best-ranked facts (ranks 0, 0, 2: 1 + 1 +
+    3 memories) over all five tasks; a share beyond the facts found has none."""
+    ranks: list[int | None] = [0, 0, 2, 4, None]
+    assert ranking.oracle_injected(ranks, 0.6) == 1.0
+    assert ranking.oracle_injected(ranks, 0.8) == 2.0
+    assert ranking.oracle_injected(ranks, 1.0) is None
+
+
 def test_gold_ranks_reads_the_first_right_fact() -> None:
     """In lexical mode a literal task's fact ranks first; a task no fact shares a word with has none."""
     data = {

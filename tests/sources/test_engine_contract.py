@@ -13,6 +13,7 @@ from engine_contract import MODEL, NS, OTHER, add_entry, engine, entry_row, unit
 from sources import _analysis
 from sources._engine import ReadStop, Slot, bm25_rank
 from sources._engine_corpora import AuditRecord, StateRecord
+from sources._turn_context import asks
 
 if TYPE_CHECKING:
     from sources._engine import Engine
@@ -277,6 +278,15 @@ def test_episodic_turns_tell_the_turns_and_which_ask_within_its_namespace(engine
     with engine.read() as r:
         assert r.entries.episodic_turns(ns_id, [*rows, foreign, 10**9]) == {rows[0]: True, rows[1]: False}
         assert r.entries.episodic_turns(ns_id, []) == {}
+    said = {"Où est-ce ?": True, "¿qué? sí": True, "Full-width\uff1f": False, "No question.": False}
+    with engine.write() as w:
+        asked = {
+            w.entries.insert(ns_id, NS, entry_row(f"q{i}", text, memory_type="episodic")): asks(text)
+            for i, text in enumerate(said)
+        }
+    assert list(asked.values()) == list(said.values())
+    with engine.read() as r:
+        assert r.entries.episodic_turns(ns_id, list(asked)) == asked  # as `_turn_context.asks` reads them
 
 
 def test_a_batch_write_matches_the_same_writes_one_by_one(engine: Engine) -> None:

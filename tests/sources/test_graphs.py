@@ -157,9 +157,11 @@ async def test_a_batch_writes_nodes_and_the_edges_between_them_at_once(store: Me
 
 
 def test_a_batch_knows_the_nodes_it_wrote_and_found(store: MemoryStore) -> None:
-    """Within one batch a node written earlier is refused again (without `replace`), kept in place
-    when replaced, and joins edges; a node of an earlier write is found, a missing one is not."""
+    """Within one batch a node missing at first is found once written, refused again (without
+    `replace`), kept in place when replaced, and joins edges; a node of an earlier write is found."""
     with GraphWriter(store).batch() as graph:
+        with pytest.raises(ValidationError, match="not_found"):
+            graph.add_edge("caroline", "takes", "pottery", namespace=NS)
         graph.add_node("Pottery class", namespace=NS, id="pottery")
         with pytest.raises(ValidationError, match="exists"):
             graph.add_node("Pottery class", namespace=NS, id="pottery")

@@ -59,6 +59,21 @@ def test_a_memory_moved_by_its_neighbours_keeps_its_own_score_beside_the_one_it_
         assert rel.own == (None if rel.score == cands[i][0] else cands[i][0])
 
 
+@given(candidates, st.lists(st.booleans(), min_size=30, max_size=30))
+def test_whatever_turns_ask_the_scores_handed_out_are_the_scorers(
+    cands: list[tuple[float, int, bool]], asking: list[bool]
+) -> None:
+    """With any mix of questions, every input appears once and the scores go out best first."""
+    ranked = in_context(
+        [_rel(s) for s, _, _ in cands],
+        [r for _, r, _ in cands],
+        [e for _, _, e in cands],
+        asking[: len(cands)],
+    )
+    assert sorted(i for i, _ in ranked) == list(range(len(cands)))
+    assert [rel.score for _, rel in ranked] == sorted((s for s, _, _ in cands), reverse=True)
+
+
 @given(candidates)
 def test_facts_are_ranked_on_their_own_words(cands: list[tuple[float, int, bool]]) -> None:
     """Without an episodic candidate every memory keeps its own score."""

@@ -224,35 +224,6 @@ def test_entries_lexical_filters_types_before_the_limit(engine: PostgresEngine) 
     assert sorted(e.id for e in found) == ["t1", "t2"]
 
 
-def test_a_batch_indexes_exactly_as_one_document_at_a_time(engine: PostgresEngine) -> None:
-    """`index_documents` (one statement a corpus, terms sent space-joined) leaves the same
-    statistics, postings and document terms as `index_document` of each: repeated and accented
-    terms, a document without terms, two corpora."""
-    texts = [*corpus(30), "", "the a of", "café café Zürich naïve résumé v2 2026"]
-    docs = [((CORPUS_ENTRIES + i % 2, 10 + i), _analysis.terms(text)) for i, text in enumerate(texts)]
-    one, many = (
-        Namespace(tenant_id="alice", project_id="one"),
-        Namespace(tenant_id="alice", project_id="many"),
-    )
-    with engine.write() as w:
-        one_id, many_id = w.ensure_namespace(one), w.ensure_namespace(many)
-        for key, terms in docs:
-            w.index_document(one_id, key, terms)
-        w.index_documents(many_id, docs)
-    every = sorted({t for _, terms in docs for t in terms})
-    keys = [key for key, _ in docs]
-    with engine.read() as r:
-        a, b = r.term_stats(one_id, every), r.term_stats(many_id, every)
-        assert (a.n_docs, a.total_len, a.df) == (b.n_docs, b.total_len, b.df)
-        assert r.indexed_terms(one_id, keys) == r.indexed_terms(many_id, keys)
-        for corpus_id in (CORPUS_ENTRIES, CORPUS_ENTRIES + 1):
-            hits = [r.lexical_candidates(ns, every, corpus=corpus_id, limit=100) for ns in (one_id, many_id)]
-            assert [(h.rowid, h.rank, h.terms) for h in hits[0]] == [
-                (h.rowid, h.rank, h.terms) for h in hits[1]
-            ]
-            assert hits[0]
-
-
 def test_statistics_follow_index_and_unindex_exactly(engine: PostgresEngine) -> None:
     """Unindexing a document undoes its indexing: the statistics are as before it."""
     ns_id = fill(engine, corpus(20))
