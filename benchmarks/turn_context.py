@@ -8,7 +8,10 @@ context moved it: `Recalled.own_score`, else its score) is kept. The candidates 
 re-ranked with `sources._turn_context.standing` at several weights — none, the neighbours only,
 the neighbours and the answer after a question — and the share of questions with a gold turn
 in the first 1, 5 and 10 is printed, overall and conversation by conversation at 10. It reads
-the ranking only (the floor and band are not applied): the weights were read from it.
+the ranking only (the floor and band are not applied): the weights were read from it. Recall is
+asked for every candidate the store finds (`DEPTH`), where a turn's recall re-ranks the best
+few dozen of each retrieval: a question turn outside those raises no answer in a real turn, so
+the judged harness, not this one, measures what the weights buy a turn.
 
     python -m benchmarks.turn_context [--mode lexical|dense|hybrid]
 """
@@ -22,7 +25,7 @@ from typing import Final
 
 import attrs
 
-from sources import MemoryStore
+from sources import MemoryStore, Recalled
 from sources._relevance import MODES
 from sources._turn_context import NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, asks, standing
 
@@ -58,7 +61,7 @@ def collect(mode: str) -> list[Asked]:
                 found = store.recall(q.text, namespace=conv.namespace, min_score=0.0, limit=DEPTH)
                 cands = tuple(
                     (
-                        int(r.rowid or 0),
+                        _rowid(r),
                         r.score if r.own_score is None else r.own_score,
                         asks(r.memory.text),
                         r.memory.id,
@@ -67,6 +70,14 @@ def collect(mode: str) -> list[Asked]:
                 )
                 out.append(Asked(ci, cands, frozenset(q.evidence)))
     return out
+
+
+def _rowid(recalled: Recalled) -> int:
+    """A recalled entry's rowid (every entry recall carries one)."""
+    if recalled.rowid is None:
+        msg = f"{recalled.memory.id}: recalled without its rowid"
+        raise RuntimeError(msg)
+    return recalled.rowid
 
 
 def ranked(asked: Asked, weights: tuple[float, float]) -> list[str]:
