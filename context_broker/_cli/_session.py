@@ -40,7 +40,11 @@ def session_context(args: argparse.Namespace) -> SessionContext | None:
 def add_writer_arguments(p: argparse.ArgumentParser) -> None:
     """--session-id and --persona: the writer of a memorule write."""
     p.add_argument("--session-id", help="the writing session (default: a new id for this invocation)")
-    p.add_argument("--persona", help=f"the writing persona (default: ${ENV_PERSONA}; one is required)")
+    p.add_argument(
+        "--persona",
+        help=f"the persona writing memorules (default: ${ENV_PERSONA}; "
+        "required for a memorule that names no writer)",
+    )
 
 
 def writer_session(
