@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -76,18 +77,22 @@ def standing(
     order = np.argsort(rows)
     at, heard = rows[order], np.where(turn, own, 0.0)[order]
     asked = np.where(turn & np.asarray(questions, dtype=bool), own, 0.0)[order]
-    best, before = np.zeros(len(at)), np.zeros(len(at))
-    for step in _STEPS:
-        pos = np.minimum(np.searchsorted(at, at + step), len(at) - 1)
-        found = at[pos] == at + step
-        best = np.maximum(best, np.where(found, heard[pos], 0.0))
-        if step == -1:
-            before = np.where(found, asked[pos], 0.0)
-    near, question = np.empty(len(at)), np.empty(len(at))
-    near[order], question[order] = best, before
-    raised = weights[0] * near + weights[1] * question
+    best = np.max([_at_step(at, heard, step) for step in _STEPS], axis=0)
+    raised_sorted = weights[0] * best + weights[1] * _at_step(at, asked, -1)
+    raised = np.empty(len(at))
+    raised[order] = raised_sorted
     keys: list[float] = (own + np.where(turn & (own > 0.0), raised, 0.0)).tolist()
     return keys
+
+
+def _at_step(
+    at: npt.NDArray[np.int64], values: npt.NDArray[np.float64], step: int
+) -> npt.NDArray[np.float64]:
+    """For each of the sorted rowids `at`, the value of the candidate `step` rowids from it (0
+    where there is none)."""
+    pos = np.minimum(np.searchsorted(at, at + step), len(at) - 1)
+    found: npt.NDArray[np.float64] = np.where(at[pos] == at + step, values[pos], 0.0)
+    return found
 
 
 def in_context(

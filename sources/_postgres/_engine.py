@@ -82,7 +82,7 @@ class PostgresEngine:
     def read(self, stop: Stop | None = None) -> Iterator[PostgresReader]:
         """One snapshot on a pooled connection (`Engine.read`)."""
         with self.database.transaction(stop=stop, timeout=self.statement_timeout) as session:
-            yield PostgresReader(Scope(session, self._tenants), snapshot=ReadOnce())
+            yield PostgresReader(Scope(session, self._tenants, snapshot=ReadOnce()))
 
     @contextlib.contextmanager
     def write(self) -> Iterator[PostgresWriter]:

@@ -19,6 +19,7 @@ import math
 from typing import TYPE_CHECKING, Final
 
 from sources._engine import BM25_B, BM25_K1, BM25_MIN_IDF, TermStats, bm25_rank
+from sources._read_once import read_once
 from sources._relevance import LexicalHit
 
 if TYPE_CHECKING:
@@ -88,9 +89,11 @@ def params(
 def stats(scope: Scope, ns_id: int, terms: Sequence[str]) -> TermStats:
     """The namespace's `TermStats` for `terms` (zeros for an unknown namespace); a read
     keeps them for its snapshot, a write reads them afresh."""
-    key = (ns_id, frozenset(terms))
-    if (known := scope.stats_memo.get(key)) is not None:
-        return known
+    asked = frozenset(terms)
+    return read_once(scope.snapshot, ("stats", ns_id, asked), lambda: _stats(scope, ns_id, asked))
+
+
+def _stats(scope: Scope, ns_id: int, terms: frozenset[str]) -> TermStats:
     row = scope.ns(ns_id).one(
         "SELECT n_docs, total_len, generation FROM namespaces WHERE ns_id = %s", (ns_id,)
     )
@@ -100,13 +103,10 @@ def stats(scope: Scope, ns_id: int, terms: Sequence[str]) -> TermStats:
         str(term): int(doc)
         for term, doc in scope.rows(
             "SELECT term, df FROM term_stats WHERE ns_id = %s AND term = ANY(%s) AND df > 0",
-            (ns_id, sorted(key[1])),
+            (ns_id, sorted(terms)),
         )
     }
-    found = TermStats(n_docs=int(row[0]), total_len=int(row[1]), df=df, generation=int(row[2]))
-    if not scope.writing:
-        scope.stats_memo[key] = found
-    return found
+    return TermStats(n_docs=int(row[0]), total_len=int(row[1]), df=df, generation=int(row[2]))
 
 
 def candidates(

@@ -21,7 +21,7 @@ from sources._engine import (
     VectorCounts,
     VectorRow,
 )
-from sources._read_once import ReadOnce, read_once
+from sources._read_once import read_once
 
 from . import _corpora, _ddl, _graph, _index, _memorules
 from ._sql import CORPUS_TABLES, Scope
@@ -46,15 +46,12 @@ class PostgresReader:
     """`sources._engine.Reader` on one transaction (which the engine's `read` holds)."""
 
     scope: Scope
-    snapshot: ReadOnce | None = None
-    """The read snapshot's reads of a namespace's id and generation (the engine's `read`);
-    None in a write, which reads its own changes."""
 
     # -- namespaces
 
     def namespace_id(self, namespace: Namespace) -> int | None:
         self.scope.tenant(namespace.tenant_id)  # the next statements' tenant, as a read of the row set it
-        return read_once(self.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
+        return read_once(self.scope.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
 
     def _namespace_id(self, namespace: Namespace) -> int | None:
         row = self.scope.tenant(namespace.tenant_id).one(
@@ -81,7 +78,7 @@ class PostgresReader:
         return tuple(NamespaceVersion(ns_id=int(r[0]), generation=int(r[1])) for r in rows)
 
     def generation(self, ns_id: int) -> int:
-        return read_once(self.snapshot, ("generation", ns_id), lambda: self._generation(ns_id))
+        return read_once(self.scope.snapshot, ("generation", ns_id), lambda: self._generation(ns_id))
 
     def _generation(self, ns_id: int) -> int:
         row = self.scope.ns(ns_id).one("SELECT generation FROM namespaces WHERE ns_id = %s", (ns_id,))

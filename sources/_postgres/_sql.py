@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from psycopg import Cursor
     from psycopg.rows import TupleRow
 
-    from sources._engine import TermStats
+    from sources._read_once import ReadOnce
 
     from ._database import Params, Session
 
@@ -41,10 +41,12 @@ class Scope:
     tenants: MutableMapping[int, str]
     writing: bool = False
     """A write's scope takes each namespace's lock before its first statement about it."""
+    snapshot: ReadOnce | None = None
+    """A read's values that cannot change in its snapshot (a namespace's id and generation, its
+    term statistics: the lexical candidates of each corpus rank on the statistics the caller
+    just read), each read once (the engine's `read`); None in a write, which reads its own
+    changes."""
     _locked: set[int] = attrs.field(factory=set, init=False)
-    stats_memo: dict[tuple[int, frozenset[str]], TermStats] = attrs.field(factory=dict, init=False)
-    """A read's term statistics by (namespace, terms): one snapshot, so they cannot change
-    (the lexical candidates of each corpus rank on the statistics the caller just read)."""
 
     def ns(self, ns_id: int) -> Scope:
         """Scope the next statements to the tenant that owns `ns_id` (an unknown id: none)."""
