@@ -6,7 +6,7 @@ Every turn of each dev conversation is an episodic memory of its own namespace (
 `MemoryStore.recall` at floor 0, and each candidate's own score (its score before the turn
 context moved it: `Recalled.own_score`, else its score) is kept. The candidates are then
 re-ranked with `sources._turn_context.standing` at several weights — none, the neighbours only,
-the neighbours and the answer after a question — and the share of questions with a gold turn
+the neighbours and the answer after a question, and the best of the turn's stretch too — and the share of questions with a gold turn
 in the first 1, 5 and 10 is printed, overall and conversation by conversation at 10. It reads
 the ranking only (the floor and band are not applied): the weights were read from it. Recall is
 asked for every candidate the store finds (`DEPTH`), where a turn's recall re-ranks the best
@@ -27,17 +27,18 @@ import attrs
 
 from sources import MemoryStore, Recalled
 from sources._relevance import MODES
-from sources._turn_context import NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, asks, standing
+from sources._turn_context import NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, WEIGHTS, asks, standing
 
 from . import _locomo
 
 KS: Final = (1, 5, 10)
 DEPTH: Final = 1000
-WEIGHTS: Final = (
-    ("own words only", (0.0, 0.0)),
-    ("neighbours", (NEIGHBOUR_WEIGHT, 0.0)),
-    *((f"neighbours + answer after a question {q}", (NEIGHBOUR_WEIGHT, q)) for q in (0.25, 0.75, 1.0)),
-    ("as shipped", (NEIGHBOUR_WEIGHT, QUESTION_WEIGHT)),
+VARIANTS: Final = (
+    ("own words only", (0.0, 0.0, 0.0)),
+    ("neighbours", (NEIGHBOUR_WEIGHT, 0.0, 0.0)),
+    *((f"neighbours + answer after a question {q}", (NEIGHBOUR_WEIGHT, q, 0.0)) for q in (0.25, 0.5, 1.0)),
+    *((f"... + the stretch's best {w}", (NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, w)) for w in (0.25, 0.75, 1.0)),
+    ("as shipped", WEIGHTS),
 )
 
 
@@ -80,7 +81,7 @@ def _rowid(recalled: Recalled) -> int:
     return recalled.rowid
 
 
-def ranked(asked: Asked, weights: tuple[float, float]) -> list[str]:
+def ranked(asked: Asked, weights: tuple[float, float, float]) -> list[str]:
     """The candidates' ids, best first, re-ranked with `weights`."""
     cands = asked.candidates
     keys = standing(
@@ -89,7 +90,7 @@ def ranked(asked: Asked, weights: tuple[float, float]) -> list[str]:
     return [cands[i][3] for i in sorted(range(len(cands)), key=lambda i: -keys[i])]
 
 
-def hits(asked: list[Asked], weights: tuple[float, float], k: int) -> float:
+def hits(asked: list[Asked], weights: tuple[float, float, float], k: int) -> float:
     """Share of the questions with a gold turn among the first k."""
     return sum(1 for a in asked if a.gold & set(ranked(a, weights)[:k])) / max(len(asked), 1)
 
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     asked = collect(args.mode)
     convs = sorted({a.conversation for a in asked})
     print(f"{args.mode}: {len(asked)} answerable questions, {len(convs)} conversations, floor 0")
-    for name, weights in WEIGHTS:
+    for name, weights in VARIANTS:
         overall = "  ".join(f"@{k} {hits(asked, weights, k):.3f}" for k in KS)
         each = " ".join(f"{hits([a for a in asked if a.conversation == c], weights, 10):.3f}" for c in convs)
         print(f"{name:<42} {overall}   @10 by conversation: {each}")

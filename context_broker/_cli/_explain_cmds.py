@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "explain",
         help="every candidate of every source for a task: qpp, band, score, and why (not) selected",
     )
-    p.add_argument("task", help="the active task's description")
+    p.add_argument("task", metavar="TASK", help="the active task's description")
     p.add_argument("--message", help="the task's latest user message (joins the query, as in a turn)")
     p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
     p.add_argument(
@@ -57,6 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         action=PositiveInt,
         default=SELECT_BUDGET,
+        metavar="N",
         help=f"most memories to select, as `select` does (default {SELECT_BUDGET})",
     )
     p.add_argument(
@@ -64,6 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         action=PositiveInt,
         default=128_000,
+        metavar="TOKENS",
         help="model window in tokens (default 128000)",
     )
     p.add_argument(
@@ -71,6 +73,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         action=PositiveInt,
         default=8000,
+        metavar="TOKENS",
         help="tokens for the whole context (default 8000)",
     )
     add_deadline_argument(p)

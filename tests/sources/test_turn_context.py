@@ -12,7 +12,16 @@ from broker import Namespace
 from sources import MemoryStore, NewEntry, Recalled
 from sources._embedder import MiniLMEmbedder, load_default_embedder
 from sources._scorer import Relevance
-from sources._turn_context import NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, REACH, asks, in_context, standing
+from sources._turn_context import (
+    NEIGHBOUR_WEIGHT,
+    QUESTION_WEIGHT,
+    REACH,
+    STRETCH,
+    STRETCH_WEIGHT,
+    asks,
+    in_context,
+    standing,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -93,12 +102,14 @@ def test_a_turn_without_evidence_of_its_own_gains_nothing(cands: list[tuple[floa
 
 
 def test_a_turn_counts_the_best_episodic_neighbour_within_reach() -> None:
-    """The key adds the weight times the best episodic score within REACH rowids, no further."""
+    """The key adds the weight times the best episodic score within REACH rowids, no further
+    (and, all of them within STRETCH, the stretch's best)."""
     keys = standing(
         [0.2, 0.9, 0.8, 0.7], [10, 10 + REACH, 10 + REACH + 1, 11], [True, True, True, False], [False] * 4
     )
-    assert keys[0] == pytest.approx(0.2 + NEIGHBOUR_WEIGHT * 0.9)  # rowid 11 is not episodic
-    assert keys[1] == pytest.approx(0.9 + NEIGHBOUR_WEIGHT * 0.8)
+    assert keys[0] == pytest.approx(0.2 + NEIGHBOUR_WEIGHT * 0.9 + STRETCH_WEIGHT * 0.9)  # 11 is no turn
+    assert keys[1] == pytest.approx(0.9 + NEIGHBOUR_WEIGHT * 0.8 + STRETCH_WEIGHT * 0.9)
+    assert keys[2] == pytest.approx(0.8 + NEIGHBOUR_WEIGHT * 0.9 + STRETCH_WEIGHT * 0.9)
     assert keys[3] == 0.7
 
 
@@ -108,13 +119,24 @@ def test_the_turn_right_after_a_question_adds_the_questions_score() -> None:
     add none."""
     scores, rowids = [0.8, 0.3, 0.3, 0.3], [20, 21, 19, 22]
     keys = standing(scores, rowids, [True] * 4, [True, False, False, False])
-    assert keys[1] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.8 + QUESTION_WEIGHT * 0.8)
-    assert keys[2] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.8)
-    assert keys[3] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.8)
+    context = (NEIGHBOUR_WEIGHT + STRETCH_WEIGHT) * 0.8  # every turn here is in the question's stretch
+    assert keys[1] == pytest.approx(0.3 + context + QUESTION_WEIGHT * 0.8)
+    assert keys[2] == pytest.approx(0.3 + context)
+    assert keys[3] == pytest.approx(0.3 + context)
     fact = standing(scores, rowids, [True, False, True, True], [True, False, False, False])
     assert fact[1] == 0.3
     statement = standing(scores, rowids, [True] * 4, [False] * 4)
-    assert statement[1] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.8)
+    assert statement[1] == pytest.approx(0.3 + context)
+
+
+def test_a_turn_adds_the_best_score_of_its_stretch_and_no_further() -> None:
+    """Beyond REACH, a turn within STRETCH rowids of a strong turn adds STRETCH_WEIGHT x that
+    turn's score; one STRETCH + 1 away adds only the best of its own stretch (itself, alone)."""
+    scores, rowids = [0.9, 0.3, 0.3], [40, 40 + STRETCH, 40 + STRETCH + 1]
+    keys = standing(scores, rowids, [True] * 3, [False] * 3)
+    assert keys[0] == pytest.approx(0.9 + STRETCH_WEIGHT * 0.9)
+    assert keys[1] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.3 + STRETCH_WEIGHT * 0.9)
+    assert keys[2] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.3 + STRETCH_WEIGHT * 0.3)
 
 
 def test_a_question_is_a_text_holding_a_question_mark() -> None:
