@@ -244,7 +244,7 @@ def _run_engines(
 
 
 async def _run_quality(*, quick: bool) -> dict[str, Any]:
-    from sources._embedder import load_default_embedder  # noqa: PLC0415 - loads onnxruntime
+    from sources.embedding._embedder import load_default_embedder  # noqa: PLC0415 - loads onnxruntime
 
     return await _quality.run(
         modes=("lexical",) if quick else ("lexical", "dense", "hybrid"),

@@ -36,10 +36,10 @@ from sources import (
     _vectors,
     default_sources,
 )
-from sources._embedder import load_default_embedder
 from sources._reference import compute_reference
 from sources._scorer import Scorer
 from sources._vectors import Slot
+from sources.embedding._embedder import load_default_embedder
 
 from . import _synthetic
 from ._measure import db_bytes, pct, peak_rss_mb
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     from broker import MemorySelector, SelectionResult
     from broker.abc import Source
-    from sources._embedder import MiniLMEmbedder
+    from sources.embedding._embedder import MiniLMEmbedder
 
 DEADLINE: Final = 0.1
 """The selector's default turn deadline (seconds); every turn here runs under it."""

@@ -33,7 +33,7 @@ from ._peer_systems import EXTRAS, INCLUDES, REQUIRES, SYSTEMS, Corpus
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from sources._embedder import MiniLMEmbedder
+    from sources.embedding._embedder import MiniLMEmbedder
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 SLOW: Final = frozenset({"langgraph"})

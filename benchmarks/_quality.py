@@ -32,7 +32,7 @@ from .load_dev_sources import evidence_ids, load_sources
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from sources._embedder import MiniLMEmbedder
+    from sources.embedding._embedder import MiniLMEmbedder
 
 BUDGET: Final = 40
 HIT_AT: Final = (1, 2, 3, 5, 8, 10, 15, 20, 30, 40)

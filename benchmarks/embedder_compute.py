@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks import _locomo
-from sources._embedder import MiniLMEmbedder
+from sources.embedding._embedder import MiniLMEmbedder
 
 _QUERIES = [f"what did the user say about topic {i} and their plans for week {i % 7}" for i in range(100)]
 

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from sources._embedder import load_default_embedder
+from sources.embedding._embedder import load_default_embedder
 
 
 def main() -> None:

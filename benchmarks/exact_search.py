@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks import _locomo
-from sources._embedder import MiniLMEmbedder
 from sources._matrix import Exact, approx_dot, dot, quantise
+from sources.embedding._embedder import MiniLMEmbedder
 
 _SIZES = (6_000, 15_000, 100_000)
 _QUERIES = 50

@@ -37,7 +37,7 @@ from benchmarks._latency import gates
 from benchmarks._synthetic import NS
 from broker import open_selector
 from sources import MemoryStore, default_sources
-from sources._embedder import load_default_embedder
+from sources.embedding._embedder import load_default_embedder
 
 POOL = 1000  # real embeddings recycled for the stored vectors (as in the latency run)
 

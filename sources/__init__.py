@@ -12,11 +12,6 @@ from ._consolidated import KnowledgeWriter as KnowledgeWriter
 from ._defaults import DEFAULT_SOURCES as DEFAULT_SOURCES
 from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
-from ._embedder import COMPUTE_ENV as COMPUTE_ENV
-from ._embedder import DEFAULT_COMPUTE as DEFAULT_COMPUTE
-from ._embedder import Compute as Compute
-from ._embedder import MiniLMEmbedder as MiniLMEmbedder
-from ._embedder import load_default_embedder as load_default_embedder
 from ._engine import Engine as Engine
 from ._entries import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
 from ._entries import Memory as Memory
@@ -65,6 +60,11 @@ from ._tasks import SqliteTaskRepository as SqliteTaskRepository
 from ._validate import KINDS as KINDS
 from ._validate import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from ._vectors import embed_and_store_vectors as embed_and_store_vectors
+from .embedding._embedder import COMPUTE_ENV as COMPUTE_ENV
+from .embedding._embedder import DEFAULT_COMPUTE as DEFAULT_COMPUTE
+from .embedding._embedder import Compute as Compute
+from .embedding._embedder import MiniLMEmbedder as MiniLMEmbedder
+from .embedding._embedder import load_default_embedder as load_default_embedder
 
 add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 

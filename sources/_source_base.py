@@ -23,13 +23,13 @@ from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace, So
 from broker.log import get_logger
 
 from . import _analysis, _batch, _index, _results, _validate
-from ._checked import WrappedEmbedder
 from ._engine import CORPORA, ReadStop, Slot
 from ._relevance import DENSE_MODES, LexicalRun, Reference
 from ._results import ResultCache
 from ._scorer import Relevance, Scorer
 from ._singleflight import SingleFlight, interruptible
 from ._threads import run_sync_interruptible
+from .embedding._checked import WrappedEmbedder
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence

@@ -28,7 +28,6 @@ from broker import (
 from broker.log import get_logger
 
 from . import _entry_recall, _index, _offtopic, _upkeep, _validate, _vectors
-from ._checked import checked
 from ._engine import CORPORA, CORPUS_ENTRIES, Slot
 from ._entries import (
     MEMORULE_OWNED,
@@ -50,6 +49,7 @@ from ._relevance import DENSE_MODES, LexicalRun, QueryProfile, Reference, check_
 from ._scorer import Scorer
 from ._singleflight import SingleFlight
 from ._sqlite import SqliteEngine
+from .embedding._checked import checked
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -81,7 +81,7 @@ class MemoryStore:
     engine: Engine
     embedder: Embedder | None = attrs.field(default=None, converter=checked)
     """The model that embeds the store's texts and queries, behind a check of what it returns
-    (`sources._checked`: an `EmbedderError` rather than a vector no search could use)."""
+    (`sources.embedding._checked`: an `EmbedderError` rather than a vector no search could use)."""
     mode: str = "hybrid"
     _vindex: _vectors.VectorIndex | None = None
     _references: SingleFlight[tuple[int, str, int, str], Reference] = attrs.field(
@@ -134,7 +134,7 @@ class MemoryStore:
         """The store over an open engine, which it then owns (closes); see `open` for `mode`."""
         mode = check_mode(mode)
         if embedder is None and mode in DENSE_MODES:
-            from ._embedder import load_default_embedder  # noqa: PLC0415 - lexical stores never import onnxruntime
+            from .embedding._embedder import load_default_embedder  # noqa: PLC0415 - lexical stores never import onnxruntime
 
             try:
                 embedder = load_default_embedder()

@@ -39,9 +39,9 @@ import numpy as np
 from broker.log import get_logger
 
 from . import _ann
-from ._checked import checked as checked_embedder
 from ._engine import Slot
 from ._matrix import Hit, Matrix, Vectors, from_blobs, graph_nearest, open_namespace_graph, shortlist, to_blob
+from .embedding._checked import checked as checked_embedder
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -83,7 +83,7 @@ def embed_and_store_vectors(
     writer: Writer, slot: Slot, rowids: Sequence[int], texts: Sequence[str], *, embedder: Embedder
 ) -> None:
     """Embed texts and store their vectors in the caller's write (`Writer.store_vectors`),
-    checked as the store checks its own embedder's (`sources._checked`: EmbedderError).
+    checked as the store checks its own embedder's (`sources.embedding._checked`: EmbedderError).
 
     For sources that write inside their own transaction. Embedding holds the write lock
     meanwhile (about 1.3 ms a text); embed first and call `Writer.store_vectors` to avoid that.

@@ -14,8 +14,8 @@ from store_kit import sql_rows
 from broker import ConfigError, Namespace, ValidationError
 from sources import MemoryStore, NewEntry, _engine, _vectors
 from sources._abstraction import FactWriter
-from sources._embedder import MiniLMEmbedder, load_default_embedder
 from sources._vectors import Slot
+from sources.embedding._embedder import MiniLMEmbedder, load_default_embedder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -294,7 +294,7 @@ async def test_open_warms_every_matrix_so_no_turn_loads_one(
     """Opening the selector loads every corpus matrix of every namespace; a turn loads none."""
     from broker import open_selector  # noqa: PLC0415 - composition-root imports, test only
     from sources import FactWriter, NewEntry, NewFact, _vectors, default_sources  # noqa: PLC0415
-    from sources._embedder import load_default_embedder  # noqa: PLC0415
+    from sources.embedding._embedder import load_default_embedder  # noqa: PLC0415
 
     loads: list[tuple[int, int]] = []
     real_load = _vectors.VectorIndex._load

@@ -524,7 +524,7 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
 ) -> None:
     """`warm` reads each namespace in a read of its own and opens the HNSW graphs with no read open: no snapshot stays pinned for the whole warm."""
     from sources import _postings, _vectors  # noqa: PLC0415 - the steps observed
-    from sources._embedder import load_default_embedder  # noqa: PLC0415
+    from sources.embedding._embedder import load_default_embedder  # noqa: PLC0415
 
     reads: list[int] = []  # the serial of each read still open
     serials = itertools.count(1)

@@ -151,7 +151,7 @@ def test_sorting_texts_by_length_keeps_each_vector_with_its_row(make_store: Stor
         with store.db.read() as conn:
             vectors = conn.stored_vectors(Slot(ns_id, _engine.CORPUS_ENTRIES), list(rows), "length", 2)
     assert len(vectors) == len(texts)
-    # Stored as unit rows (`sources._checked` scales them): the length is the ratio of the two values.
+    # Stored as unit rows (`sources.embedding._checked` scales them): the length is the ratio of the two values.
     assert all(
         vectors[rowid][0] / vectors[rowid][1] == pytest.approx(len(text), rel=1e-5)
         for rowid, text in rows.items()

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from broker import Namespace
 from sources import MemoryStore, NewEntry, Recalled
-from sources._embedder import MiniLMEmbedder, load_default_embedder
 from sources._scorer import Relevance
 from sources._turn_context import (
     NEIGHBOUR_WEIGHT,
@@ -22,6 +21,7 @@ from sources._turn_context import (
     in_context,
     standing,
 )
+from sources.embedding._embedder import MiniLMEmbedder, load_default_embedder
 
 if TYPE_CHECKING:
     from pathlib import Path

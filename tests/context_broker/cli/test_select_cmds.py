@@ -15,7 +15,7 @@ from benchmarks import _synthetic
 from broker import SelectionResult, SourceOutcome, SourceStatus
 from context_broker._cli._app import App
 from context_broker._cli._select_cmds import _print_human
-from sources._embedder import load_default_embedder
+from sources.embedding._embedder import load_default_embedder
 
 ROOT = Path(__file__).resolve().parents[3]
 N = 20_000

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 
 from broker.log import get_logger
-
-from ._exceptions import EmbedderError
+from sources._exceptions import EmbedderError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from broker._exceptions import ConfigError
-from sources import _embedder
-from sources._embedder import COMPUTE_ENV, MiniLMEmbedder, load_default_embedder
+from sources.embedding import _embedder
+from sources.embedding._embedder import COMPUTE_ENV, MiniLMEmbedder, load_default_embedder
 
 if TYPE_CHECKING:
     from pathlib import Path

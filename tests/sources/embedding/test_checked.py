@@ -1,4 +1,4 @@
-"""The store's embedder is checked at the boundary (`sources._checked`): vectors no search could
+"""The store's embedder is checked at the boundary (`sources.embedding._checked`): vectors no search could
 use are refused with an `EmbedderError`, never written, never cached for the process."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from broker import Namespace
 from sources import EmbedderError, MemoryStore, NewEntry
-from sources._checked import CheckedEmbedder, checked, checked_vectors
+from sources.embedding._checked import CheckedEmbedder, checked, checked_vectors
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -2,7 +2,7 @@
 package: declared here by their numbers in the ONNX format (`onnx.proto`, proto2), in a
 descriptor pool of our own, read and written by the protobuf that onnxruntime requires anyway.
 
-Only the fields `sources._int8_weights` touches are declared. Every other field of a model
+Only the fields `sources.embedding._int8_weights` touches are declared. Every other field of a model
 (shapes, metadata, the other node and tensor fields) is an unknown field to these messages,
 which protobuf keeps as read and writes back, so a parsed and re-serialized model loses nothing.
 """
