@@ -25,21 +25,12 @@ import attrs
 import numpy as np
 
 from broker import DEFAULT_MAX_TURNS, RECALL_MIN_SCORE, SourceStatus, Turn, open_broker, open_selector
-from sources import (
-    MemoryStore,
-    NewEntry,
-    SqliteTaskRepository,
-    _engine,
-    _entry_recall,
-    _index,
-    _matrix,
-    _vectors,
-    default_sources,
-)
-from sources._reference import compute_reference
-from sources._scorer import Scorer
-from sources._vectors import Slot
+from sources import MemoryStore, NewEntry, SqliteTaskRepository, _entry_recall, default_sources
 from sources.embedding._embedder import load_default_embedder
+from sources.relevance._reference import Indexes, compute_reference
+from sources.relevance._scorer import Scorer
+from sources.storage import _engine, _index, _matrix, _quantised, _vectors
+from sources.storage._vectors import Slot
 
 from . import _synthetic
 from ._measure import db_bytes, pct, peak_rss_mb
@@ -209,7 +200,7 @@ def gates(store: MemoryStore, tasks: Sequence[str], mode: str) -> list[bool]:
             if not prof.terms:
                 out.append(False)
                 continue
-            ref = compute_reference(conn, ns_id, scorer, store.vindex, store.texts)
+            ref = compute_reference(conn, ns_id, scorer, Indexes(store.vindex, store.texts))
             out.append(ref.qpp >= RECALL_MIN_SCORE)
     return out
 
@@ -500,7 +491,7 @@ def bare_dense(n: int, queries: int, seed: int) -> dict[str, Any]:
     for start in range(0, n, 100_000):
         part = rng.standard_normal((min(100_000, n - start), 384), dtype=np.float32)
         buf[start : start + len(part)] = part / np.linalg.norm(part, axis=1, keepdims=True)
-    i8, i8_scale = _matrix.quantise(buf)
+    i8, i8_scale = _quantised.quantise(buf)
     exact = _matrix.Exact(
         buf=buf,
         i8=i8,

@@ -24,7 +24,8 @@ import attrs
 import numpy as np
 
 from broker import EstimatingTokenCounter, MemorySelector, open_selector
-from sources import MemoryStore, _vectors, default_sources
+from sources import MemoryStore, default_sources
+from sources.storage import _vectors
 
 from . import _locomo, _peer_systems
 from .load_dev_sources import evidence_ids, load_sources

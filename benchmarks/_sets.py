@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import attrs
 
-from sources._relevance import MODES
+from sources.relevance._relevance import MODES
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

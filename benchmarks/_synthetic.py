@@ -23,11 +23,12 @@ import numpy as np
 import numpy.typing as npt
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, NewFact, NewNeuron, Writers, _engine
-from sources._analysis import STOP_WORDS, terms
+from sources import MemoryStore, NewEntry, NewFact, NewNeuron, Writers
 from sources._consolidated import _TABLE as KNOWLEDGE_TABLE
-from sources._source_base import DocTable, insert_docs
-from sources._vectors import Slot
+from sources._doc_tables import DocTable, insert_docs
+from sources.storage import _engine
+from sources.storage._analysis import STOP_WORDS, terms
+from sources.storage._vectors import Slot
 
 from . import _locomo
 

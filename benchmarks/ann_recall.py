@@ -1,6 +1,6 @@
 """Recall of the HNSW path (usearch) against exact search, on synthetic unit vectors.
 
-Builds the store's own vector index (`sources._vectors`) over n synthetic 384-d unit vectors
+Builds the store's own vector index (`sources.storage._vectors`) over n synthetic 384-d unit vectors
 twice, once exact and once forced onto HNSW (exact_limit=0), and reports recall@k of HNSW
 against exact, build time and per-query latency of both. Two distributions: isotropic
 Gaussian (no structure: the hard case for any graph index) and clustered (closer to text
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sources import _ann, _vectors
-from sources._sqlite import SqliteEngine
-from sources._vectors import Slot
+from sources.storage import _ann, _vectors
+from sources.storage._sqlite import SqliteEngine
+from sources.storage._vectors import Slot
 
 DIM = 384
 MODEL = "synthetic"

@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from broker import RECALL_MIN_SCORE
-from sources._relevance import MODES
+from sources.relevance._relevance import MODES
 
 from . import _locomo, _logit
 

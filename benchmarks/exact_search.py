@@ -4,7 +4,7 @@
 
 Times one search of unit vectors (384 dimensions, random, 6k / 15k / 100k rows) both ways in
 alternated rounds, so drift hits both alike: float32 (every row's product, the top k by
-partition) and the store's (`sources._matrix.Exact`: every row's 8-bit product, the best
+partition) and the store's (`sources.storage._matrix.Exact`: every row's 8-bit product, the best
 `shortlist(k)` re-scored from float32). Then embeds every dev conversation's turns and questions
 and reports, over the questions, how many of each one's ten nearest turns by float32 the 8-bit
 ranking alone and the store's search keep. The agreement part skips with a message when the dev
@@ -22,8 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks import _locomo
-from sources._matrix import Exact, approx_dot, dot, quantise
 from sources.embedding._embedder import MiniLMEmbedder
+from sources.storage._matrix import Exact
+from sources.storage._quantised import approx_dot, dot, quantise
 
 _SIZES = (6_000, 15_000, 100_000)
 _QUERIES = 50

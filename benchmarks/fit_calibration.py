@@ -10,7 +10,7 @@ tasks of our own writing (sources/data/offtopic.txt, shipped: the gate reads a t
 to them). The held-out trivial tasks (../shared/data/trivial_tasks.txt),
 benchmarks/data/personal_test.json and benchmarks/data/agent_test.json are never fitted on.
 
-Three logistic models per mode, fitted in order (`sources._relevance`, `sources._gate`):
+Three logistic models per mode, fitted in order (`sources.relevance._relevance`, `sources.relevance._gate`):
 
 1. base relevance of a memory, P(gold evidence | features): positives are (question, gold
    turn, or the fact or summary that covers it, or the right personal fact); negatives the
@@ -31,7 +31,7 @@ Three logistic models per mode, fitted in order (`sources._relevance`, `sources.
 Each regime (LoCoMo with every source, LoCoMo turns only, personal; task-style in lexical mode)
 weighs the same in every fit, its own class balance kept. Leave-one-conversation-out figures
 (the personal and task-style sets always in training) are printed for each model; the final fit on everything is what `--write` puts
-in sources/_calibration_constants.py.
+in sources/relevance/_calibration_constants.py.
 
     python -m benchmarks.fit_calibration [--mode lexical|dense|hybrid|all] [--write]
 """
@@ -50,10 +50,10 @@ import numpy as np
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.testing import background_memories
-from sources import MemoryStore, NewEntry, _analysis, _batch, _gate, _index, _offtopic
-from sources import _calibration_constants as constants
-from sources._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
-from sources._relevance import (
+from sources import MemoryStore, NewEntry
+from sources.relevance import _batch, _gate, _offtopic
+from sources.relevance import _calibration_constants as constants
+from sources.relevance._relevance import (
     MODES,
     QueryProfile,
     Reference,
@@ -61,6 +61,8 @@ from sources._relevance import (
     hybrid_features,
     lexical_features,
 )
+from sources.storage import _analysis, _index
+from sources.storage._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 from . import _locomo, _logit
 from .load_dev_sources import load_sources
@@ -97,11 +99,11 @@ FEW_PERSONAL_NS = Namespace(tenant_id="personal-few")
 
 def offtopic_tasks() -> tuple[str, ...]:
     """Off-topic tasks of our own writing (never the held-out trivial file): the package's own
-    list, which the gate also reads a task's closeness to (`sources._offtopic`)."""
+    list, which the gate also reads a task's closeness to (`sources.relevance._offtopic`)."""
     return _offtopic.tasks()
 
 
-CONSTANTS = _locomo.ROOT / "sources" / "_calibration_constants.py"
+CONSTANTS = _locomo.ROOT / "sources" / "relevance" / "_calibration_constants.py"
 BASE_DOC = {
     "lexical": "coverage, bm25_norm, log1p(matched), log1p(unmatched), presence, rarest_hit, specificity, "
     "peak_specificity",
@@ -673,7 +675,7 @@ def _tuple(name: str, values: tuple[float, ...]) -> list[str]:
 def _render() -> str:
     lines = [
         '"""Fitted constants of the one calibrated scale: per recall mode, the base relevance of a',
-        "memory, the QPP gate of a task and the band of a memory (sources._relevance, sources._gate).",
+        "memory, the QPP gate of a task and the band of a memory (sources.relevance._relevance, sources.relevance._gate).",
         "",
         "Written by benchmarks/fit_calibration.py on the dev data; do not edit by hand.",
         '"""',
@@ -701,7 +703,7 @@ def _render() -> str:
         "BAND_EXPONENTS: dict[str, tuple[float, float]] = {",
         *(f'    "{m}": ({exponents[m][0]:.6f}, {exponents[m][1]:.6f}),' for m in MODES),
         "}",
-        "# Per mode, the band sizes (sources._gate.band_size) up to and from which the two exponents",
+        "# Per mode, the band sizes (sources.relevance._gate.band_size) up to and from which the two exponents",
         "# hold (the largest small store, the smallest long conversation fitted); linear between.",
         "BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {",
         *(f'    "{m}": ({sizes[m][0]:.6f}, {sizes[m][1]:.6f}),' for m in MODES),

@@ -38,8 +38,8 @@ from broker import (
 from broker._floor import select
 from broker.abc import Source, SourceRequest
 from sources import DEFAULT_SOURCES, MemoryStore, NewFact, Writers, default_sources
-from sources._analysis import STOP_WORDS
-from sources._graphs import MAX_KEY_TERMS, key_of
+from sources.storage._analysis import STOP_WORDS
+from sources.storage._graph_walk import MAX_KEY_TERMS, key_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping

@@ -25,7 +25,7 @@ import attrs
 
 from broker import EstimatingTokenCounter, Namespace, open_selector
 from sources import MemoryStore, NewEntry, default_sources
-from sources._relevance import MODES
+from sources.relevance._relevance import MODES
 
 from . import _locomo, _sets
 

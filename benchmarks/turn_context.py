@@ -1,11 +1,11 @@
-"""A conversation turn read in its context (`sources._turn_context`): how its weights rank the
+"""A conversation turn read in its context (`sources.relevance._turn_context`): how its weights rank the
 LoCoMo dev questions' evidence, and what each part buys.
 
 Every turn of each dev conversation is an episodic memory of its own namespace (as
 `../shared/tools/heldout_eval.py` stores them); each answerable question goes through
 `MemoryStore.recall` at floor 0, and each candidate's own score (its score before the turn
 context moved it: `Recalled.own_score`, else its score) is kept. The candidates are then
-re-ranked with `sources._turn_context.standing` at several weights — none, the neighbours only,
+re-ranked with `sources.relevance._turn_context.standing` at several weights — none, the neighbours only,
 the neighbours and the answer after a question, and the best of the turn's stretch too — and the share of questions with a gold turn
 in the first 1, 5 and 10 is printed, overall and conversation by conversation at 10. It reads
 the ranking only (the floor and band are not applied): the weights were read from it. Recall is
@@ -26,8 +26,8 @@ from typing import Final
 import attrs
 
 from sources import MemoryStore, Recalled
-from sources._relevance import MODES
-from sources._turn_context import NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, WEIGHTS, asks, standing
+from sources.relevance._relevance import MODES
+from sources.relevance._turn_context import NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, WEIGHTS, asks, standing
 
 from . import _locomo
 

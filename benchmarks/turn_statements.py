@@ -1,5 +1,5 @@
 """SQL statements a turn sends, and what reading a namespace's id and generation once per read
-snapshot (`sources._read_once`) buys, on SQLite and (when installed) PostgreSQL.
+snapshot (`sources.storage._read_once`) buys, on SQLite and (when installed) PostgreSQL.
 
     python -m benchmarks.turn_statements [--mode lexical|hybrid|all] [--questions 80]
 
@@ -30,8 +30,8 @@ import anyio
 
 from broker import open_selector
 from sources import default_sources, open_store
-from sources._postgres import _sql
-from sources._read_once import ReadOnce
+from sources.storage._postgres import _sql
+from sources.storage._read_once import ReadOnce
 
 from . import _locomo, _pgserver
 

@@ -12,13 +12,6 @@ from ._consolidated import KnowledgeWriter as KnowledgeWriter
 from ._defaults import DEFAULT_SOURCES as DEFAULT_SOURCES
 from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
-from ._engine import Engine as Engine
-from ._entries import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
-from ._entries import Memory as Memory
-from ._entries import NewEntry as NewEntry
-from ._entries import Recalled as Recalled
-from ._entries import content_id as content_id
-from ._entries import entry_errors as entry_errors
 from ._exceptions import EmbedderError as EmbedderError
 from ._exceptions import StoreError as StoreError
 from ._graphs import GraphBatch as GraphBatch
@@ -46,25 +39,32 @@ from ._open import open_store as open_store
 from ._open import store_path as store_path
 from ._open import store_target as store_target
 from ._past_tasks import PastTaskSource as PastTaskSource
-from ._relevance import MODES as RECALL_MODES
 from ._remember import remember as remember
 from ._remember import remember_errors as remember_errors
-from ._scorer import Scorer as Scorer
-from ._source_base import StoreReader as StoreReader
-from ._sqlite import SqliteEngine as SqliteEngine
-from ._sqlite import ensure_memory_type_column as ensure_memory_type_column
 from ._store import MemoryStore as MemoryStore
+from ._store_reader import StoreReader as StoreReader
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
 from ._tasks import SqliteTaskRepository as SqliteTaskRepository
-from ._validate import KINDS as KINDS
-from ._validate import MAX_TEXT_CHARS as MAX_TEXT_CHARS
-from ._vectors import embed_and_store_vectors as embed_and_store_vectors
+from ._vector_writes import embed_and_store_vectors as embed_and_store_vectors
 from .embedding._embedder import COMPUTE_ENV as COMPUTE_ENV
 from .embedding._embedder import DEFAULT_COMPUTE as DEFAULT_COMPUTE
 from .embedding._embedder import Compute as Compute
 from .embedding._embedder import MiniLMEmbedder as MiniLMEmbedder
 from .embedding._embedder import load_default_embedder as load_default_embedder
+from .relevance._relevance import MODES as RECALL_MODES
+from .relevance._scorer import Scorer as Scorer
+from .storage._engine import Engine as Engine
+from .storage._entries import MAX_RECALL_LIMIT as MAX_RECALL_LIMIT
+from .storage._entries import Memory as Memory
+from .storage._entries import NewEntry as NewEntry
+from .storage._entries import Recalled as Recalled
+from .storage._entries import content_id as content_id
+from .storage._entries import entry_errors as entry_errors
+from .storage._sqlite import SqliteEngine as SqliteEngine
+from .storage._sqlite import ensure_memory_type_column as ensure_memory_type_column
+from .storage._validate import KINDS as KINDS
+from .storage._validate import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 
 add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 

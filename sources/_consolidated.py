@@ -15,9 +15,10 @@ import attrs
 
 from broker import FieldError, Namespace
 
-from . import _validate
-from ._engine import CORPUS_KNOWLEDGE
-from ._source_base import CorpusSource, DocTable, delete_doc_by_id, insert_docs
+from ._doc_tables import DocTable, delete_doc_by_id, insert_docs
+from ._source_base import CorpusSource
+from .storage import _validate
+from .storage._engine import CORPUS_KNOWLEDGE
 
 if TYPE_CHECKING:
     from ._store import MemoryStore

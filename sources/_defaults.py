@@ -17,7 +17,8 @@ from ._memorules import MemorulesSource
 from ._neurons import NeuronSource, NeuronWriter
 from ._past_tasks import PastTaskSource
 from ._results import DEFAULT_RESULT_CACHE, ResultCache
-from ._source_base import ReaderSource, StoreReader
+from ._source_base import ReaderSource
+from ._store_reader import StoreReader
 from ._store_source import PersonaSource, StoreSource
 
 if TYPE_CHECKING:
@@ -77,6 +78,20 @@ def default_sources(
     passes 0): a higher one would silently raise the floor the trace reports. Any real number
     will do (an int, a Fraction, a Decimal); each source gets it as a float.
     """
+    _check_options(result_cache, min_score)
+    results = ResultCache(result_cache) if result_cache else None
+    reader = StoreReader(store=store, limiter=limiter, results=results)
+    floor = float(min_score)
+    return [
+        cls(reader, store=store, min_score=floor)
+        if issubclass(cls, StoreSource)
+        else cls(reader, min_score=floor)
+        for cls in (_SOURCE_TYPES[name] for name in DEFAULT_SOURCES)
+    ]
+
+
+def _check_options(result_cache: int, min_score: object) -> None:
+    """ConfigError naming every bad option of `default_sources`."""
     problems = [
         f"result_cache {e.message}"
         for e in count_errors("result_cache", result_cache, minimum=0, maximum=None)
@@ -91,18 +106,6 @@ def default_sources(
         )
     if problems:
         raise ConfigError("; ".join(problems))
-    results = ResultCache(result_cache) if result_cache else None
-    reader = StoreReader(store=store, limiter=limiter, results=results)
-    out: list[Source] = []
-    for name in DEFAULT_SOURCES:
-        cls = _SOURCE_TYPES[name]
-        floor = float(min_score)
-        out.append(
-            cls(reader, store=store, min_score=floor)
-            if issubclass(cls, StoreSource)
-            else cls(reader, min_score=floor)
-        )
-    return out
 
 
 @attrs.frozen

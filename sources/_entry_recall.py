@@ -4,17 +4,18 @@ search), scored on the one calibrated scale in the request's mode (`MemoryStore.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 import attrs
 
 from broker import RECALL_MIN_SCORE, count_errors
 
-from . import _analysis, _turn_context, _validate
-from ._engine import CORPUS_ENTRIES, Slot
-from ._entries import MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
-from ._relevance import DENSE_MODES, check_mode
-from ._source_base import clearing, recall_depth, shared_or_searched
+from ._scoring import clearing, recall_depth, shared_or_searched
+from .relevance import _turn_context
+from .relevance._relevance import DENSE_MODES, check_mode
+from .storage import _analysis, _validate
+from .storage._engine import CORPUS_ENTRIES, Slot
+from .storage._entries import MAX_RECALL_LIMIT, Memory, Recalled, RecallOptions, types_errors
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -22,14 +23,32 @@ if TYPE_CHECKING:
     from broker import Namespace
     from broker.abc import Embedder
 
-    from ._engine import Reader
-    from ._relevance import QueryProfile
-    from ._scorer import Relevance, Scorer
-    from ._store import MemoryStore
+    from .relevance._relevance import QueryProfile
+    from .relevance._scorer import Relevance, Scorer
+    from .storage._engine import Reader
+    from .storage._text_index import TextIndex
+    from .storage._vectors import VectorIndex
+
+
+class EntryStore(Protocol):
+    """What recalling entries reads of a store (`sources.MemoryStore` is one; the store calls
+    `recall_on` with itself)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def texts(self) -> TextIndex: ...
+    @property
+    def vindex(self) -> VectorIndex | None: ...
+    def require_embedder(self, what: str) -> Embedder: ...
+    def profile_on(self, conn: Reader, ns_id: int | None, query: str) -> QueryProfile: ...
+    def scorer_on(
+        self, conn: Reader, ns_id: int | None, query: str, *, mode: str, embedder: Embedder | None = None
+    ) -> Scorer: ...
 
 
 def recall_on(
-    store: MemoryStore,
+    store: EntryStore,
     conn: Reader,
     query: str,
     *,
@@ -70,7 +89,7 @@ class _Recall:
     """One recall's where and how: the store, the reader connection, the namespace and the
     scorer of the query (with the namespace's reference: the turn's shared retrieval)."""
 
-    store: MemoryStore
+    store: EntryStore
     conn: Reader
     ns_id: int
     scorer: Scorer
@@ -143,7 +162,7 @@ class _Recall:
         self, rowids: list[int], terms: Sequence[Sequence[str]], floor: float
     ) -> tuple[list[int], list[Relevance]]:
         """The lexical candidates' relevances re-ranked with the turns' neighbours
-        (`sources._turn_context`), before their rows are read (one query tells which are turns
+        (`sources.relevance._turn_context`), before their rows are read (one query tells which are turns
         and which of those ask); as scored when none clears `floor` (the re-ranking hands out
         the same scores, so it would keep none either)."""
         rels = self.scorer.relevances_at(terms)

@@ -4,7 +4,7 @@
     ├── StoreError     the SQLite file is unusable (not a database, corrupt, locked)
     └── EmbedderError  an embedder returned vectors the store cannot use
 
-SQLite errors are translated into it once, at the store boundary (`sources._sqlite._db`).
+SQLite errors are translated into it once, at the store boundary (`sources.storage._sqlite._db`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""Entity graphs: nodes (names, aliases, a description) and typed edges, and their source.
+"""Entity graphs: nodes (names, aliases, a description) and typed edges, their writer and
+their source.
 
-Finding the entry points is lexical, no NER model: a node's keys are the analysed terms of
-its name and of each alias (`graph_keys`), and the task's analysed terms are matched as
-n-grams (n = 1..4), so "Caroline" and "LGBTQ support group" are found wherever the task
-names them. From there a read-only BFS follows edges in both directions, at most two hops,
-under a node budget. Each reached node is rendered as the fact that reached it ("Caroline —
-attends → LGBTQ support group: <description>") and scored on the one calibrated scale,
-times a hop decay, so a distant node needs stronger evidence to clear the same floor.
+The source finds the nodes a task names and walks the graph from them (lexically, no NER
+model: `sources.storage._graph_walk`); each reached node is rendered as the fact that reached
+it ("Caroline — attends → LGBTQ support group: <description>") and scored on the one
+calibrated scale, times a hop decay, so a distant node needs stronger evidence to clear the
+same floor.
 """
 
 from __future__ import annotations
@@ -15,73 +14,50 @@ import contextlib
 import json
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict, Unpack
 
 import attrs
 
 from broker import Candidate, FieldError, Namespace, ValidationError
 
-from . import _analysis, _validate
-from ._engine_corpora import Edge, NodeRecord
-from ._relevance import DENSE_MODES
-from ._source_base import Batch, ReaderSource, best_first, lexical_scores, score_rows
+from ._scoring import Batch, best_first, lexical_scores, score_rows
+from ._source_base import ReaderSource
+from .relevance._relevance import DENSE_MODES
+from .storage import _analysis, _validate
+from .storage._engine_corpora import Edge, NodeRecord
+from .storage._graph_walk import MAX_KEY_TERMS, Node, Walk, bfs, key_of, mentioned, render
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from broker.abc import SourceRequest
 
-    from ._engine import Reader, Writer
-    from ._scorer import Relevance, Scorer
     from ._store import MemoryStore
+    from .relevance._scorer import Relevance, Scorer
+    from .storage._engine import Reader, Writer
 
-MAX_KEY_TERMS = 4
-"""Informative words a name or alias may have: the task is matched as n-grams up to this."""
 MAX_NAME_CHARS = 200
 """Longest node name, alias or relation accepted, in characters."""
 MAX_ALIASES = 32
 """Aliases one node may have."""
-MAX_DEPTH = 2
-"""Edges the BFS follows from a mentioned node."""
 HOP_DECAY: tuple[float, ...] = (1.0, 0.85, 0.7)
 """Score factor by hop distance: a node the task names keeps its score; a neighbour keeps
 85% and a neighbour's neighbour 70%, so indirect evidence must be stronger to clear the
 floor (0.42 needs a raw 0.49 at one hop and 0.6 at two)."""
-NODE_BUDGET = 48
-"""Nodes one BFS may reach (mentioned nodes included)."""
 GRAPH_TYPE = "semantic"
 """The memory type of every graph candidate."""
 DENSE_SCORED = 4
 """Graph candidates one request returns in a dense mode (each is embedded in the turn)."""
-_EDGE_SCAN = 2000  # edges read per hop at most (a hub never stalls a turn)
-_VIA_MAX = 8  # edges kept per reached node to render it by
-_MAX_TASK_TERMS = 256  # task terms turned into n-grams
 
 
-@attrs.frozen(kw_only=True)
-class _Node:
-    rowid: int
-    id: str
-    name: str
-    aliases: tuple[str, ...]
+class NodeFields(TypedDict, total=False):
+    """A node's optional fields, as `GraphWriter.add_node` and `GraphBatch.add_node` take them."""
+
+    aliases: Sequence[str]
     description: str
-    created_at: str
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> _Node:
-        return cls(
-            rowid=int(row[0]),
-            id=row[1],
-            name=row[2],
-            aliases=tuple(_validate.decode_json(row[3], column="aliases", default="[]")),
-            description=row[4],
-            created_at=row[5],
-        )
-
-
-def key_of(phrase: str) -> str:
-    """Return the key a phrase is stored and matched under: its analysed terms."""
-    return " ".join(_analysis.terms(phrase))
+    id: str | None
+    created_at: str | None
+    replace: bool
 
 
 @attrs.define(eq=False)
@@ -93,32 +69,15 @@ class GraphWriter:
 
     _store: MemoryStore
 
-    def add_node(  # noqa: PLR0913 - the documented keyword API
-        self,
-        name: str,
-        *,
-        namespace: Namespace,
-        aliases: Sequence[str] = (),
-        description: str = "",
-        id: str | None = None,  # noqa: A002 - the documented API name
-        created_at: str | None = None,
-        replace: bool = False,
-    ) -> str:
-        """Write one node and its keys; return its id.
+    def add_node(self, name: str, *, namespace: Namespace, **fields: Unpack[NodeFields]) -> str:
+        """Write one node and its keys; return its id (`NodeFields`: aliases, description, id,
+        created_at, replace).
 
         With `replace`, an existing node of that id is updated in place (its edges stay).
         ValidationError (every field error, nothing written) on bad input or an existing id.
         """
         with self.batch() as graph:
-            return graph.add_node(
-                name,
-                namespace=namespace,
-                aliases=aliases,
-                description=description,
-                id=id,
-                created_at=created_at,
-                replace=replace,
-            )
+            return graph.add_node(name, namespace=namespace, **fields)
 
     def add_edge(
         self,
@@ -334,21 +293,21 @@ class GraphSource(ReaderSource):
         ns_id = conn.namespace_id(request.namespace)
         if ns_id is None:
             return []
-        seeds = _mentioned(conn, ns_id, request.task)
+        seeds = mentioned(conn, ns_id, request.task)
         if not seeds:
             return []
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
         if self._gate_closed(scorer):  # no node can reach the floor: the graph is not walked
             return []
-        hops, via = _bfs(conn, ns_id, seeds)
+        hops, via = bfs(conn, ns_id, seeds)
         rows = conn.graph.nodes(ns_id, sorted(hops))
         nodes = {
             n.rowid: n
-            for n in _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
+            for n in _validate.skip_damaged(rows, Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
         }
-        return self._scored(conn, scorer, _Walk(nodes=nodes, hops=hops, via=via), request.limit)
+        return self._scored(conn, scorer, Walk(nodes=nodes, hops=hops, via=via), request.limit)
 
-    def _scored(self, conn: Reader, scorer: Scorer, walk: _Walk, limit: int) -> list[Candidate]:
+    def _scored(self, conn: Reader, scorer: Scorer, walk: Walk, limit: int) -> list[Candidate]:
         """Render each node by its best-matching path, then score the best of them.
 
         The best of them lexically are scored in the request's mode: `limit` of them, or in
@@ -387,102 +346,7 @@ class GraphSource(ReaderSource):
         )
 
 
-REFERENCE_NODES = 5
-"""Nodes a task names that the namespace's reference counts among its evidence."""
-
-
-def mentioned_texts(conn: Reader, ns_id: int, task: str) -> list[str]:
-    """The texts (name: description) of the first nodes the task names, as evidence the
-    namespace holds for it (`sources._reference`)."""
-    rowids = _mentioned(conn, ns_id, task)[:REFERENCE_NODES]
-    if not rowids:
-        return []
-    rows = conn.graph.nodes(ns_id, rowids)
-    built = _validate.skip_damaged(rows, _Node.from_row, table="graph_nodes", row_id=lambda r: r[1])
-    nodes = {n.rowid: n for n in built}
-    return [render(n, nodes, None) for n in nodes.values()]
-
-
-def _mentioned(conn: Reader, ns_id: int, task: str) -> list[int]:
-    """Rowids of the nodes whose name or alias occurs in the task (as analysed n-grams)."""
-    seq = _analysis.terms(task)[:_MAX_TASK_TERMS]
-    grams = sorted(
-        {" ".join(seq[i : i + n]) for n in range(1, MAX_KEY_TERMS + 1) for i in range(len(seq) - n + 1)}
-    )
-    return conn.graph.keyed(ns_id, grams)[:NODE_BUDGET]
-
-
-def _bfs(conn: Reader, ns_id: int, seeds: list[int]) -> tuple[dict[int, int], dict[int, list[Edge]]]:
-    """Walk edges breadth-first in both directions, at most MAX_DEPTH hops.
-
-    Returns the hop of each reached node, and the edges it may be rendered by: those from the
-    previous hop that reach it, and those joining it to another node of its own hop (two
-    nodes the task both mentions are best told by the edge between them).
-    """
-    hops = dict.fromkeys(seeds, 0)
-    via: dict[int, list[Edge]] = {}
-
-    def keep(node: int, edge: Edge) -> None:
-        paths = via.setdefault(node, [])
-        if len(paths) < _VIA_MAX and edge not in paths:
-            paths.append(edge)
-
-    frontier = list(seeds)
-    for hop in range(1, MAX_DEPTH + 1):
-        if not frontier:
-            break
-        here = set(frontier)
-        frontier = []
-        for edge in _edges(conn, ns_id, sorted(here)):
-            src, _, dst = edge
-            if src in here and dst in here:
-                keep(src, edge)
-                keep(dst, edge)
-                continue
-            other = dst if src in here else src
-            if other not in hops:
-                if len(hops) >= NODE_BUDGET:
-                    continue
-                hops[other] = hop
-                frontier.append(other)
-            if hops[other] == hop:
-                keep(other, edge)
-    return hops, via
-
-
-def _edges(conn: Reader, ns_id: int, rowids: list[int]) -> list[Edge]:
-    return conn.graph.edges(ns_id, rowids, limit=_EDGE_SCAN)
-
-
-@attrs.frozen(kw_only=True)
-class _Walk:
-    """What the breadth-first walk from the task's nodes reached: the nodes by rowid, their
-    hops from a mentioned node, and the edges each was reached through."""
-
-    nodes: dict[int, _Node]
-    hops: dict[int, int]
-    via: dict[int, list[Edge]]
-
-
-def render(node: _Node, nodes: dict[int, _Node], edge: Edge | None) -> str:
-    """Render a node as text: by an edge that reaches it, or by itself (name, aliases).
-
-    The description is the node's own: after the edge when the node is its target
-    ("Caroline — attends → LGBTQ support group: meets on Tuesdays"), after its name otherwise.
-    """
-    if edge is None:
-        head = node.name + (f" (also {', '.join(node.aliases)})" if node.aliases else "")
-        return f"{head}: {node.description}" if node.description else head
-    src, rel, dst = edge
-    head = f"{nodes[src].name} — {rel} → {nodes[dst].name}"
-    if not node.description:
-        return head
-    if dst == node.rowid:
-        return f"{head}: {node.description}"
-    return f"{head}; {node.name}: {node.description}"
-
-
-def _candidate(source: str, node: _Node, text: str, rel: Relevance, hop: int) -> Candidate:
+def _candidate(source: str, node: Node, text: str, rel: Relevance, hop: int) -> Candidate:
     """A node's candidate: its band decayed by the hops from the entity the task names."""
     band = rel.band * HOP_DECAY[hop]
     return Candidate(

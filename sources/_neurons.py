@@ -23,10 +23,13 @@ import attrs
 
 from broker import Candidate, FieldError, Namespace
 
-from . import _analysis, _index, _validate
-from ._engine import CORPUS_ENTRIES, Slot
-from ._entries import EntryRow, clear_ids
-from ._source_base import Batch, BestRows, ReaderSource, embedded, recall_depth, score_rows
+from ._doc_tables import embedded
+from ._scoring import Batch, BestRows, recall_depth, score_rows
+from ._source_base import ReaderSource
+from .storage import _analysis, _index, _validate
+from .storage._engine import CORPUS_ENTRIES, Slot
+from .storage._entries import EntryRow
+from .storage._entry_writes import clear_ids
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,10 +37,10 @@ if TYPE_CHECKING:
 
     from broker.abc import SourceRequest
 
-    from ._engine import Reader, Writer
-    from ._engine_corpora import NeuronRecord
-    from ._scorer import Relevance
     from ._store import MemoryStore
+    from .relevance._scorer import Relevance
+    from .storage._engine import Reader, Writer
+    from .storage._engine_corpora import NeuronRecord
 
 NEURON_TYPE = "associative"
 """The memory type every neuron is stamped with."""

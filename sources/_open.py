@@ -71,20 +71,20 @@ def open_store(
     """Open the store a path or URL names; blocking (see `MemoryStore.open` for the options).
 
     A path or `sqlite:///path` opens SQLite, the default engine. `postgresql://...` opens the
-    PostgreSQL engine (`sources._postgres.PostgresEngine`: the `[postgres]` extra, ConfigError
+    PostgreSQL engine (`sources.storage._postgres.PostgresEngine`: the `[postgres]` extra, ConfigError
     naming it when absent; the schema is migrated on open); `create` and `durability` are
     SQLite's (the server owns its database and its durability).
     """
     resolved = store_target(target)
     if isinstance(resolved, str):
-        from ._postgres import PostgresEngine  # noqa: PLC0415 - the extra is optional
+        from .storage._postgres import PostgresEngine  # noqa: PLC0415 - the extra is optional
 
         return MemoryStore.on(PostgresEngine.open(resolved), embedder=embedder, mode=mode)
     return MemoryStore.open(resolved, embedder=embedder, mode=mode, create=create, durability=durability)
 
 
 def _redacted(url: str) -> str:
-    """A URL without its password, for messages (`sources._postgres._driver.redact`)."""
-    from ._postgres._driver import redact  # noqa: PLC0415 - the PostgreSQL package only when named
+    """A URL without its password, for messages (`sources.storage._postgres._driver.redact`)."""
+    from .storage._postgres._driver import redact  # noqa: PLC0415 - the PostgreSQL package only when named
 
     return redact(url)

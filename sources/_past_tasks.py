@@ -24,10 +24,11 @@ import numpy as np
 
 from broker import Candidate, ConfigError
 
-from . import _analysis
-from ._relevance import DENSE_MODES, idf
+from ._scoring import best_first
 from ._singleflight import SingleFlight
-from ._source_base import ReaderSource, best_first
+from ._source_base import ReaderSource
+from .relevance._relevance import DENSE_MODES, idf
+from .storage import _analysis
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder, SourceRequest
 
-    from ._engine import Reader
+    from .storage._engine import Reader
 
 PAST_TASK_DEPTH: Final = 20
 """The most recently completed tasks a turn considers."""

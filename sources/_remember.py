@@ -18,8 +18,6 @@ import attrs
 
 from broker import MEMORY_TYPES, FieldError, Namespace
 
-from . import _validate
-from ._entries import NewEntry
 from ._memorules import (
     DEFAULT_CONFIDENCE,
     FIELD_NAMES,
@@ -32,6 +30,8 @@ from ._memorules import (
     session_errors,
 )
 from ._store import MemoryStore
+from .storage import _validate
+from .storage._entries import NewEntry
 
 _MEMORULE: Final = "memorule"
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from broker import Candidate, Namespace
 
-    from ._engine import Reader
+    from .storage._engine import Reader
 
 DEFAULT_RESULT_CACHE: Final = 1024
 """Answers kept per store reader (all its sources together; about 128 queries of 8 sources)."""

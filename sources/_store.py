@@ -1,6 +1,6 @@
 """The memory store: namespaced, typed entries in one SQLite file, with calibrated recall.
 
-Recall has three modes (lexical, dense, hybrid), all on the one scale of `sources._relevance`.
+Recall has three modes (lexical, dense, hybrid), all on the one scale of `sources.relevance._relevance`.
 
 Vectors. A store opened with an embedder (the default unless mode="lexical") embeds every
 entry at write time, in batches and before taking the write lock, and stores the vector
@@ -21,35 +21,34 @@ import attrs
 
 from broker import (
     ConfigError,
-    FieldError,
     Namespace,
     ValidationError,
 )
 from broker.log import get_logger
 
-from . import _entry_recall, _index, _offtopic, _upkeep, _validate, _vectors
-from ._engine import CORPORA, CORPUS_ENTRIES, Slot
-from ._entries import (
+from . import _entry_recall
+from ._exceptions import StoreError
+from ._singleflight import SingleFlight
+from .embedding._checked import checked
+from .relevance import _offtopic
+from .relevance._reference import Indexes, compute_reference, lexical_hits
+from .relevance._relevance import DENSE_MODES, QueryProfile, Reference, check_mode, profile
+from .relevance._scorer import Scorer
+from .storage import _upkeep, _validate, _vectors
+from .storage._engine import CORPORA, CORPUS_ENTRIES, Slot
+from .storage._entries import (
     MEMORULE_OWNED,
-    MEMORULE_WRITE,
     EntryRow,
     Memory,
     NewEntry,
     Recalled,
     RecallOptions,
-    checked_entry,
-    clear_ids,
-    content_id,
 )
-from ._exceptions import StoreError
-from ._lane import ReadLane
-from ._postings import TextIndex
-from ._reference import compute_reference, lexical_hits
-from ._relevance import DENSE_MODES, LexicalRun, QueryProfile, Reference, check_mode
-from ._scorer import Scorer
-from ._singleflight import SingleFlight
-from ._sqlite import SqliteEngine
-from .embedding._checked import checked
+from .storage._entry_writes import batch_rows, insert_rows, stored_texts
+from .storage._lane import ReadLane
+from .storage._runs import LexicalRun
+from .storage._sqlite import SqliteEngine
+from .storage._text_index import TextIndex
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -59,7 +58,7 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder
 
-    from ._engine import Engine, Reader, Writer
+    from .storage._engine import Engine, Reader, Writer
 
 Progress = Callable[[int, int], None]
 """progress(done, total), called after each embedded batch."""
@@ -73,7 +72,7 @@ EMBED_BATCH: Final = 256
 
 @attrs.define(eq=False)
 class MemoryStore:
-    """Namespaced memories in one store (a storage engine: `sources._engine.Engine`).
+    """Namespaced memories in one store (a storage engine: `sources.storage._engine.Engine`).
 
     Blocking and thread-safe: async callers run its methods in worker threads.
     """
@@ -160,12 +159,12 @@ class MemoryStore:
 
     @property
     def read_lane(self) -> ReadLane:
-        """The worker threads its sources read in (`Engine.read_threads` of them, `sources._lane`)."""
+        """The worker threads its sources read in (`Engine.read_threads` of them, `sources.storage._lane`)."""
         return self._lane
 
     @property
     def texts(self) -> TextIndex:
-        """The store's in-memory text indexes (`sources._postings`), built by `warm`."""
+        """The store's in-memory text indexes (`sources.storage._postings`), built by `warm`."""
         return self._texts
 
     @property
@@ -176,7 +175,7 @@ class MemoryStore:
     def warm(self, *, namespaces: Iterable[Namespace] | None = None) -> None:
         """Load what a first turn would otherwise load inside its deadline; blocking.
 
-        The in-memory text index of every namespace (or of `namespaces`; `sources._postings`)
+        The in-memory text index of every namespace (or of `namespaces`; `sources.storage._postings`)
         and, with an embedder, one embedding run (the model's first is slow), the vector
         matrices of every corpus and their HNSW graphs. Idempotent: a warm index or matrix only
         catches up with the writes since. Each namespace is read in a snapshot of its own and
@@ -221,7 +220,7 @@ class MemoryStore:
         self.engine.refresh_statistics()
 
     def close(self) -> None:
-        """Save the HNSW graphs that changed (large namespaces, `sources._ann`); close every
+        """Save the HNSW graphs that changed (large namespaces, `sources.storage._ann`); close every
         connection."""
         self._lane.close()
         if self._vindex is not None and not self.engine.closed:
@@ -285,30 +284,22 @@ class MemoryStore:
         With an embedder, the texts are embedded first, in batches (`progress(done, total)`
         after each), outside the write lock; the vectors go in the same transaction.
         """
-        rows, ids = self._validated(_validate.batch_of(entries, NewEntry, namespace), dedupe=dedupe)
+        rows, ids = batch_rows(_validate.batch_of(entries, NewEntry, namespace), dedupe=dedupe)
         if not replace:  # texts already stored need no embedding
             with self.engine.read() as conn:
-                stored = self._stored_texts(conn, conn.namespace_id(namespace), rows)
+                stored = stored_texts(conn, conn.namespace_id(namespace), rows)
             rows = [r for r in rows if r.id not in stored]
         if not rows:  # nothing new to write: no write, no namespace created
             return ids
         vectors = self._embed([r.text for r in rows], progress)
         with self.engine.write() as conn:
             ns_id = conn.ensure_namespace(namespace)
-            stored = set() if replace else self._stored_texts(conn, ns_id, rows)  # written meanwhile
+            stored = set() if replace else stored_texts(conn, ns_id, rows)  # written meanwhile
             kept = [i for i, r in enumerate(rows) if r.id not in stored]
             rowids = self.insert_rows(conn, ns_id, namespace, [rows[i] for i in kept], replace=replace)
             if vectors is not None and self.embedder is not None and kept:
                 conn.store_vectors(Slot(ns_id, CORPUS_ENTRIES), rowids, vectors[kept], self.embedder.model_id)
         return ids
-
-    @staticmethod
-    def _stored_texts(conn: Reader, ns_id: int | None, rows: list[EntryRow]) -> set[str]:
-        """Ids of the text-derived `rows` that the namespace already holds with that text."""
-        derived = {r.id: r.text for r in rows if r.id == content_id(r.text)}
-        if ns_id is None or not derived:
-            return set()
-        return {i for i, text in conn.entries.texts(ns_id, list(derived)).items() if derived[i] == text}
 
     def _embed(self, texts: Sequence[str], progress: Progress | None) -> npt.NDArray[np.float32] | None:
         if self.embedder is None or not texts:
@@ -326,35 +317,6 @@ class MemoryStore:
                 progress(min(start + EMBED_BATCH, len(texts)), len(texts))
         return out
 
-    def _validated(self, entries: list[NewEntry], *, dedupe: bool) -> tuple[list[EntryRow], list[str]]:
-        """The rows to write (a text repeated without an id: once) and every entry's id, in order."""
-        rows: list[EntryRow] = []
-        ids: list[str] = []
-        errors: list[FieldError] = []
-        many = len(entries) > 1
-        seen: set[str] = set()
-        for i, entry in enumerate(entries):
-            row, errs = checked_entry(entry, f"[{i}]." if many else "", dedupe=dedupe)
-            errors += errs
-            if entry.kind == "memorule":  # they need their state and audit event
-                errors.append(attrs.evolve(MEMORULE_WRITE, field=f"[{i}].kind" if many else "kind"))
-            if row is not None:
-                ids.append(row.id)
-                if row.id in seen and entry.id is None:
-                    continue  # the same text again: one entry
-                if row.id in seen:
-                    errors.append(
-                        FieldError(
-                            field=f"[{i}].id",
-                            code="duplicate",
-                            message=f"id {row.id!r} repeats in this batch",
-                        )
-                    )
-                seen.add(row.id)
-                rows.append(row)
-        _validate.raise_if(errors)
-        return rows, ids
-
     @staticmethod
     def insert_row(conn: Writer, ns_id: int, ns: Namespace, row: EntryRow, *, replace: bool) -> int:
         """Insert one row and index it, in the caller's write; its rowid (`insert_rows`)."""
@@ -364,14 +326,9 @@ class MemoryStore:
     def insert_rows(
         conn: Writer, ns_id: int, ns: Namespace, rows: Sequence[EntryRow], *, replace: bool
     ) -> list[int]:
-        """Insert rows (distinct ids) and index them, in the caller's write; their rowids.
-
-        An existing id is a ValidationError unless `replace` (never for a memorule's).
-        """
-        clear_ids(conn, ns_id, ns, [row.id for row in rows], replace=replace)
-        rowids = conn.entries.insert_many(ns_id, ns, rows)
-        _index.add_docs(conn, ns_id, CORPUS_ENTRIES, zip(rowids, (row.text for row in rows), strict=True))
-        return rowids
+        """Insert rows (distinct ids) and index them, in the caller's write; their rowids
+        (`sources.storage._entry_writes.insert_rows`)."""
+        return insert_rows(conn, ns_id, ns, rows, replace=replace)
 
     def delete(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a memory from every index; returns whether it existed."""
@@ -471,17 +428,18 @@ class MemoryStore:
         return self.scorer_on(conn, ns_id, query, mode=mode)
 
     def profile_on(self, conn: Reader, ns_id: int | None, query: str) -> QueryProfile:
-        """`_index.profile` of a query in a namespace, computed once per write generation of the
-        namespace and shared by every source of a turn (one generation read when it is kept)."""
+        """`sources.relevance._relevance.profile` of a query in a namespace, computed once per
+        write generation of the namespace and shared by every source of a turn (one generation
+        read when it is kept)."""
         if ns_id is None:
-            return _index.profile(conn, ns_id, query)
+            return profile(conn, ns_id, query)
         generation = conn.generation(ns_id)
         return self._profiles.get(
-            (ns_id, query, generation), lambda: _index.profile(conn, ns_id, query, self._texts)
+            (ns_id, query, generation), lambda: profile(conn, ns_id, query, self._texts)
         )
 
     def lexical_on(self, conn: Reader, ns_id: int, query: str) -> tuple[LexicalRun, ...]:
-        """The query's lexical retrieval in namespace `ns_id` (`sources._reference.lexical_hits`),
+        """The query's lexical retrieval in namespace `ns_id` (`sources.relevance._reference.lexical_hits`),
         computed once per write generation of the namespace like its profile. A hybrid turn
         starts it while the task is embedded (`StoreReader.embed_ahead`); its reference
         (`scorer_on`) then reads it."""
@@ -518,7 +476,7 @@ class MemoryStore:
     def _reference(self, conn: Reader, ns_id: int, scorer: Scorer) -> Reference:
         # Only a hybrid turn retrieves ahead (while it embeds); lexical and dense ones need no cache.
         hits = self.lexical_on(conn, ns_id, scorer.query) if scorer.mode == "hybrid" else None
-        return compute_reference(conn, ns_id, scorer, self._vindex, self._texts, hits=hits)
+        return compute_reference(conn, ns_id, scorer, Indexes(self._vindex, self._texts), hits=hits)
 
     def stats(self, *, namespace: Namespace | None = None) -> dict[str, Any]:
         """Return counts per namespace and kind, schema version, file size."""

@@ -12,15 +12,16 @@ import attrs
 
 from broker import Candidate
 
-from ._engine import CORPUS_ENTRIES
-from ._source_base import ReaderSource, best_first
+from ._scoring import best_first
+from ._source_base import ReaderSource
+from .storage._engine import CORPUS_ENTRIES
 
 if TYPE_CHECKING:
     from broker.abc import SourceRequest
 
-    from ._engine import Reader
-    from ._entries import Recalled
     from ._store import MemoryStore
+    from .storage._engine import Reader
+    from .storage._entries import Recalled
 
 PERSONA_TYPES: tuple[str, ...] = ("self", "personality")
 """The memory types of the persona lane."""

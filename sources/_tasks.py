@@ -20,19 +20,19 @@ import attrs
 from broker import Namespace, ValidationError, count_errors
 from broker.abc import ConversationTurn, TaskRecord
 
-from . import _validate
-from ._engine import ReadStop
-from ._engine_corpora import TaskRecord as TaskRow
-from ._engine_corpora import TurnRecord
-from ._threads import run_sync_interruptible
+from .storage import _validate
+from .storage._engine import ReadStop
+from .storage._engine_corpora import TaskRecord as TaskRow
+from .storage._engine_corpora import TurnRecord
+from .storage._threads import run_sync_interruptible
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from broker.abc import ConversationStateRepository, TaskStateRepository
 
-    from ._engine import Engine, Reader, Writer
     from ._store import MemoryStore
+    from .storage._engine import Engine, Reader, Writer
 
 T = TypeVar("T")
 

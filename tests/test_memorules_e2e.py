@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from broker import Namespace, SessionContext, Turn, open_broker, open_selector
 from sources import MemorulesSource, MemoryStore, audit_events, default_sources, semantic_recall
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
 from sources._tasks import SqliteTaskRepository
 
 if TYPE_CHECKING:

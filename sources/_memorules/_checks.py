@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import attrs
 
 from broker import FieldError
-from sources import _validate
+from sources.storage import _validate
 
 from ._values import (
     APPLIES_TO_KEYS,

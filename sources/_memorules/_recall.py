@@ -31,20 +31,21 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 import attrs
 
 from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
-from sources import _validate
-from sources._engine import CORPUS_ENTRIES, Slot
-from sources._entries import Recalled, types_errors
-from sources._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
-from sources._source_base import Batch, QueryCache, recall_depth, score_rows
+from sources._scoring import Batch, recall_depth, score_rows
 from sources._store import MemoryStore
+from sources._store_reader import QueryCache
+from sources.relevance._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
+from sources.storage import _validate
+from sources.storage._engine import CORPUS_ENTRIES, Slot
+from sources.storage._entries import Recalled, types_errors
 
 from ._state import Current, current
 from ._values import CONFIDENCE_WEIGHTS, MAX_TOP_K, SCOPES, SOURCE_TYPES, RecallMatch
 
 if TYPE_CHECKING:
     from broker.abc import Embedder
-    from sources._engine import Reader
-    from sources._scorer import Relevance
+    from sources.relevance._scorer import Relevance
+    from sources.storage._engine import Reader
 
 _BREADTH: Final[Mapping[str, int]] = {"persona": 0, "project": 1, "org": 2, "global": 3}
 _DEPTH_MIN: Final = 200  # FTS hits scored per namespace, at least: ranking is not by score

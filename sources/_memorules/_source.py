@@ -8,15 +8,15 @@ import attrs
 
 from broker import Candidate
 from sources import _results
-from sources._engine import CORPUS_ENTRIES
 from sources._source_base import ReaderSource
+from sources.storage._engine import CORPUS_ENTRIES
 
 from ._recall import RecallQuery, recall_memorules_on
 from ._values import MAX_TOP_K, RecallMatch
 
 if TYPE_CHECKING:
     from broker.abc import SourceRequest
-    from sources._engine import Reader
+    from sources.storage._engine import Reader
 
 
 @attrs.define(eq=False)

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from broker import Namespace, ValidationError
-from sources import _validate
+from sources.storage import _validate
 
 from ._values import AuditEvent, MemoruleFields, MemoruleState, Stamp, WriterSession
 
 if TYPE_CHECKING:
-    from sources._engine import Reader
     from sources._store import MemoryStore
+    from sources.storage._engine import Reader
 
 
 @attrs.frozen(kw_only=True)

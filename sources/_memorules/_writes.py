@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from broker import FieldError, Namespace
 from broker.log import get_logger
-from sources import _index, _validate
-from sources._engine import CORPUS_ENTRIES, Slot
-from sources._engine_corpora import AuditRecord, StateRecord
-from sources._entries import EntryRow
 from sources._store import MemoryStore
+from sources.storage import _index, _validate
+from sources.storage._engine import CORPUS_ENTRIES, Slot
+from sources.storage._engine_corpora import AuditRecord, StateRecord
+from sources.storage._entries import EntryRow
 
 from ._checks import combined_errors, field_errors, session_errors
 from ._state import Current, current, current_or_raise
@@ -36,7 +36,7 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
-    from sources._engine import Writer
+    from sources.storage._engine import Writer
 
 logger = get_logger(__name__)
 

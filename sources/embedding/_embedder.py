@@ -105,7 +105,7 @@ def _model(raw: bytes, compute: Compute) -> bytes:
     """What the session loads: the file's bytes, or their int8 rewrite serialised."""
     if compute == "float32":
         return raw
-    from sources.embedding._int8_weights import rewrite_serialized  # noqa: PLC0415 - only this path needs protobuf
+    from ._int8_weights import rewrite_serialized  # noqa: PLC0415 - only this path needs protobuf
 
     return rewrite_serialized(raw)
 

@@ -1,4 +1,4 @@
-"""benchmarks.concurrency (named apart from tests/sources/postgres/test_concurrency.py): one turn at a time, then several at once, on a store built once."""
+"""benchmarks.concurrency (named apart from tests/sources/storage/postgres/test_concurrency.py): one turn at a time, then several at once, on a store built once."""
 
 from __future__ import annotations
 

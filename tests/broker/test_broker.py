@@ -27,8 +27,8 @@ from broker._tokens import EstimatingTokenCounter
 from broker._trace import trace_schema
 from broker.abc import ConversationTurn, TaskRecord
 from broker.testing import FailingSource, FakeSource, HangingSource, SlowSource, make_candidate
-from sources._sqlite import SqliteEngine
 from sources._tasks import SqliteTaskRepository
+from sources.storage._sqlite import SqliteEngine
 
 REAL_CLOCK_DEADLINE = 30.0
 """A turn's deadline on the real clock, in a test not of its deadline (a real repository reads in

@@ -62,7 +62,7 @@ def test_warnings_stay_silent_without_handlers():
         """
         import sources
         from broker.log import get_logger
-        get_logger("sources._vectors").warning("store.vectors.no_ann", hint="x")
+        get_logger("sources.storage._vectors").warning("store.vectors.no_ann", hint="x")
         """
     )
     assert done.stderr == ""

@@ -11,13 +11,13 @@ from store_kit import ENGINES, SQLITE, StoreOpener
 from broker import Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry
-from sources._sqlite import SqliteEngine
+from sources.storage._sqlite import SqliteEngine
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from sources._engine import Engine
+    from sources.storage._engine import Engine
 
 ALICE: Final = Namespace(tenant_id="alice")
 FILLER: Final = (

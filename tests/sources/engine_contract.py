@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from broker import Namespace
-from sources import _analysis
-from sources._entries import EntryRow
-from sources._sqlite import SqliteEngine
+from sources.storage import _analysis
+from sources.storage._entries import EntryRow
+from sources.storage._sqlite import SqliteEngine
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from sources._engine import Engine, Writer
+    from sources.storage._engine import Engine, Writer
 
 ENGINES: Final = ("sqlite",)
 """The engines the contract runs on; an engine without its server or extra skips, saying so."""

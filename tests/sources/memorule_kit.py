@@ -8,7 +8,7 @@ from store_kit import StoreOpener, indexed, sql_rows, text_index_ok
 
 from broker import Namespace, SessionContext, ValidationError
 from sources import MemoryStore, WriterSession, remember, semantic_recall
-from sources._engine import CORPUS_ENTRIES
+from sources.storage._engine import CORPUS_ENTRIES
 
 if TYPE_CHECKING:
     import pytest

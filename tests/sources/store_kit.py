@@ -21,13 +21,13 @@ import attrs
 import pytest
 
 from sources import MemoryStore
-from sources._sqlite import SqliteEngine
+from sources.storage._sqlite import SqliteEngine
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from broker.abc import Embedder
-    from sources._engine import Engine
+    from sources.storage._engine import Engine
 
 SQLITE: Final = "sqlite"
 POSTGRES: Final = "postgres"
@@ -55,7 +55,7 @@ class StoreOpener:
         if self.engine == SQLITE:
             store = MemoryStore.open(self.target, embedder=embedder, **modes)
         else:
-            from sources._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
+            from sources.storage._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
 
             store = MemoryStore.on(
                 PostgresEngine.open(self.target, connections=2), embedder=embedder, **modes
@@ -70,7 +70,7 @@ class StoreOpener:
         if self.engine == SQLITE:
             engine = SqliteEngine.open(self.target)
         else:
-            from sources._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
+            from sources.storage._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
 
             engine = PostgresEngine.open(self.target, connections=2)
         self._engines.append(engine)
@@ -131,7 +131,7 @@ def engine_rows(
     if isinstance(engine, SqliteEngine):
         with engine.write() if write else engine.read() as conn:
             return list(conn.execute(sql, params).fetchall())
-    from sources._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
+    from sources.storage._postgres import PostgresEngine  # noqa: PLC0415 - only where the extra is
 
     assert isinstance(engine, PostgresEngine)
     with engine.database.transaction(write=write) as session, session.all_tenants():

@@ -10,9 +10,9 @@ from broker.abc import SourceRequest
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry
 from sources._abstraction import AbstractionSource, FactWriter, NewFact
-from sources._engine import ReadStop
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
 from sources._store_source import StoreSource
+from sources.storage._engine import ReadStop
 
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")

@@ -10,8 +10,8 @@ from broker.abc import SourceRequest
 from sources import MemoryStore
 from sources._abstraction import AbstractionSource, FactWriter
 from sources._consolidated import ConsolidatedSource, KnowledgeWriter
-from sources._engine import CORPUS_KNOWLEDGE
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
+from sources.storage._engine import CORPUS_KNOWLEDGE
 
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")

@@ -18,7 +18,7 @@ from broker.testing import check_source_never_blocks
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, WriterSession, remember
 from sources._defaults import DEFAULT_SOURCES, Writers, default_sources
 from sources._neurons import NeuronSource
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

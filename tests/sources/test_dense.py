@@ -12,10 +12,11 @@ import pytest
 from store_kit import sql_rows
 
 from broker import ConfigError, Namespace, ValidationError
-from sources import MemoryStore, NewEntry, _engine, _vectors
+from sources import MemoryStore, NewEntry, embed_and_store_vectors
 from sources._abstraction import FactWriter
-from sources._vectors import Slot
 from sources.embedding._embedder import MiniLMEmbedder, load_default_embedder
+from sources.storage import _engine, _vectors
+from sources.storage._vectors import Slot
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -278,7 +279,7 @@ def test_embed_and_store_vectors_for_other_corpora(store: MemoryStore, embedder:
     with store.db.write() as conn:
         ns_id = conn.namespace_id(A)
         assert ns_id is not None
-        _vectors.embed_and_store_vectors(
+        embed_and_store_vectors(
             conn,
             Slot(ns_id, _engine.CORPUS_FACTS),
             [7, 8],

@@ -1,4 +1,4 @@
-"""What every storage engine guarantees (`sources._engine`), run on each engine of
+"""What every storage engine guarantees (`sources.storage._engine`), run on each engine of
 `engine_contract.ENGINES`: the project's statistics and ranks, namespaces as walls, one
 transaction per write, deletes that reach every index, vectors in commit order, the stop."""
 
@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 import pytest
 from engine_contract import MODEL, NS, OTHER, add_entry, engine, entry_row, unit
 
-from sources import _analysis
-from sources._engine import ReadStop, Slot, bm25_rank
-from sources._engine_corpora import AuditRecord, StateRecord
-from sources._turn_context import asks
+from sources.relevance._turn_context import asks
+from sources.storage import _analysis
+from sources.storage._engine import ReadStop, Slot, bm25_rank
+from sources.storage._engine_corpora import AuditRecord, StateRecord
 
 if TYPE_CHECKING:
-    from sources._engine import Engine
+    from sources.storage._engine import Engine
 
 __all__ = ["engine"]  # the fixture, parametrised over the engines
 
@@ -177,7 +177,7 @@ def test_a_write_sees_its_own_namespace_and_generation_change(engine: Engine) ->
 
 
 def test_each_read_reads_the_namespace_and_generation_afresh(engine: Engine) -> None:
-    """What one read snapshot keeps (`sources._read_once`) is its own: the next read sees the
+    """What one read snapshot keeps (`sources.storage._read_once`) is its own: the next read sees the
     namespace a write created meanwhile and the generation it bumped."""
     with engine.write() as w:
         ns_id = w.ensure_namespace(NS)

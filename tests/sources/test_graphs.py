@@ -10,10 +10,11 @@ from store_kit import StoreOpener, sql_rows
 
 from broker import RECALL_MIN_SCORE, Candidate, Namespace, ValidationError
 from broker.abc import SourceRequest
-from sources import MemoryStore, _analysis
+from sources import MemoryStore
 from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
 from sources.embedding._embedder import MiniLMEmbedder, load_default_embedder
+from sources.storage import _analysis
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

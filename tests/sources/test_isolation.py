@@ -27,8 +27,9 @@ from hypothesis.stateful import (
 from store_kit import StoreOpener, fresh_databases, sql_rows
 
 from broker import Namespace
-from sources import MemoryStore, NewEntry, _analysis, _vectors, load_default_embedder
-from sources._sqlite import _schema
+from sources import MemoryStore, NewEntry, load_default_embedder
+from sources.storage import _analysis, _vectors
+from sources.storage._sqlite import _schema
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -9,7 +9,7 @@ from broker import RECALL_MIN_SCORE, Namespace, ValidationError
 from broker.abc import SourceRequest
 from sources import MemoryStore, NewNeuron
 from sources._neurons import NeuronSource, NeuronWriter
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
 
 NS = Namespace(tenant_id="alice")
 OTHER = Namespace(tenant_id="bob")

@@ -1,5 +1,5 @@
 """`open_store`: a path or `sqlite:///` URL opens SQLite, a PostgreSQL URL the PostgreSQL engine
-(tests against a real server: tests/sources/postgres/test_store_on_postgres.py); other URLs are refused
+(tests against a real server: tests/sources/storage/postgres/test_store_on_postgres.py); other URLs are refused
 with ConfigError."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import SourceRequest
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, PastTaskSource, SqliteTaskRepository, StoreReader
-from sources._analysis import query_terms
 from sources._past_tasks import PAST_TASK_DEPTH, PastTaskText, lexical_logits
+from sources.storage._analysis import query_terms
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -27,7 +27,7 @@ from sources import (
     remember,
 )
 from sources._results import ResultCache
-from sources._sqlite._stamp import ChangeStamp
+from sources.storage._sqlite._stamp import ChangeStamp
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

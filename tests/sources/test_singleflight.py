@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from sources._relevance import Reference
 from sources._singleflight import SingleFlight, interruptible
+from sources.relevance._relevance import Reference
 
 
 def test_concurrent_askers_compute_once() -> None:

@@ -17,8 +17,9 @@ import trio.testing
 from broker import RECALL_MIN_SCORE, BrokerClosedError, Candidate, Namespace, SourceAnswer
 from broker.abc import Source, SourceRequest
 from sources import MemoryStore
-from sources._engine import ReadStop
-from sources._source_base import Gate, ReaderSource, StoreReader
+from sources._source_base import ReaderSource
+from sources._store_reader import Gate, StoreReader
+from sources.storage._engine import ReadStop
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from sources._engine import Reader
+    from sources.storage._engine import Reader
 
 # A statement that runs for minutes unless interrupted.
 SLOW_SQL = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
@@ -244,7 +245,7 @@ async def test_a_hybrid_turns_lexical_retrieval_runs_while_its_task_is_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A hybrid turn retrieves its task's lexical matches in the lane while the task is embedded, and its reference reuses them: one retrieval a turn."""
-    from sources._reference import lexical_hits  # noqa: PLC0415 - the retrieval counted
+    from sources.relevance._reference import lexical_hits  # noqa: PLC0415 - the retrieval counted
 
     task = "which database did we pick"
     fake = LexicalWaitingEmbedder(task)
@@ -255,7 +256,7 @@ async def test_a_hybrid_turns_lexical_retrieval_runs_while_its_task_is_embedded(
         fake.lexical_done.set()
         return found
 
-    for where in ("sources._store.lexical_hits", "sources._reference.lexical_hits"):
+    for where in ("sources._store.lexical_hits", "sources.relevance._reference.lexical_hits"):
         monkeypatch.setattr(where, counted)
     ns = Namespace(tenant_id="t")
     with MemoryStore.open(tmp_path / "e.db", mode="hybrid", embedder=fake) as store:
@@ -293,8 +294,9 @@ async def test_open_warms_every_matrix_so_no_turn_loads_one(
 ) -> None:
     """Opening the selector loads every corpus matrix of every namespace; a turn loads none."""
     from broker import open_selector  # noqa: PLC0415 - composition-root imports, test only
-    from sources import FactWriter, NewEntry, NewFact, _vectors, default_sources  # noqa: PLC0415
+    from sources import FactWriter, NewEntry, NewFact, default_sources  # noqa: PLC0415
     from sources.embedding._embedder import load_default_embedder  # noqa: PLC0415
+    from sources.storage import _vectors  # noqa: PLC0415
 
     loads: list[tuple[int, int]] = []
     real_load = _vectors.VectorIndex._load
@@ -390,7 +392,7 @@ async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
     found = await _answers(background_store, "bake a sourdough loaf with rye flour", mode=mode)
     assert len(found) == 8
     assert not any(found.values())
-    turn = [r for r in reads if r != "_ping"]  # the sources' opens ping the store first
+    turn = [r for r in reads if r != "ping"]  # the sources' opens ping the store first
     assert len(turn) == 3, turn
 
 
@@ -401,7 +403,7 @@ async def test_an_open_gate_costs_the_gated_sources_one_read_between_them(
     reads = lane_reads(monkeypatch)
     found = await _answers(background_store, "prepare the Lighthouse 2.4 release notes")
     assert found["store"]  # the gate opened
-    turn = [r for r in reads if r != "_ping"]
+    turn = [r for r in reads if r != "ping"]
     assert len(turn) == 3, turn
 
 
@@ -447,7 +449,7 @@ async def test_a_closed_gates_empty_answers_are_kept_like_any_other(
     found = await _answers(background_store, "bake a sourdough loaf with rye flour", result_cache=64, turns=2)
     assert not any(found.values())
     again = 0 if background_store.engine.change_stamp(wait=True) is not None else 3
-    turns = [r for r in reads if r != "_ping"]
+    turns = [r for r in reads if r != "ping"]
     assert len(turns) == 3 + again, turns  # the first turn's three reads, then the second's
 
 

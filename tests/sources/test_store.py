@@ -523,8 +523,8 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`warm` reads each namespace in a read of its own and opens the HNSW graphs with no read open: no snapshot stays pinned for the whole warm."""
-    from sources import _postings, _vectors  # noqa: PLC0415 - the steps observed
     from sources.embedding._embedder import load_default_embedder  # noqa: PLC0415
+    from sources.storage import _text_index, _vectors  # noqa: PLC0415 - the steps observed
 
     reads: list[int] = []  # the serial of each read still open
     serials = itertools.count(1)
@@ -535,7 +535,7 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
             store.add_entries(
                 [NewEntry(text=f"The {tenant} team ships on Fridays.")], namespace=Namespace(tenant_id=tenant)
             )
-        real_read, real_warm = type(store.engine).read, _postings.TextIndex.warm
+        real_read, real_warm = type(store.engine).read, _text_index.TextIndex.warm
         real_graph = _vectors.VectorIndex.open_graph
 
         @contextlib.contextmanager
@@ -547,7 +547,7 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
             finally:
                 reads.pop()
 
-        def text_warm(self: _postings.TextIndex, conn: object, ns_id: int) -> None:
+        def text_warm(self: _text_index.TextIndex, conn: object, ns_id: int) -> None:
             warmed.append((reads[-1], ns_id))
             real_warm(self, conn, ns_id)  # type: ignore[arg-type]
 
@@ -556,7 +556,7 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
             real_graph(self, ns_id)
 
         monkeypatch.setattr(type(store.engine), "read", tracked)
-        monkeypatch.setattr(_postings.TextIndex, "warm", text_warm)
+        monkeypatch.setattr(_text_index.TextIndex, "warm", text_warm)
         monkeypatch.setattr(_vectors.VectorIndex, "open_graph", graph)
         store.warm()
     assert sorted(ns for _, ns in warmed) == [1, 2]

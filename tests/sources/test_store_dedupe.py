@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from store_kit import StoreOpener, sql_rows
 
 from broker import Namespace, ValidationError
-from sources import MemoryStore, NewEntry, _engine, content_id
-from sources._vectors import Slot
+from sources import MemoryStore, NewEntry, content_id
+from sources.storage import _engine
+from sources.storage._vectors import Slot
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -8,7 +8,7 @@ from broker import RECALL_MIN_SCORE, ConfigError, Namespace
 from broker.abc import Source, SourceRequest
 from sources import MemoryStore
 from sources._neurons import NeuronWriter
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
 from sources._store_source import PersonaSource, StoreSource
 
 NS = Namespace(tenant_id="alice")

@@ -5,8 +5,8 @@ import trio
 from store_kit import StoreOpener
 
 from broker import BrokerClosedError, Namespace, ValidationError
-from sources._engine import Engine
 from sources._tasks import SqliteTaskRepository
+from sources.storage._engine import Engine
 
 NS = Namespace(tenant_id="acme", project_id="atlas")
 OTHER = Namespace(tenant_id="globex", project_id="atlas")

@@ -10,7 +10,7 @@ import numpy as np
 from broker import Namespace
 
 if TYPE_CHECKING:
-    from sources._engine import Engine
+    from sources.storage._engine import Engine
 
 DIM = 16
 MODEL = "test-model"

@@ -22,7 +22,7 @@ from broker import Namespace
 from context_broker._cli._ingest import PROGRESS_MIN_NOTES
 from context_broker._cli._records import RECORDS
 from sources import MemoryStore, SqliteTaskRepository, memorule_history
-from sources._sqlite._schema import SCHEMA_VERSION
+from sources.storage._sqlite._schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[3]
 NS = Namespace(tenant_id="default", project_id="default")

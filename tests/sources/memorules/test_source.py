@@ -19,7 +19,7 @@ from sources import (
     MemorulesSource,
     MemoryStore,
 )
-from sources._source_base import StoreReader
+from sources._store_reader import StoreReader
 
 
 async def test_source_surfaces_ranked_rules_in_the_memorules_block(store: MemoryStore) -> None:

@@ -1,7 +1,7 @@
 """Crash test of memorule atomicity: a writer killed with SIGKILL mid-stream, repeatedly.
 
 SQLite-only: it checks the file (PRAGMA integrity_check, FTS5's integrity-check) after the
-kills; PostgreSQL's kill test is `tests/sources/postgres/test_concurrency.py`.
+kills; PostgreSQL's kill test is `tests/sources/storage/postgres/test_concurrency.py`.
 """
 
 from __future__ import annotations
