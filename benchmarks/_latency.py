@@ -27,9 +27,10 @@ import numpy as np
 from broker import DEFAULT_MAX_TURNS, RECALL_MIN_SCORE, SourceStatus, Turn, open_broker, open_selector
 from sources import MemoryStore, NewEntry, SqliteTaskRepository, _entry_recall, default_sources
 from sources.embedding._embedder import load_default_embedder
+from sources.relevance import _relevance
 from sources.relevance._reference import Indexes, compute_reference
 from sources.relevance._scorer import Scorer
-from sources.storage import _engine, _index, _matrix, _quantised, _vectors
+from sources.storage import _engine, _matrix, _quantised, _vectors
 from sources.storage._vectors import Slot
 
 from . import _synthetic
@@ -171,7 +172,7 @@ def floors(store: MemoryStore, tasks: Sequence[str], *, dense: bool) -> list[flo
         ns_id = conn.namespace_id(NS)
         assert ns_id is not None  # noqa: S101 - the corpus was written
         for task in tasks:
-            prof = _index.profile(conn, ns_id, task)
+            prof = _relevance.profile(conn, ns_id, task)
             started = time.perf_counter()
             if prof.present:
                 terms = sorted(prof.present)
@@ -195,7 +196,7 @@ def gates(store: MemoryStore, tasks: Sequence[str], mode: str) -> list[bool]:
         ns_id = conn.namespace_id(NS)
         assert ns_id is not None  # noqa: S101 - the corpus was written
         for task in tasks:
-            prof = _index.profile(conn, ns_id, task, store.texts)
+            prof = _relevance.profile(conn, ns_id, task, store.texts)
             scorer = Scorer.build(prof, task, mode=mode, embedder=store.embedder)
             if not prof.terms:
                 out.append(False)

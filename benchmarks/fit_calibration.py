@@ -51,7 +51,7 @@ import numpy as np
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry
-from sources.relevance import _batch, _gate, _offtopic
+from sources.relevance import _batch, _gate, _offtopic, _relevance
 from sources.relevance import _calibration_constants as constants
 from sources.relevance._relevance import (
     MODES,
@@ -61,7 +61,7 @@ from sources.relevance._relevance import (
     hybrid_features,
     lexical_features,
 )
-from sources.storage import _analysis, _index
+from sources.storage import _analysis
 from sources.storage._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 
 from . import _locomo, _logit
@@ -273,7 +273,7 @@ def tenants(
 def _reference(store: MemoryStore, mode: str, task: str, tenant: Tenant) -> tuple[QueryProfile, Reference]:
     """The task's profile and the namespace's reference, exactly as recall computes them."""
     with store.db.read() as conn:
-        prof = _index.profile(conn, tenant.ns_id, task)
+        prof = _relevance.profile(conn, tenant.ns_id, task)
         return prof, store.scorer_on(conn, tenant.ns_id, task, mode=mode).reference
 
 
