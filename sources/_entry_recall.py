@@ -4,7 +4,7 @@ search), scored on the one calibrated scale in the request's mode (`MemoryStore.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Protocol, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import attrs
 
@@ -23,32 +23,14 @@ if TYPE_CHECKING:
     from broker import Namespace
     from broker.abc import Embedder
 
+    from ._store_view import StoreView
     from .relevance._relevance import QueryProfile
     from .relevance._scorer import Relevance, Scorer
     from .storage._engine import Reader
-    from .storage._text_index import TextIndex
-    from .storage._vectors import VectorIndex
-
-
-class EntryStore(Protocol):
-    """What recalling entries reads of a store (`sources.MemoryStore` is one; the store calls
-    `recall_on` with itself)."""
-
-    @property
-    def mode(self) -> str: ...
-    @property
-    def texts(self) -> TextIndex: ...
-    @property
-    def vindex(self) -> VectorIndex | None: ...
-    def require_embedder(self, what: str) -> Embedder: ...
-    def profile_on(self, conn: Reader, ns_id: int | None, query: str) -> QueryProfile: ...
-    def scorer_on(
-        self, conn: Reader, ns_id: int | None, query: str, *, mode: str, embedder: Embedder | None = None
-    ) -> Scorer: ...
 
 
 def recall_on(
-    store: EntryStore,
+    store: StoreView,
     conn: Reader,
     query: str,
     *,
@@ -89,7 +71,7 @@ class _Recall:
     """One recall's where and how: the store, the reader connection, the namespace and the
     scorer of the query (with the namespace's reference: the turn's shared retrieval)."""
 
-    store: EntryStore
+    store: StoreView
     conn: Reader
     ns_id: int
     scorer: Scorer

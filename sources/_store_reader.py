@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from broker.abc import Embedder, SourceRequest
 
-    from ._store import MemoryStore
+    from ._store_view import StoreView
     from .storage._engine import Reader
 
 
@@ -57,7 +57,7 @@ class StoreReader:
     namespace is written (`sources._results`).
     """
 
-    store: MemoryStore
+    store: StoreView
     limiter: anyio.CapacityLimiter | None = None
     results: ResultCache | None = attrs.field(factory=ResultCache)
     _queries: QueryCache | None = attrs.field(default=None, init=False)
@@ -312,7 +312,7 @@ class _PendingGate:
         return self.gate, rider.answer()
 
 
-def _lexical_on(store: MemoryStore, task: str, namespace: Namespace, conn: Reader) -> None:
+def _lexical_on(store: StoreView, task: str, namespace: Namespace, conn: Reader) -> None:
     ns_id = conn.namespace_id(namespace)
     if ns_id is not None:
         store.lexical_on(conn, ns_id, task)

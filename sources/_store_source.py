@@ -19,7 +19,7 @@ from .storage._engine import CORPUS_ENTRIES
 if TYPE_CHECKING:
     from broker.abc import SourceRequest
 
-    from ._store import MemoryStore
+    from ._store_view import StoreView
     from .storage._engine import Reader
     from .storage._entries import Recalled
 
@@ -44,7 +44,7 @@ class StoreSource(ReaderSource):
     lane: ClassVar[tuple[str, ...] | None] = None
     """Types this source is fixed to (None: the request's types, or all)."""
 
-    _store: MemoryStore = attrs.field(kw_only=True)
+    _store: StoreView = attrs.field(kw_only=True)
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         types = self._types(request.types)

@@ -32,8 +32,8 @@ import attrs
 
 from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
 from sources._scoring import Batch, recall_depth, score_rows
-from sources._store import MemoryStore
 from sources._store_reader import QueryCache
+from sources._store_view import StoreView
 from sources.relevance._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
 from sources.storage import _validate
 from sources.storage._engine import CORPUS_ENTRIES, Slot
@@ -140,7 +140,7 @@ def _visible_namespaces(conn: Reader, namespace: Namespace) -> tuple[int | None,
     return conn.namespace_id(namespace), conn.memorules.other_namespaces(namespace)
 
 
-def _query_embedder(store: MemoryStore, mode: str, embedder: Embedder | None) -> Embedder | None:
+def _query_embedder(store: StoreView, mode: str, embedder: Embedder | None) -> Embedder | None:
     """The embedder of a recall, caching (one query embedding for every namespace probed)."""
     embedder = embedder or store.embedder
     if mode in DENSE_MODES and embedder is None:
@@ -160,7 +160,7 @@ class _Probe:
     holds nothing yet has no statistics, and then a memorule is scored against its own.
     """
 
-    store: MemoryStore
+    store: StoreView
     conn: Reader
     query: str
     mode: str
@@ -172,7 +172,7 @@ class _Probe:
     @classmethod
     def build(
         cls,
-        store: MemoryStore,
+        store: StoreView,
         conn: Reader,
         query: RecallQuery,
         *,
@@ -233,7 +233,7 @@ class _Probe:
         return score_rows(scorer, self.conn, batch, self.store.vindex)
 
 
-def recall_memorules_on(store: MemoryStore, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
+def recall_memorules_on(store: StoreView, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
     """Recall memorules on a reader connection the caller holds, in ranking order.
 
     Those visible from the query's namespace, relevant to it (at or above the floor) and not
@@ -310,7 +310,7 @@ def _recall_errors(asked: RecallQuery) -> list[FieldError]:
 
 
 def semantic_recall(
-    store: MemoryStore, query: str, *, namespace: Namespace, **options: Unpack[RecallOptions]
+    store: StoreView, query: str, *, namespace: Namespace, **options: Unpack[RecallOptions]
 ) -> list[RecallMatch]:
     """Recall memories at or above the one calibrated floor.
 
@@ -331,7 +331,7 @@ def semantic_recall(
         return _recall_memory_on(store, conn, asked)
 
 
-def _recall_memory_on(store: MemoryStore, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
+def _recall_memory_on(store: StoreView, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
     """Every memory of the namespace, then the tenant-wide memorules of its other projects."""
     out = _own_memories(store, conn, query)
     own_ns, others = _visible_namespaces(conn, query.namespace)
@@ -346,7 +346,7 @@ def _recall_memory_on(store: MemoryStore, conn: Reader, query: RecallQuery) -> l
     return out[: query.top_k]
 
 
-def _own_memories(store: MemoryStore, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
+def _own_memories(store: StoreView, conn: Reader, query: RecallQuery) -> list[RecallMatch]:
     """The store's recall in the namespace, memorules read with their current state."""
     kwargs: dict[str, Any] = {} if query.mode is None else {"mode": query.mode}
     if query.types is not None:
