@@ -1,4 +1,5 @@
-"""Tests of the shared source plumbing: interruptible reads, the shared limiter, lifecycle."""
+"""Tests of the shared source plumbing (`sources._source_base`, `sources._store_reader`): interruptible
+reads, the read lane and the shared gate, lifecycle."""
 
 from __future__ import annotations
 

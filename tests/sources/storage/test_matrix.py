@@ -7,13 +7,12 @@ import pytest
 import structlog
 import structlog.testing
 from gc_kit import tracked_reachable
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from sources.storage import _quantised
 from sources.storage._matrix import Exact, Matrix, Row
-from sources.storage._quantised import approx_dot, dot, quantise, shortlist, to_blob
+from sources.storage._quantised import dot, quantise, to_blob
 from sources.storage._runs import DenseRun, Hit
 
 _FLOATS = st.floats(-1, 1, width=32, allow_nan=False)
@@ -24,17 +23,6 @@ _MATRIX_AND_QUERY = st.integers(1, 64).flatmap(
     )
 )
 """A matrix of 0-40 rows and a query of its dimension (1-64)."""
-
-
-@settings(max_examples=60, deadline=None)
-@given(_MATRIX_AND_QUERY)
-def test_dot_is_every_rows_product_with_the_query(case: tuple[np.ndarray, np.ndarray]) -> None:
-    """The exact search's product (einsum, no BLAS threads) is the matrix product, row by row."""
-    buf, q = case
-    got = dot(buf, q)
-    assert got.dtype == np.float32
-    assert got.shape == (len(buf),)
-    np.testing.assert_allclose(got, buf.astype(np.float64) @ q.astype(np.float64), rtol=1e-5, atol=1e-5)
 
 
 def _exact(buf: np.ndarray, alive: np.ndarray | None = None) -> Exact:
@@ -56,36 +44,6 @@ def test_an_exact_search_ranks_the_live_rows_by_their_product() -> None:
     order = [i for i in np.argsort(-scores, kind="stable") if alive[i]][:7]
     assert [h.rowid for h in hits] == [100 + int(i) for i in order]
     assert [h.cosine for h in hits] == [float(scores[i]) for i in order]
-
-
-@settings(max_examples=60, deadline=None)
-@given(hnp.arrays(np.float32, st.tuples(st.integers(0, 30), st.integers(1, 64)), elements=_FLOATS))
-def test_quantise_keeps_every_component_within_half_a_step_of_its_rows_scale(buf: np.ndarray) -> None:
-    """A row is its 8-bit codes times its scale, each component within half its own row's step."""
-    codes, scale = quantise(buf)
-    assert codes.dtype == np.int8
-    assert scale.dtype == np.float32
-    assert (scale > 0).all()
-    error = np.abs(codes.astype(np.float64) * scale[:, None] - buf)
-    assert (error <= scale[:, None] / 2 * (1 + 1e-5) + 1e-12).all()
-
-
-@settings(max_examples=60, deadline=None)
-@given(_MATRIX_AND_QUERY)
-def test_the_8_bit_product_is_within_its_quantisation_bound(case: tuple[np.ndarray, np.ndarray]) -> None:
-    """`approx_dot` differs from the float product by at most what half a step of each side allows."""
-    buf, q = case
-    codes, scale = quantise(buf)
-    got = approx_dot(codes, scale, q)
-    assert got.shape == (len(buf),)
-    (q_scale,) = quantise(q[None, :])[1]
-    b64, q64 = buf.astype(np.float64), q.astype(np.float64)
-    bound = (
-        scale / 2 * np.abs(q64).sum()
-        + q_scale / 2 * np.abs(b64).sum(axis=1)
-        + buf.shape[1] * scale * q_scale / 4
-    )
-    assert (np.abs(got - b64 @ q64) <= bound * (1 + 1e-4) + 1e-6).all()
 
 
 def test_an_exact_search_returns_the_float32_top_k_of_unit_vectors() -> None:
@@ -126,11 +84,6 @@ def test_a_search_of_gathered_rows_re_scores_from_the_rows_it_was_given() -> Non
     want = sorted(at.tolist(), key=lambda j: -scores[j])[:5]
     assert [h.rowid for h in hits] == want
     assert [h.cosine for h in hits] == [float(scores[j]) for j in want]
-
-
-def test_the_shortlist_is_twice_k_and_at_least_k_plus_16() -> None:
-    """Small k get 16 rows of margin, large k twice their number."""
-    assert [shortlist(k) for k in (1, 10, 16, 40)] == [17, 26, 32, 80]
 
 
 def _brute(buf: np.ndarray, keep: np.ndarray, q: np.ndarray, k: int) -> list[int]:
@@ -186,26 +139,6 @@ def test_rows_holding_nan_rank_last_and_never_let_a_masked_row_in() -> None:
     assert 0 not in [h.rowid for h in hits]
     assert len(hits) == 30
     assert all(np.isfinite(h.cosine) for h in exact.search(buf[1], 5))
-
-
-def test_quantise_clips_subnormal_rows_instead_of_wrapping() -> None:
-    """A row of tiny magnitudes stays within +-127 steps of its own scale."""
-    buf = np.array([[190 * 1.4e-45, 0.0, -1e-44], [1e-38, -3e-39, 0.0]], dtype=np.float32)
-    codes, _ = quantise(buf)
-    assert np.abs(codes.astype(np.int16)).max() <= 127
-    assert np.sign(codes[1, 0]) >= 0
-    assert np.sign(codes[1, 1]) <= 0
-
-
-def test_quantise_in_blocks_equals_quantising_each_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of a few rows give the same codes and scales as one block."""
-    rng = np.random.default_rng(2)
-    buf = rng.standard_normal((23, 16)).astype(np.float32)
-    whole = quantise(buf)
-    monkeypatch.setattr(_quantised, "_QUANTISED_ROWS", 4)
-    parts = quantise(buf)
-    np.testing.assert_array_equal(whole[0], parts[0])
-    np.testing.assert_array_equal(whole[1], parts[1])
 
 
 def test_a_growing_matrix_keeps_its_8_bit_copy_equal_to_its_rows() -> None:

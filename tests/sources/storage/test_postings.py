@@ -1,4 +1,5 @@
-"""The in-memory text index: FTS5's matches and ranks, kept current by the text log."""
+"""Tests of the in-memory text index: its postings (`sources.storage._postings`) and a store's
+indexes kept current from the change log (`sources.storage._text_index`)."""
 
 from __future__ import annotations
 
