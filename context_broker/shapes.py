@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import RECALL_MIN_SCORE, SelectionResult
 from sources import RecallMatch
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 _MEMORULE_FIELDS = ("memorule_kind", "applies_to", "confidence", "evidence_signal_id", "written_at")
 
@@ -15,6 +18,13 @@ def source_type(block: str) -> str:
     """`memorule` (the memorules block) or `memory`, as `semantic_recall` names them; a past task
     (the history block) is `past_task`."""
     return {"memorules": "memorule", "history": "past_task"}.get(block, "memory")
+
+
+def own_score(metadata: Mapping[str, Any]) -> float | None:
+    """The score of a memory's own words when its conversation context ranked it elsewhere
+    (`score` is then the rank's), else None."""
+    own = metadata.get("own_score")
+    return None if own is None else round(float(own), 6)
 
 
 def result_json(r: SelectionResult) -> dict[str, Any]:
@@ -29,6 +39,7 @@ def result_json(r: SelectionResult) -> dict[str, Any]:
                 "source_type": source_type(b.block),
                 "rank": b.rank,
                 "score": round(b.score, 6),
+                "own_score": own_score(b.metadata),
                 "band": None if b.band is None else round(b.band, 6),
                 "memory_type": b.memory_type,
                 "created_at": b.created_at,

@@ -25,6 +25,7 @@ from broker import (
     query_of,
 )
 from broker.abc import TaskRecord
+from context_broker.shapes import own_score
 from context_broker.wiring import open_default_selector, open_store_in_thread
 from sources import SqliteTaskRepository
 
@@ -35,7 +36,7 @@ from ._store_cmds import add_mode_argument, parse_types
 if TYPE_CHECKING:
     import argparse
 
-    from broker import Candidate, Context, Fate, MemorySelector, Namespace, SelectionResult
+    from broker import Context, Fate, MemorySelector, Namespace, SelectionResult
     from broker.abc import ConversationTurn
     from sources import MemoryStore
 
@@ -180,7 +181,7 @@ def _report(
                 "qpp": c.qpp,
                 "band": c.band,
                 "score": round(c.score, 6),
-                "own_score": _own_score(c),
+                "own_score": own_score(c.metadata),
                 "outcome": outcome,
                 "detail": detail,
                 "text": c.text,
@@ -199,12 +200,6 @@ def _report(
             {"name": s.name, "status": str(s.status), "candidates": s.candidates} for s in result.sources
         ],
     }
-
-
-def _own_score(c: Candidate) -> float | None:
-    """The score of the memory's own words when its conversation context ranked it elsewhere."""
-    own = c.metadata.get("own_score")
-    return None if own is None else round(float(own), 6)
 
 
 def _folded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

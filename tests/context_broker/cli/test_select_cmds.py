@@ -106,3 +106,31 @@ def test_a_turn_no_source_answered_is_not_called_an_abstention(
     )
     _print_human(App(args=argparse.Namespace()), result)
     assert capsys.readouterr().out.startswith(said)
+
+
+def test_select_json_gives_a_moved_turns_own_score(tmp_path: Path) -> None:
+    """`select --json` says, as `explain --json` does, the score of a turn's own words when its
+    conversation context ranked it elsewhere (None for a memory that kept its own)."""
+    turns = [
+        "Mel: How was the pottery class on Saturday?",
+        "Caroline: Loved it, I made a bowl for my mom.",
+        *(f"Speaker: topic {i} and the weather in town {i}" for i in range(30)),
+        "Caroline: I made dinner for my mom.",
+    ]
+    lines = [json.dumps({"id": f"t{i}", "text": t, "memory_type": "episodic"}) for i, t in enumerate(turns)]
+    (tmp_path / "turns.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = str(tmp_path / "m.db")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    cli = [sys.executable, "-m", "context_broker", "--db", db]
+    assert (
+        subprocess.run([*cli, "ingest", str(tmp_path / "turns.jsonl")], env=env, check=False).returncode == 0
+    )
+    task = ["select", "What did Caroline make in her pottery class?", "--mode", "lexical", "--json"]
+    done = subprocess.run(
+        [*cli, *task, "--deadline-ms", "60000"], env=env, capture_output=True, text=True, check=False
+    )
+    blocks = json.loads(done.stdout)["blocks"]
+    moved = {b["entry_id"]: b for b in blocks if b["own_score"] is not None}
+    assert "t1" in moved
+    assert moved["t1"]["own_score"] < moved["t1"]["score"]
+    assert all(b["own_score"] is None or b["own_score"] != b["score"] for b in blocks)
