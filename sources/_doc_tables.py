@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from ._store import MemoryStore
 
 
-# -- documents of the shared text index (facts, knowledge) ----------------------------------
-
 _EMBED_BATCH = 64
 
 

@@ -51,7 +51,7 @@ DENSE_SCORED = 4
 
 
 class NodeFields(TypedDict, total=False):
-    """A node's optional fields, as `GraphWriter.add_node` and `GraphBatch.add_node` take them."""
+    """A node's optional fields (`GraphWriter.add_node`'s keywords), as `GraphBatch.add_node` takes them."""
 
     aliases: Sequence[str]
     description: str
@@ -69,13 +69,25 @@ class GraphWriter:
 
     _store: MemoryStore
 
-    def add_node(self, name: str, *, namespace: Namespace, **fields: Unpack[NodeFields]) -> str:
-        """Write one node and its keys; return its id (`NodeFields`: aliases, description, id,
-        created_at, replace).
+    def add_node(  # noqa: PLR0913 - the documented keyword API
+        self,
+        name: str,
+        *,
+        namespace: Namespace,
+        aliases: Sequence[str] = (),
+        description: str = "",
+        id: str | None = None,  # noqa: A002 - the documented API name
+        created_at: str | None = None,
+        replace: bool = False,
+    ) -> str:
+        """Write one node and its keys; return its id.
 
         With `replace`, an existing node of that id is updated in place (its edges stay).
         ValidationError (every field error, nothing written) on bad input or an existing id.
         """
+        fields = NodeFields(
+            aliases=aliases, description=description, id=id, created_at=created_at, replace=replace
+        )
         with self.batch() as graph:
             return graph.add_node(name, namespace=namespace, **fields)
 
@@ -169,26 +181,17 @@ class GraphBatch:
                 self._rowids[(ns_id, node_id)] = rowid
         return rowid
 
-    def add_node(  # noqa: PLR0913 - the documented keyword API
-        self,
-        name: str,
-        *,
-        namespace: Namespace,
-        aliases: Sequence[str] = (),
-        description: str = "",
-        id: str | None = None,  # noqa: A002 - the documented API name
-        created_at: str | None = None,
-        replace: bool = False,
-    ) -> str:
-        """`GraphWriter.add_node` in the batch's transaction."""
+    def add_node(self, name: str, *, namespace: Namespace, **fields: Unpack[NodeFields]) -> str:
+        """`GraphWriter.add_node` in the batch's transaction (the same keywords, `NodeFields`)."""
         conn = self._conn
-        keys, errors = _node_errors(name, aliases, description, id)
-        created, errs = _validate.normalise_created_at(created_at)
+        aliases, description = fields.get("aliases", ()), fields.get("description", "")
+        keys, errors = _node_errors(name, aliases, description, fields.get("id"))
+        created, errs = _validate.normalise_created_at(fields.get("created_at"))
         _validate.raise_if(errors + errs)
-        node_id = id or str(uuid.uuid4())
+        node_id = fields.get("id") or str(uuid.uuid4())
         ns_id = self._namespace(namespace)
         rowid = self._rowid(ns_id, node_id)
-        if rowid is not None and not replace:
+        if rowid is not None and not fields.get("replace", False):
             raise ValidationError.single("id", "exists", f"node {node_id!r} already exists in {namespace}")
         values = (name, json.dumps(list(aliases), ensure_ascii=False), description)
         rowid = _written_node(conn, ns_id, rowid, (node_id, *values, created))

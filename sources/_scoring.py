@@ -65,11 +65,6 @@ def lexical_scores(scorer: Scorer, docs: Sequence[Sequence[str]]) -> list[float]
     return [float(p) for p in probabilities]
 
 
-def type_allowed(types: Sequence[str] | None, memory_type: str) -> bool:
-    """Whether rows of `memory_type` pass a typed filter (no filter: everything passes)."""
-    return types is None or memory_type in types
-
-
 def _first_id(item: tuple[Sequence[Any], Any]) -> object:
     """The id column of a (row, relevance) pair whose row is (rowid, id, ...)."""
     return item[0][1]

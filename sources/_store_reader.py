@@ -245,7 +245,7 @@ class Gate:
     """The store's change stamp read first (None: unknown, or the reader keeps no answers)."""
     considered: frozenset[tuple[int, int]] = frozenset()
     """The memories the turn's shared retrieval considered, as (corpus, rowid)
-    (`_reference.considered`): what every gated source reports to the trace."""
+    (`considered`): what every gated source reports to the trace."""
 
 
 def considered(ref: Reference) -> frozenset[tuple[int, int]]:
@@ -319,6 +319,7 @@ def _lexical_on(store: StoreView, task: str, namespace: Namespace, conn: Reader)
 
 
 def ping(conn: Reader) -> None:
+    """One cheap read (a namespace looked up): a source's `open` proves the store answers."""
     conn.namespace_id(PING)
 
 

@@ -80,7 +80,10 @@ def standing(
     episodic candidates within `REACH` rowids of it, the second x the score of the episodic
     candidate right before it if that one asks a question (`questions`), and the third x the
     best score in its stretch (itself and the episodic candidates within `STRETCH` rowids).
-    The weights are `WEIGHTS` but for `python -m benchmarks.turn_context`, which varies them."""
+    Any other candidate (a fact, an unclassified note) is its own stretch: it adds the third
+    weight x its own score, so a turn no neighbour raises and a fact of the same score rank
+    alike. The weights are `WEIGHTS` but for `python -m benchmarks.turn_context`, which varies
+    them."""
     own = np.asarray(scores, dtype=np.float64)
     turn = np.asarray(episodic, dtype=bool)
     if not turn.any():
@@ -95,7 +98,7 @@ def standing(
     raised_sorted = weights[0] * best + weights[1] * _at_step(at, asked, -1) + weights[2] * stretch
     raised = np.empty(len(at))
     raised[order] = raised_sorted
-    keys: list[float] = (own + np.where(turn & (own > 0.0), raised, 0.0)).tolist()
+    keys: list[float] = (own + np.where(turn & (own > 0.0), raised, weights[2] * own)).tolist()
     return keys
 
 

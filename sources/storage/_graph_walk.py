@@ -46,6 +46,7 @@ class Node:
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Node:
+        """A node of its row (rowid, id, name, aliases JSON, description, created_at)."""
         return cls(
             rowid=int(row[0]),
             id=row[1],

@@ -1,4 +1,4 @@
-"""The PostgreSQL tables: the SQLite schema (`sources._schema`, version 4) table for table and
+"""The PostgreSQL tables: the SQLite schema (`sources.storage._sqlite._schema`, version 4) table for table and
 column for column, plus what a shared server needs.
 
 What differs from SQLite, and why:
@@ -270,9 +270,9 @@ GENERATION_TABLES: Final = (
 """Tables whose writes bump their namespace's generation (SQLite's list, and memorule states)."""
 
 TOMBSTONES_KEPT: Final = 100_000
-"""Deleted-vector tombstones kept, as in SQLite (`sources._schema.TOMBSTONES_KEPT`)."""
+"""Deleted-vector tombstones kept, as in SQLite (`sources.storage._sqlite._schema.TOMBSTONES_KEPT`)."""
 TEXT_LOG_KEPT: Final = 100_000
-"""Changes of the lexical index kept, as in SQLite (`sources._schema.TEXT_LOG_KEPT`)."""
+"""Changes of the lexical index kept, as in SQLite (`sources.storage._sqlite._schema.TEXT_LOG_KEPT`)."""
 
 FUNCTIONS_V1: Final = f"""
 CREATE FUNCTION bump_generation() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -110,7 +110,7 @@ def test_a_turn_counts_the_best_episodic_neighbour_within_reach() -> None:
     assert keys[0] == pytest.approx(0.2 + NEIGHBOUR_WEIGHT * 0.9 + STRETCH_WEIGHT * 0.9)  # 11 is no turn
     assert keys[1] == pytest.approx(0.9 + NEIGHBOUR_WEIGHT * 0.8 + STRETCH_WEIGHT * 0.9)
     assert keys[2] == pytest.approx(0.8 + NEIGHBOUR_WEIGHT * 0.9 + STRETCH_WEIGHT * 0.9)
-    assert keys[3] == 0.7
+    assert keys[3] == pytest.approx(0.7 * (1 + STRETCH_WEIGHT))
 
 
 def test_the_turn_right_after_a_question_adds_the_questions_score() -> None:
@@ -124,7 +124,7 @@ def test_the_turn_right_after_a_question_adds_the_questions_score() -> None:
     assert keys[2] == pytest.approx(0.3 + context)
     assert keys[3] == pytest.approx(0.3 + context)
     fact = standing(scores, rowids, [True, False, True, True], [True, False, False, False])
-    assert fact[1] == 0.3
+    assert fact[1] == pytest.approx(0.3 * (1 + STRETCH_WEIGHT))  # its own stretch
     statement = standing(scores, rowids, [True] * 4, [False] * 4)
     assert statement[1] == pytest.approx(0.3 + context)
 
@@ -137,6 +137,15 @@ def test_a_turn_adds_the_best_score_of_its_stretch_and_no_further() -> None:
     assert keys[0] == pytest.approx(0.9 + STRETCH_WEIGHT * 0.9)
     assert keys[1] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.3 + STRETCH_WEIGHT * 0.9)
     assert keys[2] == pytest.approx(0.3 + NEIGHBOUR_WEIGHT * 0.3 + STRETCH_WEIGHT * 0.3)
+
+
+@given(st.floats(0.01, 1.0), st.floats(0.01, 1.0))
+def test_a_turn_nothing_raises_and_a_fact_rank_by_their_own_scores(turn: float, fact: float) -> None:
+    """A turn with no other turn in its stretch gains no more than a fact does: the higher own
+    score ranks first, whichever kind it is (a mixed store: notes beside a conversation)."""
+    keys = standing([turn, fact], [1, 100], [True, False], [False, False])
+    assert (keys[0] > keys[1]) == (turn > fact)
+    assert (keys[0] == keys[1]) == (turn == fact)
 
 
 def test_a_question_is_a_text_holding_a_question_mark() -> None:
