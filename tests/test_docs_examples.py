@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -71,9 +72,9 @@ def test_example_runs_offline(name, tmp_path):
     assert done.stderr == ""
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="the [mcp] extra is not installed")
 async def test_mcp_client_config_starts_a_working_server(tmp_path):
     """The stdio entry of examples/mcp.json, as a client would launch it, serves the tools."""
-    pytest.importorskip("mcp", reason="the [mcp] extra is not installed")
     from mcp import ClientSession, StdioServerParameters  # noqa: PLC0415 - optional extra
     from mcp.client.stdio import stdio_client  # noqa: PLC0415
 
