@@ -250,12 +250,13 @@ class Gate:
 
 def considered(ref: Reference) -> frozenset[tuple[int, int]]:
     """The distinct memories the turn's shared retrieval considered, as (corpus, rowid): every
-    corpus's lexical hits and nearest vectors (`Reference.lexical_hits`, `dense_hits`), whether
-    or not a source returns them. From the reference's arrays: no read of its own."""
+    corpus's lexical hits and nearest vectors the reference read (`Reference.lexical_hits`,
+    `dense_hits`, the first `Reference.depth` of each), whether or not a source returns them.
+    From the reference's arrays: no read of its own."""
     keys: set[tuple[int, int]] = set()
     for runs in (ref.lexical_hits, ref.dense_hits):
         for corpus, run in zip(CORPORA, runs, strict=False):
-            keys.update(zip(itertools.repeat(corpus), run.rowids.tolist()))
+            keys.update(zip(itertools.repeat(corpus), run.rowids[: ref.depth].tolist()))
     return frozenset(keys)
 
 

@@ -55,6 +55,12 @@ if TYPE_CHECKING:
 
 REFERENCE_DEPTH: Final = 50
 """Candidates per retrieval (FTS matches; nearest vectors of each corpus) the reference reads."""
+SHARED_DEPTH: Final = 160
+"""FTS matches of each corpus the turn's one lexical retrieval keeps for the sources: as deep as
+a source reads for a request of up to 40 memories (`sources._scoring.recall_depth`), so its
+candidates come from the shared retrieval, not from an FTS query of its own (about 0.3 ms each,
+one or more a turn, at the default budget of 20). The reference reads the first
+`REFERENCE_DEPTH` of them."""
 _CORPORA: Final = CORPORA
 
 _GRAPH: Final = -1  # the pool's key space of graph nodes (not a stored corpus)
@@ -116,6 +122,7 @@ def _gated(scorer: Scorer, found: _Retrieved, dense: Vectors | None) -> Referenc
         dense_hits=tuple(map(DenseRun.pack, found.nearest)),
         dense_complete=found.complete,
         depth=REFERENCE_DEPTH,
+        lexical_depth=SHARED_DEPTH,
     )
     features = _gate.qpp_features(mode, task, prof, ref)
     return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)
@@ -215,18 +222,19 @@ def _graph_nodes(
 def lexical_hits(
     conn: Reader, ns_id: int, prof: QueryProfile, texts: TextIndex | None = None
 ) -> tuple[LexicalRun, ...]:
-    """The task's `REFERENCE_DEPTH` best FTS matches of each corpus (indexed by corpus), with
+    """The task's `SHARED_DEPTH` best FTS matches of each corpus (indexed by corpus), with
     their analysed terms: the turn's one lexical retrieval, which the reference reads its pool
-    from and the sources take their candidates from. From the store's in-memory index when it
-    is current (`sources.storage._postings`), else one FTS query a corpus: the same matches and ranks."""
+    from (the first `REFERENCE_DEPTH`) and the sources take their candidates from. From the
+    store's in-memory index when it is current (`sources.storage._text_index`), else one FTS
+    query a corpus: the same matches and ranks."""
     if not prof.present:
         return ()
     qterms = sorted(prof.present)
-    found = None if texts is None else texts.top(conn, ns_id, qterms, REFERENCE_DEPTH)
+    found = None if texts is None else texts.top(conn, ns_id, qterms, SHARED_DEPTH)
     if found is not None:
         return tuple(found[corpus] for corpus in _CORPORA)
     return tuple(
-        LexicalRun.pack(conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH))
+        LexicalRun.pack(conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=SHARED_DEPTH))
         for corpus in _CORPORA
     )
 
@@ -281,4 +289,4 @@ def _stored_cosines(
     return out
 
 
-__all__ = ["REFERENCE_DEPTH", "compute_reference", "lexical_hits"]
+__all__ = ["REFERENCE_DEPTH", "SHARED_DEPTH", "compute_reference", "lexical_hits"]

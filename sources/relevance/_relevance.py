@@ -155,7 +155,7 @@ class Reference:
     qpp_features: tuple[float, ...] = ()
     lexical_hits: tuple[LexicalRun, ...] = ()
     """The task's best FTS matches of each corpus (indexed by corpus number), best first,
-    `REFERENCE_DEPTH` deep: the turn's one lexical retrieval, which the sources share
+    `lexical_depth` deep: the turn's one lexical retrieval, which the sources share
     (empty when the reference ran none: dense mode, or no term of the task in the namespace)."""
     dense_hits: tuple[DenseRun, ...] = ()
     """The task's nearest vectors of each corpus (indexed by corpus number), best first,
@@ -166,14 +166,21 @@ class Reference:
     nearest (`VectorIndex.nearest`): when those are fewer, they are still its nearest, but
     no deeper run is (empty: every run is complete)."""
     depth: int = 0
-    """How deep `lexical_hits` and `dense_hits` were retrieved per corpus."""
+    """How deep the reference read each corpus (its pool: the first this many of `lexical_hits`,
+    and `dense_hits`)."""
+    lexical_depth: int = 0
+    """How deep `lexical_hits` were retrieved per corpus."""
 
     def hits(self, corpus: int, depth: int) -> LexicalRun | None:
-        """The best `depth` FTS matches of one corpus, or None if the reference has not
-        retrieved that deep (the source then searches itself)."""
-        if corpus >= len(self.lexical_hits) or depth > self.depth:
+        """The best `depth` FTS matches of one corpus, or None if the retrieval did not go that
+        deep (the source then searches itself); a corpus with fewer matches than were asked
+        for has given them all."""
+        if corpus >= len(self.lexical_hits):
             return None
-        return self.lexical_hits[corpus].head(depth)
+        run = self.lexical_hits[corpus]
+        if depth > self.lexical_depth and len(run) >= self.lexical_depth:
+            return None
+        return run.head(depth)
 
     def nearest(self, corpus: int, depth: int) -> DenseRun | None:
         """The `depth` nearest vectors of one corpus, or None if the reference has not

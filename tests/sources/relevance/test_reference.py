@@ -15,7 +15,13 @@ from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, NewFact
 from sources._abstraction import FactWriter
 from sources.relevance import _relevance
-from sources.relevance._reference import REFERENCE_DEPTH, Indexes, _lexical_pool, compute_reference
+from sources.relevance._reference import (
+    REFERENCE_DEPTH,
+    SHARED_DEPTH,
+    Indexes,
+    _lexical_pool,
+    compute_reference,
+)
 from sources.relevance._relevance import Reference, lexical_features
 from sources.relevance._scorer import Scorer
 from sources.storage import _analysis, _engine
@@ -130,13 +136,28 @@ def test_the_shared_retrieval_holds_each_corpus_best_matches(store: MemoryStore)
         qterms = sorted(_relevance.profile(conn, ns_id, TASK).present)
         for corpus in (_engine.CORPUS_ENTRIES, _engine.CORPUS_FACTS, _engine.CORPUS_KNOWLEDGE):
             alone = [
-                h.rowid for h in conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=REFERENCE_DEPTH)
+                h.rowid for h in conn.lexical_candidates(ns_id, qterms, corpus=corpus, limit=SHARED_DEPTH)
             ]
-            shared = ref.hits(corpus, REFERENCE_DEPTH)
+            shared = ref.hits(corpus, SHARED_DEPTH)
             assert shared is not None
             assert shared.rowids.tolist() == alone
     assert ref.hits(_engine.CORPUS_FACTS, 1) is not None
-    assert ref.hits(_engine.CORPUS_FACTS, REFERENCE_DEPTH + 1) is None  # deeper: the source searches
+
+
+def _run(n: int) -> LexicalRun:
+    return LexicalRun.pack([LexicalHit(rowid=i + 1, rank=-10.0 + i, terms=("t",)) for i in range(n)])
+
+
+def test_a_source_asking_deeper_than_the_shared_retrieval_searches_itself_unless_it_had_all() -> None:
+    """A run as deep as the retrieval went may hold more matches beyond it (None: the source
+    searches); a shorter run holds every match, so any depth is served from it."""
+    full, short = _run(SHARED_DEPTH), _run(3)
+    ref = Reference(lexical_hits=(full, short), depth=REFERENCE_DEPTH, lexical_depth=SHARED_DEPTH)
+    assert ref.hits(0, SHARED_DEPTH) == full
+    assert ref.hits(0, SHARED_DEPTH + 1) is None
+    assert ref.hits(1, SHARED_DEPTH + 1) == short
+    assert ref.hits(0, 10) == full.head(10)
+    assert ref.hits(2, 10) is None  # a corpus the retrieval did not read
 
 
 def test_a_kept_reference_holds_its_matches_in_a_few_objects(store: MemoryStore) -> None:

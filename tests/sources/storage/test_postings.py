@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from broker import Namespace
 from sources import MemoryStore, NewEntry
 from sources.relevance import _relevance
-from sources.relevance._reference import REFERENCE_DEPTH, lexical_hits
+from sources.relevance._reference import SHARED_DEPTH, lexical_hits
 from sources.storage import _analysis, _engine, _postings, _text_index
 from sources.storage._postings import Postings
 from sources.storage._text_index import TextIndex
@@ -180,7 +180,7 @@ def test_the_turns_lexical_retrieval_is_the_same_with_or_without_the_index(tmp_p
             index.warm(conn, ns_id)
             assert lexical_hits(conn, ns_id, prof, index) == lexical_hits(conn, ns_id, prof)
             matching = [n for n in notes if {"apple", "delta", "juliet"} & set(n.split())]
-            assert len(lexical_hits(conn, ns_id, prof, index)[0]) == min(REFERENCE_DEPTH, len(matching))
+            assert len(lexical_hits(conn, ns_id, prof, index)[0]) == min(SHARED_DEPTH, len(matching))
 
 
 def test_removing_and_adding_keep_the_statistics_of_the_live_documents() -> None:
