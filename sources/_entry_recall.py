@@ -79,13 +79,13 @@ class _Recall:
     def scored(
         self, types: Sequence[str] | None, limit: int, floor: float = 0.0
     ) -> list[tuple[Relevance, Any]]:
-        """The namespace's candidates for the query, scored in the scorer's mode (in lexical
-        mode, those under `floor` may be left out: their rows are never read)."""
+        """The namespace's candidates for the query, scored in the scorer's mode; those under
+        `floor` may be left out (in lexical mode their rows are never read)."""
         k = recall_depth(limit)
         if self.scorer.mode == "lexical":
             return self._lexical_scored(types, k, floor)
         # hybrid unions two lists: half as deep each keeps the pool the same size
-        return self._dense_scored(types, k if self.scorer.mode == "dense" else max(2 * limit, 50))
+        return self._dense_scored(types, k if self.scorer.mode == "dense" else max(2 * limit, 50), floor)
 
     def _lexical_scored(
         self, types: Sequence[str] | None, k: int, floor: float
@@ -97,7 +97,7 @@ class _Recall:
         if keyed is None:
             top = self._lexical_top(types, k)
             rels = self.scorer.relevances_at([_row_terms(r) for r in top])
-            return _turn_context.rows_in_context(list(zip(rels, top, strict=True)))
+            return _turn_context.rows_in_context(list(zip(rels, top, strict=True)), floor)
         rowids, rels = self._in_context(*keyed, floor)
         kept = clearing(rowids, rels, floor)
         rows = {int(row[0]): row for row in rows_by_rowid(self.conn, self.ns_id, list(kept))}
@@ -121,7 +121,7 @@ class _Recall:
         rowids = [r for r in picked if (CORPUS_ENTRIES, r) in held]
         return rowids, [held[(CORPUS_ENTRIES, r)] for r in rowids]
 
-    def _dense_scored(self, types: Sequence[str] | None, k: int) -> list[tuple[Relevance, Any]]:
+    def _dense_scored(self, types: Sequence[str] | None, k: int, floor: float) -> list[tuple[Relevance, Any]]:
         """Score the dense top-k (and in hybrid the lexical top-k) with the mode's logistic.
 
         Candidates come from the namespace only, within the typed filter.
@@ -138,7 +138,7 @@ class _Recall:
         rels = scorer.relevances_given(
             [_row_terms(rows[r]) for r in order], [rows[r][6] for r in order], [cosine.get(r) for r in order]
         )
-        return _turn_context.rows_in_context([(p, rows[r]) for r, p in zip(order, rels, strict=True)])
+        return _turn_context.rows_in_context([(p, rows[r]) for r, p in zip(order, rels, strict=True)], floor)
 
     def _in_context(
         self, rowids: list[int], terms: Sequence[Sequence[str]], floor: float
@@ -152,7 +152,9 @@ class _Recall:
             return rowids, rels
         turns = self.conn.entries.episodic_turns(self.ns_id, rowids)
         episodic = [r in turns for r in rowids]
-        ranked = _turn_context.in_context(rels, rowids, episodic, [turns.get(r, False) for r in rowids])
+        ranked = _turn_context.in_context(
+            rels, rowids, episodic, [turns.get(r, False) for r in rowids], floor
+        )
         return [rowids[i] for i, _ in ranked], [rel for _, rel in ranked]
 
     def _lexical_top(self, types: Sequence[str] | None, k: int) -> list[Any]:

@@ -113,18 +113,25 @@ def _at_step(
 
 
 def in_context(
-    rels: Sequence[Relevance], rowids: Sequence[int], episodic: Sequence[bool], questions: Sequence[bool]
+    rels: Sequence[Relevance],
+    rowids: Sequence[int],
+    episodic: Sequence[bool],
+    questions: Sequence[bool],
+    floor: float = 0.0,
 ) -> list[tuple[int, Relevance]]:
     """The candidates (their relevances, rowids, whether each is episodic and whether each asks
     a question) re-ranked with the turns' neighbours, best first, as (index into the inputs,
     relevance): the relevances, best first, handed out in that order (ties keep the inputs'
-    order)."""
+    order). Above 0, `floor` leaves out the places whose score has no evidence or is under it
+    (the last places: the scores go out best first)."""
     scores = [rel.score for rel in rels]
     keys = standing(scores, rowids, episodic, questions)
     order = sorted(range(len(rels)), key=lambda i: -keys[i])
     best = sorted(rels, key=lambda rel: -rel.score)
+    if floor > 0.0:
+        best = [rel for rel in best if rel.score > 0.0 and rel.score >= floor]
     # The k-th memory takes the k-th standing (score and band); its base relevance stays its own.
-    return [(i, _taken(rels[i], rel)) for i, rel in zip(order, best, strict=True)]
+    return [(i, _taken(rels[i], rel)) for i, rel in zip(order, best, strict=False)]
 
 
 def _taken(own: Relevance, standing: Relevance) -> Relevance:
@@ -134,8 +141,10 @@ def _taken(own: Relevance, standing: Relevance) -> Relevance:
     return attrs.evolve(standing, base=own.base, own=own.score if moved else None)
 
 
-def rows_in_context(scored: Sequence[tuple[Relevance, Any]]) -> list[tuple[Relevance, Any]]:
-    """`in_context` of scored entry rows (relevance, row), best first."""
+def rows_in_context(
+    scored: Sequence[tuple[Relevance, Any]], floor: float = 0.0
+) -> list[tuple[Relevance, Any]]:
+    """`in_context` of scored entry rows (relevance, row), best first, those under `floor` left out."""
     rels = [rel for rel, _ in scored]
     rows = [row for _, row in scored]
     ranked = in_context(
@@ -143,6 +152,7 @@ def rows_in_context(scored: Sequence[tuple[Relevance, Any]]) -> list[tuple[Relev
         [int(row[0]) for row in rows],
         [row[5] == EPISODIC for row in rows],
         [row[5] == EPISODIC and asks(row[6]) for row in rows],
+        floor,
     )
     return [(rel, scored[i][1]) for i, rel in ranked]
 

@@ -53,6 +53,23 @@ def test_the_reranking_hands_out_the_same_scores_best_first(cands: list[tuple[fl
     assert [rel.score for _, rel in ranked] == sorted((s for s, _, _ in cands), reverse=True)
 
 
+@given(candidates, st.floats(0.01, 1.0))
+def test_a_floor_keeps_the_places_that_clear_it_and_nothing_else(
+    cands: list[tuple[float, int, bool]], floor: float
+) -> None:
+    """With a floor the ranking is the unfloored one cut where the handed-out scores fall under it."""
+    args = (
+        [_rel(s) for s, _, _ in cands],
+        [r for _, r, _ in cands],
+        [e for _, _, e in cands],
+        [True] * len(cands),
+    )
+    whole = in_context(*args)
+    assert in_context(*args, floor) == [
+        (i, rel) for i, rel in whole if rel.score > 0.0 and rel.score >= floor
+    ]
+
+
 @given(candidates)
 def test_a_memory_moved_by_its_neighbours_keeps_its_own_score_beside_the_one_it_takes(
     cands: list[tuple[float, int, bool]],
