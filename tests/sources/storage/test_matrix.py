@@ -9,20 +9,10 @@ import structlog.testing
 from gc_kit import tracked_reachable
 from hypothesis import given
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from sources.storage._matrix import Exact, Matrix, Row
 from sources.storage._quantised import dot, quantise, to_blob
 from sources.storage._runs import DenseRun, Hit
-
-_FLOATS = st.floats(-1, 1, width=32, allow_nan=False)
-_MATRIX_AND_QUERY = st.integers(1, 64).flatmap(
-    lambda d: st.tuples(
-        hnp.arrays(np.float32, st.tuples(st.integers(0, 40), st.just(d)), elements=_FLOATS),
-        hnp.arrays(np.float32, st.just(d), elements=_FLOATS),
-    )
-)
-"""A matrix of 0-40 rows and a query of its dimension (1-64)."""
 
 
 def _exact(buf: np.ndarray, alive: np.ndarray | None = None) -> Exact:
