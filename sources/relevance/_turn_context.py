@@ -64,8 +64,9 @@ STRETCH_WEIGHT = 0.5
 STRETCH = 5
 """How many turns before and after a turn (and the turn itself) make its stretch."""
 WEIGHTS = (NEIGHBOUR_WEIGHT, QUESTION_WEIGHT, STRETCH_WEIGHT)
-_STEPS = tuple(step for step in range(-REACH, REACH + 1) if step)
-_STRETCH_STEPS = tuple(range(-STRETCH, STRETCH + 1))
+_STRETCH_STEPS = tuple(range(-max(STRETCH, REACH), max(STRETCH, REACH) + 1))
+_STRETCH_ROWS = [i for i, step in enumerate(_STRETCH_STEPS) if abs(step) <= STRETCH]
+_NEIGHBOUR_ROWS = [i for i, step in enumerate(_STRETCH_STEPS) if 0 < abs(step) <= REACH]
 
 
 def standing(
@@ -93,8 +94,8 @@ def standing(
     order = np.argsort(rows)
     at, heard = rows[order], np.where(turn, own, 0.0)[order]
     asked = np.where(turn & np.asarray(questions, dtype=bool), own, 0.0)[order]
-    best = np.max([_at_step(at, heard, step) for step in _STEPS], axis=0)
-    stretch = np.max([_at_step(at, heard, step) for step in _STRETCH_STEPS], axis=0)
+    around = np.array([_at_step(at, heard, step) for step in _STRETCH_STEPS])  # each step read once
+    best, stretch = around[_NEIGHBOUR_ROWS].max(axis=0), around[_STRETCH_ROWS].max(axis=0)
     raised_sorted = weights[0] * best + weights[1] * _at_step(at, asked, -1) + weights[2] * stretch
     raised = np.empty(len(at))
     raised[order] = raised_sorted
