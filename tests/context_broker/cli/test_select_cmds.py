@@ -73,7 +73,7 @@ def test_a_batch_reports_every_problem_of_every_line_in_field_order(tmp_path: Pa
         "error: line 1: tenant: must be a non-empty string",
         "error: line 2: task: must not be empty (empty)",
         "error: line 2: message: must be a string (type)",
-        "error: line 3: invalid JSON (Expecting value)",
+        "error: line 3: invalid JSON (Expecting value at column 1)",
         "error: line 4: must be a JSON object",
     )
     assert not (tmp_path / "never.db").exists()
