@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from broker import FieldError, Namespace, ValidationError
-from sources import SqliteTaskRepository, Writers, WriterSession, remember, update_memorule
+from sources import SqliteTaskRepository, Writers, WriterSession, memorule_history, remember, update_memorule
 
 from ._app import App, UsageError
 from ._jsonl import label, read_lines
@@ -316,8 +316,20 @@ def _memorule(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> boo
         if not (replace and any(e.code == "exists" for e in exc.errors)):
             raise
         changes = {k: v for k, v in f.items() if k not in {"id", "memory_type", "importance"}}
+        if _unchanged(s.store, ns, f["id"], changes):
+            return False
         update_memorule(s.store, f["id"], namespace=ns, session=writer, **changes)
     return True
+
+
+def _unchanged(store: MemoryStore, ns: Namespace, memorule_id: str, changes: dict[str, Any]) -> bool:
+    """Whether the memorule's current state already holds these fields: ingesting the same file
+    again with `--replace` appends no state (ingest stays idempotent)."""
+    history = memorule_history(store, memorule_id, namespace=ns)
+    if not history:
+        return False
+    current = history[-1]
+    return all(v is None or getattr(current, k, None) == v for k, v in changes.items())
 
 
 def _task(s: _Sinks, ns: Namespace, f: dict[str, Any], replace: bool) -> bool:

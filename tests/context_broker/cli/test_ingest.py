@@ -201,6 +201,13 @@ def test_replace_gives_a_memorule_a_new_state_and_rewrites_a_task(tmp_path: Path
     assert refused.stderr.splitlines() == [f"error: --persona: {no_writer} (required)"]
     assert not db.exists()
     assert run(db, "ingest", str(src), "--persona", "donna").returncode == 0
+    for record in examples:
+        if record.get("id") == "rule-short-prs":
+            record["body"] += " Split larger ones."
+    src.write_text(
+        "".join(json.dumps(r) + "\n" for r in examples if r.get("record") in {"memorule", "task"}),
+        encoding="utf-8",
+    )
     assert (
         run(db, "ingest", str(src), "--replace", "--persona", "texi", "--session-id", "s-2").returncode == 0
     )
@@ -214,6 +221,20 @@ def test_replace_gives_a_memorule_a_new_state_and_rewrites_a_task(tmp_path: Path
             lambda: SqliteTaskRepository.from_store(store).turns("task-notes-2-3-1", namespace=NS)
         )
     assert [t.role for t in turns] == ["user", "assistant"]
+
+
+def test_replacing_a_memorule_with_its_own_fields_appends_no_state(tmp_path: Path) -> None:
+    """Ingesting the same memorules again with --replace leaves each at one state and says so."""
+    db, src = tmp_path / "m.db", tmp_path / "m.jsonl"
+    lines = [line for line in doc_examples() if json.loads(line).get("record") == "memorule"]
+    src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    assert run(db, "ingest", str(src), "--persona", "donna").returncode == 0
+    again = run(db, "ingest", str(src), "--replace", "--persona", "texi")
+    assert again.returncode == 0
+    assert again.stdout.endswith(f": 0 written, {len(lines)} already stored\n")
+    with MemoryStore.open(db, mode="lexical") as store:
+        states = memorule_history(store, "rule-short-prs", namespace=NS)
+    assert [s.version for s in states] == [1]
 
 
 def test_a_bad_memorule_line_is_caught_before_anything_is_written(tmp_path: Path) -> None:
