@@ -115,6 +115,9 @@ def stats(args: argparse.Namespace, app: App) -> int:
     for row in result["by_namespace"]:
         where = f"{row['tenant']}/{row['project']}"
         app.out(f"  {row['count']:>8}  {where}  {row['kind']}  {row['memory_type'] or '-'}")
+    app.out(f"records   {sum(r['count'] for r in result['records'])} in {scope}")
+    for row in result["records"]:
+        app.out(f"  {row['count']:>8}  {row['tenant']}/{row['project']}  {row['kind']}")
     if "vectors" in result:
         v = result["vectors"]
         app.out(f"vectors   {v['current']} current, {v['stale']} stale, {v['missing']} missing")

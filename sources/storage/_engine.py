@@ -49,6 +49,7 @@ from ._engine_values import (
     KindCount,
     NamespaceVersion,
     ReadStop,
+    RecordCount,
     Slot,
     Stop,
     TermStats,
@@ -251,6 +252,10 @@ class Reader(Protocol):
     def kind_counts(self, namespace: Namespace | None) -> list[KindCount]:
         """Entries by namespace, kind and memory type, ordered by those four."""
 
+    def record_counts(self, namespace: Namespace | None) -> list[RecordCount]:
+        """Facts, knowledge, graph nodes and edges, tasks by namespace (none counted: left out),
+        ordered by namespace and `RECORD_TABLES`."""
+
     # -- the corpora
 
     @property
@@ -347,6 +352,7 @@ __all__ = [
     "NamespaceVersion",
     "ReadStop",
     "Reader",
+    "RecordCount",
     "Slot",
     "Stop",
     "TermStats",

@@ -102,6 +102,38 @@ class KindCount(NamedTuple):
     entries: int
 
 
+class RecordCount(NamedTuple):
+    """Records of one namespace in one of the tables beside the entries: facts, knowledge,
+    graph nodes and edges, tasks."""
+
+    tenant_id: str
+    project_id: str
+    kind: str
+    records: int
+
+
+RECORD_TABLES: tuple[tuple[str, str], ...] = (
+    ("fact", "facts"),
+    ("knowledge", "knowledge"),
+    ("graph node", "graph_nodes"),
+    ("graph edge", "graph_edges"),
+    ("task", "tasks"),
+)
+"""(kind, table) of the records `record_counts` counts, in the order it reports them."""
+
+
+def record_counts_sql() -> str:
+    """One statement counting every `RECORD_TABLES` table by namespace (its namespace filter and
+    order are the engine's to append)."""
+    parts = " UNION ALL ".join(
+        f"SELECT ns_id, {i} AS k, count(*) AS c FROM {table} GROUP BY ns_id"
+        for i, (_kind, table) in enumerate(RECORD_TABLES)
+    )
+    return (
+        f"SELECT n.tenant_id, n.project_id, t.k, t.c FROM ({parts}) t JOIN namespaces n ON n.ns_id = t.ns_id"
+    )
+
+
 def bm25_rank(doc_terms: Sequence[str], query_terms: Sequence[str], stats: TermStats) -> float:
     """The lexical rank of one document for a query: SQLite FTS5's `bm25()`, lower is better.
 

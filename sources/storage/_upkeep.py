@@ -50,9 +50,11 @@ def vector_status(engine: Engine, model_id: str, dim: int, namespace: Namespace 
 
 
 def stats(engine: Engine, namespace: Namespace | None) -> dict[str, Any]:
-    """Return counts per namespace and kind, schema version, file size."""
+    """Return counts per namespace and kind (entries; the facts, knowledge, graph nodes and edges
+    and tasks as `records`), schema version, file size."""
     with engine.read() as conn:
         kinds = conn.kind_counts(namespace)
+        records = conn.record_counts(namespace)
     total = sum(k.entries for k in kinds)
     return {
         "path": engine.location,
@@ -67,6 +69,10 @@ def stats(engine: Engine, namespace: Namespace | None) -> dict[str, Any]:
                 "count": k.entries,
             }
             for k in kinds
+        ],
+        "records": [
+            {"tenant": r.tenant_id, "project": r.project_id, "kind": r.kind, "count": r.records}
+            for r in records
         ],
         "size_bytes": engine.size_bytes(),
     }

@@ -563,3 +563,24 @@ def test_warm_reads_each_namespace_in_a_snapshot_of_its_own_and_opens_graphs_out
     assert len({serial for serial, _ in warmed}) == 2, warmed  # one read each
     assert graphs, "no graph was opened"
     assert set(graphs) == {0}, graphs
+
+
+def test_stats_counts_the_records_beside_the_entries_by_namespace(store: MemoryStore) -> None:
+    """`stats` counts facts, knowledge, graph nodes and edges of each namespace, one namespace's
+    never another's, and leaves out a kind it holds none of."""
+    writers = Writers.for_store(store)
+    other = B
+    writers.facts.add_fact("The canary runs for ten minutes.", namespace=A)
+    writers.facts.add_fact("Deploys freeze on Fridays.", namespace=A)
+    writers.facts.add_fact("Lunch is at noon.", namespace=other)
+    writers.knowledge.add_knowledge("Deploys are careful.", namespace=A, provenance=["e1"])
+    writers.graphs.add_node("Payments", namespace=A, id="payments")
+    writers.graphs.add_node("Canary", namespace=A, id="canary")
+    writers.graphs.add_edge("payments", "deploys through", "canary", namespace=A)
+    counts = {r["kind"]: r["count"] for r in store.stats(namespace=A)["records"]}
+    assert counts == {"fact": 2, "knowledge": 1, "graph node": 2, "graph edge": 1}
+    assert store.stats(namespace=other)["records"] == [
+        {"tenant": "globex", "project": "p1", "kind": "fact", "count": 1}
+    ]
+    every = store.stats(namespace=None)["records"]
+    assert sum(r["count"] for r in every) == 7

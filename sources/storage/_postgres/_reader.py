@@ -15,12 +15,14 @@ import numpy as np
 from sources.storage._engine import (
     KindCount,
     NamespaceVersion,
+    RecordCount,
     TermStats,
     TextChange,
     Tombstone,
     VectorCounts,
     VectorRow,
 )
+from sources.storage._engine_values import RECORD_TABLES, record_counts_sql
 from sources.storage._read_once import read_once
 
 from . import _corpora, _ddl, _graph, _index, _memorules
@@ -227,6 +229,10 @@ class PostgresReader:
             sql, (), namespace, prefix="", tail=" GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
         )
         return [KindCount(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in rows]
+
+    def record_counts(self, namespace: Namespace | None) -> list[RecordCount]:
+        rows = self._by_namespace(record_counts_sql(), (), namespace, prefix="n.", tail=" ORDER BY 1, 2, 3")
+        return [RecordCount(str(r[0]), str(r[1]), RECORD_TABLES[int(r[2])][0], int(r[3])) for r in rows]
 
     def _by_namespace(
         self,

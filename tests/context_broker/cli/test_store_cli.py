@@ -300,6 +300,7 @@ def test_stats_prints_text_and_json_on_request(db: Path) -> None:
     assert text.returncode == 0, text.stderr
     assert "entries   7 in default/default" in text.stdout
     assert "vectors   7 current, 0 stale, 0 missing" in text.stdout
+    assert "records   0 in default/default" in text.stdout
     assert json.loads(run(db, "stats", "--json").stdout)["entries"] == 7
 
 
