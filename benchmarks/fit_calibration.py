@@ -88,6 +88,10 @@ AGENT = DATA / "agent_dev.json"
 tasks phrased as an agent receives them, trivial and foreign tasks). Its sibling
 agent_test.json, another team in another domain, is never fitted on: the held-out check."""
 AGENT_NS = Namespace(tenant_id="agent-dev")
+UNCLIPPED_SIZE_MODES = frozenset({"lexical"})
+"""Modes whose gate reads a namespace's size unclipped (`_gate.namespace_size`): at 2,760
+turns clipping served 81 -> 91 % of the dev questions in lexical mode but abstained on 92 -> 78 %
+of foreign ones (`python -m benchmarks.gate_scale --mode lexical`); dense and hybrid modes clip."""
 ALWAYS_TRAINED = frozenset({"personal", "agent"})
 """Leave-one-out groups never held out (their held-out checks are their test sets)."""
 NOTES_NS = Namespace(tenant_id="sample-notes")
@@ -573,6 +577,18 @@ def _lexical_questions(tenant: Tenant) -> Tenant:
     return attrs.evolve(tenant, questions=tuple(q for q in tenant.questions if q.literal))
 
 
+def set_size_max(store: MemoryStore, mode: str, ten: list[Tenant]) -> None:
+    """`QPP_SIZE_MAX` of `mode`: the largest namespace the gate is fitted on
+    (`_gate.namespace_size`, unclipped), which every larger one then reads as; None in the modes
+    of `UNCLIPPED_SIZE_MODES`."""
+    constants.QPP_SIZE_MAX = {**constants.QPP_SIZE_MAX, mode: None}
+    if mode in UNCLIPPED_SIZE_MODES:
+        return
+    with store.db.read() as conn:
+        sizes = [_gate.namespace_size(mode, _relevance.profile(conn, t.ns_id, "memory")) for t in ten]
+    constants.QPP_SIZE_MAX = {**constants.QPP_SIZE_MAX, mode: max(sizes)}
+
+
 def fit_mode(store: MemoryStore, mode: str, ten: list[Tenant], qvecs: dict[str, np.ndarray]) -> None:
     """Fit base, gate and band of one mode into the live constants, printing LOCO figures.
 
@@ -590,6 +606,7 @@ def fit_mode(store: MemoryStore, mode: str, ten: list[Tenant], qvecs: dict[str, 
         ten = [_lexical_questions(t) for t in ten]
     else:
         ten = [t for t in ten if t.regime != "agent"]
+    set_size_max(store, mode, ten)
     fit = Fit(mode=mode)
     collect_base(store, fit, ten, qvecs)
     print(f"{mode} base: {loco_base(fit)}")
@@ -672,6 +689,11 @@ def _tuple(name: str, values: tuple[float, ...]) -> list[str]:
     return [f"{name}: tuple[float, ...] = (", *(f"    {v:.6f}," for v in values), ")"]
 
 
+def _size_max(mode: str) -> str:
+    top = constants.QPP_SIZE_MAX[mode]
+    return "None" if top is None else f"{top:.6f}"
+
+
 def _render() -> str:
     lines = [
         '"""Fitted constants of the one calibrated scale: per recall mode, the base relevance of a',
@@ -707,6 +729,11 @@ def _render() -> str:
         "# hold (the largest small store, the smallest long conversation fitted); linear between.",
         "BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {",
         *(f'    "{m}": ({sizes[m][0]:.6f}, {sizes[m][1]:.6f}),' for m in MODES),
+        "}",
+        "# Per mode, the largest namespace size (sources.relevance._gate.namespace_size, log(documents +",
+        "# PRIOR_DOCS)) the gate was fitted on, which a larger namespace reads as (None: read unclipped).",
+        "QPP_SIZE_MAX: dict[str, float | None] = {",
+        *(f'    "{m}": {_size_max(m)},' for m in MODES),
         "}",
     ]
     return "\n".join(lines) + "\n"

@@ -141,3 +141,10 @@ BAND_EXPONENT_SIZES: dict[str, tuple[float, float]] = {
     "dense": (0.576613, 1.545433),
     "hybrid": (0.576613, 1.545433),
 }
+# Per mode, the largest namespace size (sources.relevance._gate.namespace_size, log(documents +
+# PRIOR_DOCS)) the gate was fitted on, which a larger namespace reads as (None: read unclipped).
+QPP_SIZE_MAX: dict[str, float | None] = {
+    "lexical": None,
+    "dense": 7.020191,
+    "hybrid": 7.020191,
+}

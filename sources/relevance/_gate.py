@@ -65,7 +65,7 @@ def logit(p: float) -> float:
     return math.log(q / (1.0 - q))
 
 
-def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
+def task_features(mode: str, task: str, profile: QueryProfile) -> tuple[float, ...]:
     """Features of the task against the namespace: presence of its terms, how many it has,
     whether it speaks of the user (the first person: what a personal memory serves), the
     namespace's size (the best of many candidates is high by chance alone: a best cosine
@@ -76,7 +76,7 @@ def task_features(task: str, profile: QueryProfile) -> tuple[float, ...]:
         profile.presence,
         math.log1p(len(profile.terms)),
         first,
-        namespace_size(profile),
+        namespace_size(mode, profile),
         math.log1p(absent_names(task, profile)),
     )
 
@@ -99,10 +99,19 @@ def absent_names(task: str, profile: QueryProfile) -> int:
     return sum(1 for term in names(task) if term in profile.terms and term not in profile.present)
 
 
-def namespace_size(profile: QueryProfile) -> float:
+def namespace_size(mode: str, profile: QueryProfile) -> float:
     """log(documents + the pseudo-documents of the IDF prior): a brand-new namespace of a few
-    memories reads like a small one, not like a size the fit never saw."""
-    return math.log(profile.n_docs + PRIOR_DOCS)
+    memories reads like a small one, not like a size the fit never saw. In dense and hybrid
+    modes a namespace larger than any the gate was fitted on reads as the largest
+    (`QPP_SIZE_MAX`): the linear terms in the size, fitted on namespaces of at most about a
+    thousand memories, closed the gate on most tasks of one a few times as large (the five dev
+    conversations' 2,760 turns in one namespace served 74 % of their questions, against 100 %
+    each alone; `python -m benchmarks.gate_scale`). Lexical mode reads the size unclipped
+    (`QPP_SIZE_MAX` None): clipped, it served more (81 -> 91 %) but abstained on 78 % of foreign
+    tasks there instead of 92 %; in lexical mode bare word overlap grows with the namespace."""
+    size = math.log(profile.n_docs + PRIOR_DOCS)
+    top = constants.QPP_SIZE_MAX[mode]
+    return size if top is None else min(size, top)
 
 
 def _lexical_part(ref: Reference) -> tuple[float, ...]:
@@ -124,7 +133,7 @@ def _lexical_only(ref: Reference) -> tuple[float, ...]:
     return (first, ref.best_bm25, ref.offtopic, max(0.0, ref.offtopic - OFFTOPIC_KNEE))
 
 
-def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
+def _dense_part(mode: str, ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
     tops = ref.top_cosines
     best = tops[0] if tops else 0.0
     second = tops[1] if len(tops) > 1 else best
@@ -136,7 +145,7 @@ def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
         best - ref.mean_cosine,
         ref.mean_cosine,
         best * profile.presence,
-        best * namespace_size(profile),
+        best * namespace_size(mode, profile),
         ref.offtopic,
         max(0.0, ref.offtopic - OFFTOPIC_KNEE),
     )
@@ -144,12 +153,12 @@ def _dense_part(ref: Reference, profile: QueryProfile) -> tuple[float, ...]:
 
 def qpp_features(mode: str, task: str, profile: QueryProfile, ref: Reference) -> tuple[float, ...]:
     """The QPP features of a task in a namespace, in the order of the fitted weights."""
-    own = task_features(task, profile)
+    own = task_features(mode, task, profile)
     if mode == "lexical":
         return (*own, *_lexical_only(ref))
     if mode == "dense":
-        return (*own, ref.pool[0] if ref.pool else logit(0.0), *_dense_part(ref, profile))
-    return (*own, *_lexical_part(ref), *_dense_part(ref, profile))
+        return (*own, ref.pool[0] if ref.pool else logit(0.0), *_dense_part(mode, ref, profile))
+    return (*own, *_lexical_part(ref), *_dense_part(mode, ref, profile))
 
 
 _QPP: Final = {

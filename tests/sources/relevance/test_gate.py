@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sources.relevance import _batch, _gate
+from sources.relevance import _batch, _gate, _relevance
 from sources.relevance import _calibration_constants as constants
 from sources.relevance._relevance import MODES, QueryProfile, Reference
 from sources.storage import _analysis
@@ -175,3 +175,15 @@ def test_a_memory_as_good_as_the_best_but_far_down_a_long_conversation_keeps_onl
     ref = _ref(tuple([1.0] * 99 + [1.0 - 2 * _gate.RANK_TIE]), top=0.6)
     band = _gate.band_probability(mode, _gate.band_features(mode, 1.0 - 2 * _gate.RANK_TIE, 0.6, ref), size)
     assert 0.0 < band <= _gate.rank_decay(math.log1p(99), _gate.RANK_DECAY) + 1e-12
+
+
+@given(mode=modes, n_docs=st.integers(min_value=0, max_value=10**7))
+def test_a_namespace_larger_than_any_fitted_reads_as_the_largest(mode: str, n_docs: int) -> None:
+    """In dense and hybrid modes the gate's size never exceeds the largest fitted namespace's and
+    grows with the namespace up to it (a store ten times the dev conversations' size is not read
+    as evidence against every task); lexical mode reads it unclipped."""
+    prof = QueryProfile(terms=(), idf={}, present=frozenset(), avgdl=1.0, n_docs=n_docs)
+    size, whole = _gate.namespace_size(mode, prof), math.log(n_docs + _relevance.PRIOR_DOCS)
+    top = constants.QPP_SIZE_MAX[mode]
+    assert (top is None) == (mode == "lexical")
+    assert size == (whole if top is None else min(whole, top))
