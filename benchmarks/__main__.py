@@ -280,15 +280,18 @@ def _latency_notes(cfg: _latency.Config, latency: dict[str, Any]) -> list[str]:
     rate = latency["ingest"]["batched_with_embeddings"]["per_s"]
     notes = [
         (
-            f"Hybrid corpora: the stored vectors are real MiniLM embeddings of {cfg.pool} synthetic "
-            f"memories, recycled with noise for the rest: embedding runs at {rate} memories/s here, so "
-            "embedding 100k memories would take longer than the whole run. Exact cosine search costs the "
+            f"Corpora: the first store entries are real memories, from {latency.get('real_memories', 'an unrecorded source')}, stored with "
+            "their own MiniLM embeddings; the other rows are synthetic (words the real ones never use), their "
+            f"vectors the real embeddings of {cfg.pool} synthetic memories recycled with noise: embedding runs at "
+            f"{rate} memories/s here, so embedding 100k memories would take longer than the whole run. Exact cosine search costs the "
             "same whatever the values; an HNSW graph (above 20,000 vectors a namespace) may search these "
             "clustered vectors faster than real ones. Every task is embedded for real, inside the measured turn."
         ),
         (
-            "Tasks are 3-8 words of held-aside memories (never stored) plus 20% trivial tasks, so few "
-            "memories pass the floor (`mean selected`): the cost measured is search and scoring."
+            "Tasks are the real questions (each answerable from a stored memory: the gate can open and memories "
+            "be selected, as on most of a user's turns) plus 20% trivial tasks (which must select nothing); the "
+            "latency table gives the gate-open turns' share, memories selected and latency beside the gate-closed "
+            "turns'."
         ),
     ]
     notes.append(

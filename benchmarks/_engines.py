@@ -35,8 +35,6 @@ from ._synthetic import NS
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    import numpy as np
-
     from broker import MemorySelector
     from sources import MiniLMEmbedder
 
@@ -68,8 +66,7 @@ def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
         log(out["skipped"])
         return out
     embedder = load_default_embedder()
-    gen = _synthetic.Generator(seed=cfg.seed)
-    pool = embedder.embed([gen.memory() for _ in range(cfg.pool)])
+    pool = _synthetic.real_pool(embedder.embed, embedder.embed(_synthetic.pool_texts(cfg.seed, cfg.pool)))
     with (
         _pgserver.throwaway_server() as admin,
         tempfile.TemporaryDirectory(prefix="engines-", dir=os.environ.get("BENCH_TMP")) as tmp,
@@ -91,11 +88,14 @@ def measure_size(
     cfg: Config,
     *,
     embedder: MiniLMEmbedder,
-    pool: np.ndarray,
+    pool: _synthetic.Pool,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
     """Build both stores, then the turns, then the writers."""
-    tasks = _synthetic.Generator(seed=cfg.seed + n + 1).tasks(cfg.turns, _synthetic.trivial_tasks())
+    pool = pool.at(_synthetic.split(n)["store"])
+    tasks = _synthetic.Generator(seed=cfg.seed + n + 1).tasks(
+        cfg.turns, _synthetic.trivial_tasks(), pool.tasks
+    )
     texts = [t for t, _ in tasks]
     out: dict[str, Any] = {"n": n, "build": {}, "turns": {}, "writes": {}}
     stores: dict[str, MemoryStore] = {}
@@ -124,14 +124,19 @@ def measure_size(
 
 
 def build(
-    target: str, n: int, cfg: Config, embedder: MiniLMEmbedder, pool: np.ndarray
+    target: str, n: int, cfg: Config, embedder: MiniLMEmbedder, pool: _synthetic.Pool
 ) -> tuple[MemoryStore, dict[str, Any]]:
     """Fill a fresh store with the size's corpus (the same seed on every engine); open it for
     turns (hybrid, with the embedder) and load its indexes outside any deadline."""
     store = open_store(target, mode="lexical")
     try:
         built = _synthetic.fill(
-            store, n, _synthetic.Generator(seed=cfg.seed + n), pool=pool, model_id=embedder.model_id
+            store,
+            n,
+            _synthetic.Generator(seed=cfg.seed + n),
+            texts=pool.stored,
+            pool=pool.vectors,
+            model_id=embedder.model_id,
         )
     finally:
         store.close()

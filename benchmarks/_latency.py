@@ -83,11 +83,13 @@ class Config:
 
 def ingest(
     tmp: Path, gen: _synthetic.Generator, embedder: MiniLMEmbedder, n: int, singles: int, *, lines: int
-) -> tuple[dict[str, Any], np.ndarray]:
+) -> tuple[dict[str, Any], _synthetic.Pool]:
     """Batched ingest with real embeddings, then single writes, then `context-broker ingest`'s
-    path over a JSONL file; return figures and the vectors.
+    path over a JSONL file; return figures and the pool.
 
-    The vectors (real embeddings of `n` synthetic memories) seed the big corpora.
+    The pool seeds the big corpora: our sets' facts with their embeddings (the first entries,
+    which its tasks are answerable from), then the `n` synthetic memories' real embeddings,
+    recycled for the other rows.
     """
     path = tmp / "ingest.db"
     store = MemoryStore.open(path, embedder=embedder, mode="hybrid")
@@ -98,7 +100,7 @@ def ingest(
             blobs = [
                 r[0] for r in conn.execute("SELECT vec FROM vectors WHERE corpus = 0 ORDER BY src_rowid")
             ]
-        pool = _vectors.from_blobs(blobs, embedder.dim)
+        pool = _synthetic.real_pool(embedder.embed, _vectors.from_blobs(blobs, embedder.dim))
         single = write_ms(store, [gen.memory() for _ in range(singles)], "s")
     finally:
         store.close()
@@ -434,17 +436,19 @@ async def measure_size(
     modes: Sequence[str],
     cfg: Config,
     embedder: MiniLMEmbedder,
-    pool: np.ndarray,
+    pool: _synthetic.Pool,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
     gen = _synthetic.Generator(seed=cfg.seed + n)
     path = tmp / f"n{n}.db"
     dense = any(m != "lexical" for m in modes)
+    pool = pool.at(_synthetic.split(n)["store"])
+    vectors = pool.vectors if dense else None
     built = await anyio.to_thread.run_sync(
-        lambda: _synthetic.build(path, n, gen, pool=pool if dense else None, model_id=embedder.model_id)
+        lambda: _synthetic.build(path, n, gen, texts=pool.stored, pool=vectors, model_id=embedder.model_id)
     )
     log(f"  built {n} in {built.seconds:.1f} s (+{built.vector_seconds:.1f} s vectors)")
-    tasks = gen.tasks(cfg.turns, _synthetic.trivial_tasks())
+    tasks = gen.tasks(cfg.turns, _synthetic.trivial_tasks(), pool.tasks)
     store = MemoryStore.open(
         path, embedder=embedder if dense else None, mode="hybrid" if dense else "lexical"
     )
@@ -512,7 +516,12 @@ def bare_dense(n: int, queries: int, seed: int) -> dict[str, Any]:
 async def run(cfg: Config, log: Callable[[str], None]) -> dict[str, Any]:
     """Every latency figure of one run."""
     embedder = load_default_embedder()
-    out: dict[str, Any] = {"config": attrs.asdict(cfg), "deadline_ms": DEADLINE * 1000, "budget": BUDGET}
+    out: dict[str, Any] = {
+        "config": attrs.asdict(cfg),
+        "deadline_ms": DEADLINE * 1000,
+        "budget": BUDGET,
+        "real_memories": _synthetic.real_sets()[0],
+    }
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp_s:
         tmp = Path(tmp_s)
         gen = _synthetic.Generator(seed=cfg.seed)

@@ -195,10 +195,16 @@ class Ours:
         hybrid = self.mode == "hybrid"
         embedder = load_default_embedder() if hybrid else None
         pool = np.load(self.workdir / "pool.npy") if hybrid else None
+        pool_texts = json.loads((self.workdir / "pool.json").read_text(encoding="utf-8"))
         self._path = self.workdir / f"ours-{self.api}-{self.mode}.db"
         gen = _synthetic.Generator(seed=self.corpus.seed + self.corpus.n)
         built = _synthetic.build(
-            self._path, self.corpus.n, gen, pool=pool, model_id=embedder.model_id if embedder else ""
+            self._path,
+            self.corpus.n,
+            gen,
+            texts=pool_texts,
+            pool=pool,
+            model_id=embedder.model_id if embedder else "",
         )
         self._store = MemoryStore.open(self._path, embedder=embedder, mode=self.mode)
         stack.callback(self._store.close)

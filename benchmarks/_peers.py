@@ -102,20 +102,23 @@ def prepare(workdir: Path, n: int, cfg: Config, embedder: MiniLMEmbedder, trivia
 
     The texts come from a scratch build of our store (every source's memories, a graph node as
     `name: description`), so they are exactly what our systems hold; the vectors are those the
-    build stored (real MiniLM embeddings of `pool` memories, recycled with noise), graph nodes
-    getting recycled ones too. Tasks follow the build on the same generator, as in the latency
-    run; their vectors are real embeddings.
+    build stored (our sets' facts with their MiniLM embeddings, the real embeddings of `pool`
+    synthetic memories recycled with noise for the others), graph nodes getting recycled ones
+    too. Tasks follow the build on the same generator, as in the latency run: our sets'
+    questions, answerable from their facts; their vectors are real embeddings.
     """
-    pool_gen = _synthetic.Generator(seed=cfg.seed)
-    pool = embedder.embed([pool_gen.memory() for _ in range(cfg.pool)])
+    recycled = embedder.embed(_synthetic.pool_texts(cfg.seed, cfg.pool))
+    real = _synthetic.real_pool(embedder.embed, recycled).at(_synthetic.split(n)["store"])
+    pool = real.vectors
     np.save(workdir / "pool.npy", pool)
+    (workdir / "pool.json").write_text(json.dumps(list(real.stored)), encoding="utf-8")
     gen = _synthetic.Generator(seed=cfg.seed + n)
     scratch = workdir / "corpus.db"
-    _synthetic.build(scratch, n, gen, pool=pool, model_id=embedder.model_id)
+    _synthetic.build(scratch, n, gen, texts=real.stored, pool=pool, model_id=embedder.model_id)
     texts, vectors = _dump(scratch, pool, cfg.seed + n)
     for p in scratch.parent.glob(scratch.name + "*"):
         p.unlink()
-    tasks = gen.tasks(cfg.turns + cfg.warm, trivial)
+    tasks = gen.tasks(cfg.turns + cfg.warm, trivial, real.tasks)
     task_texts = [t for t, _ in tasks]
     task_vectors = np.concatenate(
         [embedder.embed(task_texts[i : i + 64]) for i in range(0, len(task_texts), 64)]

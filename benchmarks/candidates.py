@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if diff else 0
     store = open_bench_store(Path(args.db), args.n, args.mode)
     try:
-        rows = anyio.run(dump, store, args.mode, bench_tasks(args.tasks), args.min_score, backend="trio")
+        rows = anyio.run(
+            dump, store, args.mode, bench_tasks(args.tasks, args.n), args.min_score, backend="trio"
+        )
     finally:
         store.close()
     args.out.write_text(json.dumps(rows), encoding="utf-8")

@@ -41,7 +41,7 @@ async def _measure(store: MemoryStore, mode: str, tasks: list[str], concurrency:
 def run(*, n: int, mode: str, concurrency: int, turns: int, db: Path) -> list[dict[str, Any]]:
     """Build (or reuse) the store and measure one turn at a time, then `concurrency` at once."""
     store = turn_cost.open_bench_store(db, n, mode)
-    tasks = turn_cost.bench_tasks(turns)
+    tasks = turn_cost.bench_tasks(turns, n)
     try:
         store.warm()  # vectors and graphs load here, never inside a measured turn
         store.recall(tasks[0], namespace=_synthetic.NS, mode=mode, min_score=0.0)

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import anyio
-import numpy as np
 
 from benchmarks import _synthetic
 from benchmarks._latency import gates
@@ -40,16 +39,21 @@ from sources import MemoryStore, default_sources
 from sources.embedding._embedder import load_default_embedder
 
 POOL = 1000  # real embeddings recycled for the stored vectors (as in the latency run)
+SEED = 7
 
 
 def build_store(path: Path, n: int, *, vectors: bool) -> None:
     """Build the synthetic store at `path` unless it is there."""
     if path.exists():
         return
-    gen = _synthetic.Generator(seed=7)
+    gen = _synthetic.Generator(seed=SEED)
     texts = [gen.memory() for _ in range(POOL)]  # drawn either way: the same corpus in both modes
-    pool = load_default_embedder().embed(texts).astype(np.float32) if vectors else None
-    built = _synthetic.build(path, n, gen, pool=pool, model_id=load_default_embedder().model_id)
+    embed = load_default_embedder().embed
+    real = _synthetic.real_pool(embed, embed(texts)).at(_synthetic.split(n)["store"])
+    model = load_default_embedder().model_id
+    built = _synthetic.build(
+        path, n, gen, texts=real.stored, pool=real.vectors if vectors else None, model_id=model
+    )
     print(f"built {n} in {built.seconds:.1f} s (+{built.vector_seconds:.1f} s vectors)")
 
 
@@ -60,9 +64,11 @@ def open_bench_store(db: Path, n: int, mode: str) -> MemoryStore:
     return MemoryStore.open(path, embedder=load_default_embedder() if mode != "lexical" else None, mode=mode)
 
 
-def bench_tasks(turns: int) -> list[str]:
-    """The measured tasks (the same every run): held-aside memories' words and trivial tasks."""
-    return [t for t, _ in _synthetic.Generator(seed=11).tasks(turns, _synthetic.trivial_tasks())]
+def bench_tasks(turns: int, n: int) -> list[str]:
+    """The measured tasks of the store of `n` memories (the same every run): the real questions
+    its real memories answer (`_synthetic.real_pool`) and trivial tasks."""
+    answerable = _synthetic.real_tasks(_synthetic.split(n)["store"])
+    return [t for t, _ in _synthetic.Generator(seed=11).tasks(turns, _synthetic.trivial_tasks(), answerable)]
 
 
 async def _turns(store: MemoryStore, mode: str, tasks: list[str]) -> tuple[list[float], float]:
@@ -109,7 +115,7 @@ def main() -> None:
     parser.add_argument("--gate", choices=("open", "closed"), help="keep only the tasks whose gate is so")
     args = parser.parse_args()
     store = open_bench_store(Path(args.db), args.n, args.mode)
-    tasks = bench_tasks(args.turns)
+    tasks = bench_tasks(args.turns, args.n)
     if args.gate is not None:
         opened = gates(store, tasks, args.mode)
         tasks = [t for t, o in zip(tasks, opened, strict=True) if o == (args.gate == "open")]

@@ -27,12 +27,13 @@ def test_first_select_on_a_20k_store_completes_at_the_default_deadline(tmp_path:
     """Nothing loads cold inside the deadline: every source of a fresh process's first turn answers."""
     embedder = load_default_embedder()
     gen = _synthetic.Generator(seed=7)
-    pool = embedder.embed([gen.memory() for _ in range(64)])
+    recycled = embedder.embed([gen.memory() for _ in range(64)])
+    pool = _synthetic.real_pool(embedder.embed, recycled).at(_synthetic.split(N)["store"])
     db = tmp_path / "s.db"
-    _synthetic.build(db, N, gen, pool=pool, model_id=embedder.model_id)
+    _synthetic.build(db, N, gen, texts=pool.stored, pool=pool.vectors, model_id=embedder.model_id)
     ns = _synthetic.NS
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for task, _ in gen.tasks(TASKS * 4, ["hi"])[:TASKS]:
+    for task, _ in gen.tasks(TASKS * 4, ["hi"], pool.tasks)[:TASKS]:
         where = ["--db", str(db), "--tenant", ns.tenant_id, "--project", ns.project_id]
         out = subprocess.run(
             [sys.executable, "-m", "context_broker", *where, "select", "--json", task],
