@@ -87,9 +87,9 @@ def ingest(
     """Batched ingest with real embeddings, then single writes, then `context-broker ingest`'s
     path over a JSONL file; return figures and the pool.
 
-    The pool seeds the big corpora: our sets' facts with their embeddings (the first entries,
-    which its tasks are answerable from), then the `n` synthetic memories' real embeddings,
-    recycled for the other rows.
+    The pool seeds the big corpora: the real memories (`_synthetic.real_groups`: LoCoMo's turns
+    or our sets' facts) with their embeddings (the first entries, which its tasks are answerable
+    from), then the `n` synthetic memories' real embeddings, recycled for the other rows.
     """
     path = tmp / "ingest.db"
     store = MemoryStore.open(path, embedder=embedder, mode="hybrid")
@@ -312,6 +312,10 @@ def _share(samples: Sequence[Sample], pred: Callable[[Sample], bool]) -> float:
     return round(sum(map(pred, samples)) / max(len(samples), 1), 4)
 
 
+def _mean_or_none(values: Sequence[int]) -> float | None:
+    return round(float(np.mean(values)), 2) if values else None
+
+
 def _summary(samples: Sequence[Sample]) -> dict[str, Any]:
     return {
         "latency_ms": pct([s.ms for s in samples]),
@@ -320,6 +324,7 @@ def _summary(samples: Sequence[Sample]) -> dict[str, Any]:
         "mean_selected": round(float(np.mean([s.selected for s in samples])), 2) if samples else 0.0,
         "per_source_ms": _per_source(samples),
         "share_gate_open": _share(samples, lambda s: s.gate_open),
+        "mean_selected_gate_open": _mean_or_none([s.selected for s in samples if s.gate_open]),
         "latency_ms_gate_open": _pct_or_none([s.ms for s in samples if s.gate_open]),
         "latency_ms_gate_closed": _pct_or_none([s.ms for s in samples if not s.gate_open]),
     }

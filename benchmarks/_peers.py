@@ -102,10 +102,11 @@ def prepare(workdir: Path, n: int, cfg: Config, embedder: MiniLMEmbedder, trivia
 
     The texts come from a scratch build of our store (every source's memories, a graph node as
     `name: description`), so they are exactly what our systems hold; the vectors are those the
-    build stored (our sets' facts with their MiniLM embeddings, the real embeddings of `pool`
-    synthetic memories recycled with noise for the others), graph nodes getting recycled ones
-    too. Tasks follow the build on the same generator, as in the latency run: our sets'
-    questions, answerable from their facts; their vectors are real embeddings.
+    build stored (the real memories, LoCoMo's turns or our sets' facts, with their MiniLM
+    embeddings; the real embeddings of `pool` synthetic memories recycled with noise for the
+    others), graph nodes getting recycled ones too. Tasks follow the build on the same
+    generator, as in the latency run: the real questions, answerable from the stored memories;
+    their vectors are real embeddings.
     """
     recycled = embedder.embed(_synthetic.pool_texts(cfg.seed, cfg.pool))
     real = _synthetic.real_pool(embedder.embed, recycled).at(_synthetic.split(n)["store"])
@@ -115,7 +116,7 @@ def prepare(workdir: Path, n: int, cfg: Config, embedder: MiniLMEmbedder, trivia
     gen = _synthetic.Generator(seed=cfg.seed + n)
     scratch = workdir / "corpus.db"
     _synthetic.build(scratch, n, gen, texts=real.stored, pool=pool, model_id=embedder.model_id)
-    texts, vectors = _dump(scratch, pool, cfg.seed + n)
+    texts, vectors = _dump(scratch, pool[len(real.stored) :], cfg.seed + n)  # recycled rows only
     for p in scratch.parent.glob(scratch.name + "*"):
         p.unlink()
     tasks = gen.tasks(cfg.turns + cfg.warm, trivial, real.tasks)

@@ -69,9 +69,15 @@ def _gate_open_row(
     sel = _get(lat, "sizes", str(n), "modes", mode, "select_for_task") or {}
     v = (sel.get("latency_ms_gate_open") or {}).get(pct)
     what = "task embedding included, " if mode == "hybrid" else ""
+    opened = sel.get("mean_selected_gate_open")
+    selected = (
+        f"{opened} memories selected a gate-open turn"
+        if opened is not None
+        else f"{sel.get('mean_selected', '-')} memories selected a turn over all turns"
+    )
     label = (
         f"selection {pct}, {mode}, gate-open turns ({what}share {sel.get('share_gate_open', '-')} of the "
-        f"turns, {sel.get('mean_selected', '-')} memories selected a turn on average) at N={n or '-'}"
+        f"turns, {selected}) at N={n or '-'}"
     )
     return (label, _fmt(v, "ms"), f"<= {target:g} ms", _mark(v, target, at_most=True))
 

@@ -24,10 +24,10 @@ from sources import MemoryStore, NewEntry
 from sources.relevance._relevance import MODES
 
 from . import _locomo
+from ._synthetic import DATA, REAL_SETS
 
 NS = Namespace(tenant_id="gate-scale")
-DATA = Path(__file__).parent / "data"
-FOREIGN_SETS = ("agent_dev", "agent_test", "personal_dev", "personal_test")
+
 FIRST = 80
 """The first conversation's questions asked after each addition."""
 
@@ -35,7 +35,7 @@ FIRST = 80
 def foreign_tasks() -> list[str]:
     """Our own sets' questions: about a team's systems and two people, never the conversations."""
     out: list[str] = []
-    for name in FOREIGN_SETS:
+    for name in REAL_SETS:
         out += [
             q for q, _gold in json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))["questions"]
         ]

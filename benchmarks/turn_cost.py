@@ -3,14 +3,16 @@
     python -m benchmarks.turn_cost [--n 100000] [--mode lexical|hybrid] [--turns 200] [--db DIR]
                                    [--repeats N] [--gate open|closed]
 
-Builds the latency run's synthetic corpus (`benchmarks._synthetic`, with recycled real
-embeddings in hybrid) once into `--db` and reuses it, opens the default sources keeping no
+Builds the latency run's synthetic corpus (`benchmarks._synthetic`: real memories first, the
+LoCoMo dev turns when `../shared` is there, else our own sets' facts, then synthetic ones with
+recycled real embeddings in hybrid) once into `--db` and reuses it (the file is named by the
+corpus version and its real memories' source, so a store of another corpus is never reused), opens the default sources keeping no
 answers across turns (every turn does the full work), and runs the tasks one after another
 under a 1 s deadline (so no source is cut and every turn is measured whole). CPU a turn is the
 process's CPU time over the turns (ONNX and BLAS threads included) divided by the turns.
 `--gate open` (or `closed`) keeps only the drawn tasks whose gate reaches (or misses) the floor
-(`benchmarks._latency.gates`): a gate-open turn is the one whose sources read and score, about
-one task in twenty of this draw (90 of 2,000 at 100k), so ask for many (`--turns 2000`).
+(`benchmarks._latency.gates`): a gate-open turn is the one whose sources read and score (in the
+full run at 100k, 46 % of the turns lexical and 25 % hybrid).
 
 To compare two versions of the code side by side, run this against each checkout on the same
 store, alternating them: `cd /tmp && PYTHONPATH=/path/to/checkout python -m
@@ -40,6 +42,8 @@ from sources.embedding._embedder import load_default_embedder
 
 POOL = 1000  # real embeddings recycled for the stored vectors (as in the latency run)
 SEED = 7
+CORPUS_VERSION = 2
+"""Named in the stored corpus's file: 2 stores real memories first (1: synthetic words only)."""
 
 
 def build_store(path: Path, n: int, *, vectors: bool) -> None:
@@ -59,7 +63,8 @@ def build_store(path: Path, n: int, *, vectors: bool) -> None:
 
 def open_bench_store(db: Path, n: int, mode: str) -> MemoryStore:
     """The synthetic store of `n` memories for `mode` kept in `db` (built the first time), open."""
-    path = db / f"turn-cost-{n}-{'vec' if mode != 'lexical' else 'lex'}.db"
+    real = "locomo" if _synthetic.real_groups()[0] == _synthetic.LOCOMO_SOURCE else "own"
+    path = db / f"turn-cost-v{CORPUS_VERSION}-{real}-{n}-{'vec' if mode != 'lexical' else 'lex'}.db"
     build_store(path, n, vectors=mode != "lexical")
     return MemoryStore.open(path, embedder=load_default_embedder() if mode != "lexical" else None, mode=mode)
 

@@ -35,7 +35,9 @@ def test_headline_rows_read_100k_from_the_sizes_and_1m_from_the_large_sizes() ->
         },
     }
     rows = {what: (measured, verdict) for what, measured, _, verdict in _summary.targets(lat)}
-    opened = "gate-open turns ({}share 0.8 of the turns, 6.5 memories selected a turn on average) at N=100"
+    opened = (
+        "gate-open turns ({}share 0.8 of the turns, 6.5 memories selected a turn over all turns) at N=100"
+    )
     assert rows[f"selection p99, lexical, {opened.format('')}"] == ("9 ms", "met")
     assert rows[f"selection p99, hybrid, {opened.format('task embedding included, ')}"] == ("21 ms", "met")
     assert rows["selection p99, lexical at N=1000"] == ("40 ms", "met")
