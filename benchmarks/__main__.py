@@ -288,8 +288,9 @@ def _latency_notes(cfg: _latency.Config, latency: dict[str, Any]) -> list[str]:
             "clustered vectors faster than real ones. Every task is embedded for real, inside the measured turn."
         ),
         (
-            "Tasks are the real questions (each answerable from a stored memory: the gate can open and memories "
-            "be selected, as on most of a user's turns) plus 20% trivial tasks (which must select nothing); the "
+            "Tasks are the real questions (each answerable from a stored memory, so the gate can open and memories "
+            "be selected; the share of turns where it does is in the latency table) plus 20% trivial tasks (which "
+            "must select nothing); the "
             "latency table gives the gate-open turns' share, memories selected and latency beside the gate-closed "
             "turns'."
         ),

@@ -71,7 +71,7 @@ def _gate_open_row(
     what = "task embedding included, " if mode == "hybrid" else ""
     opened = sel.get("mean_selected_gate_open")
     selected = (
-        f"{opened} memories selected a gate-open turn"
+        f"{opened} memories selected per gate-open turn"
         if opened is not None
         else f"{sel.get('mean_selected', '-')} memories selected a turn over all turns"
     )
@@ -612,9 +612,9 @@ def _peers_tables(peers: dict[str, Any]) -> list[str]:
                 "ready: after the build and a few warm-up calls; peak: the process's high-water mark, "
                 "build included. Calls returning nothing: chromadb and LangGraph always return their top "
                 "10 and bm25s its matches (none only when no task word is indexed), so a peer does not "
-                "abstain; ours applies the calibrated floor, and these tasks are words of memories never "
-                "stored, so it seldom selects anything here (relevance is measured on real conversations "
-                "below)."
+                "abstain; ours applies the calibrated floor: it selects memories on the turns whose gate "
+                "opens (their share is in the latency table) and nothing on the others (relevance is "
+                "measured on real conversations in the quality section)."
             ),
         ]
     return out

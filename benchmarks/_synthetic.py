@@ -160,8 +160,8 @@ class Pool:
 REAL_SETS: Final = ("agent_dev", "agent_test", "personal_dev", "personal_test")
 """Our own sets (benchmarks/data) whose facts a corpus stores and whose questions it is asked
 when the LoCoMo dev conversations are absent."""
-LOCOMO_SOURCE: Final = "the LoCoMo dev conversations (../shared): every turn, every answerable question"
-OWN_SOURCE: Final = "our own task-style and personal sets (benchmarks/data): every fact, every question"
+LOCOMO_SOURCE: Final = "the LoCoMo dev conversations (../shared; their answerable questions the tasks)"
+OWN_SOURCE: Final = "our own task-style and personal sets (benchmarks/data; their questions the tasks)"
 
 
 @functools.cache

@@ -71,7 +71,7 @@ def json_object(line: str) -> tuple[dict[str, Any] | None, list[str]]:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON ({exc.msg} at column {exc.colno})"]
+        return None, [f"invalid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"]
     if not isinstance(obj, dict):
         return None, ["must be a JSON object"]
     return obj, []
