@@ -197,11 +197,12 @@ def fitting(groups: Sequence[tuple[int, int]], capacity: int) -> int:
     return kept
 
 
-def real_tasks(capacity: int) -> list[str]:
-    """The questions of the real groups a corpus of `capacity` store entries holds (`Pool.at`)."""
+def real_at(capacity: int) -> tuple[list[str], list[str]]:
+    """The real memories and questions a corpus of `capacity` store entries holds (the groups
+    `Pool.at` keeps), without their embeddings."""
     _source, groups = real_groups()
-    kept = fitting([(len(g), len(qs)) for g, qs in groups], capacity)
-    return [q for _, qs in groups[:kept] for q in qs]
+    kept = groups[: fitting([(len(g), len(qs)) for g, qs in groups], capacity)]
+    return [m for g, _ in kept for m in g], [q for _, qs in kept for q in qs]
 
 
 def real_sets() -> tuple[str, list[str], list[str]]:

@@ -52,12 +52,15 @@ def build_store(path: Path, n: int, *, vectors: bool) -> None:
         return
     gen = _synthetic.Generator(seed=SEED)
     texts = [gen.memory() for _ in range(POOL)]  # drawn either way: the same corpus in both modes
-    embed = load_default_embedder().embed
-    real = _synthetic.real_pool(embed, embed(texts)).at(_synthetic.split(n)["store"])
-    model = load_default_embedder().model_id
-    built = _synthetic.build(
-        path, n, gen, texts=real.stored, pool=real.vectors if vectors else None, model_id=model
-    )
+    capacity = _synthetic.split(n)["store"]
+    model = ""
+    if vectors:
+        embedder = load_default_embedder()
+        real = _synthetic.real_pool(embedder.embed, embedder.embed(texts)).at(capacity)
+        stored, pool, model = real.stored, real.vectors, embedder.model_id
+    else:  # a lexical store needs no embedding
+        stored, pool = _synthetic.real_at(capacity)[0], None
+    built = _synthetic.build(path, n, gen, texts=stored, pool=pool, model_id=model)
     print(f"built {n} in {built.seconds:.1f} s (+{built.vector_seconds:.1f} s vectors)")
 
 
@@ -72,7 +75,7 @@ def open_bench_store(db: Path, n: int, mode: str) -> MemoryStore:
 def bench_tasks(turns: int, n: int) -> list[str]:
     """The measured tasks of the store of `n` memories (the same every run): the real questions
     its real memories answer (`_synthetic.real_pool`) and trivial tasks."""
-    answerable = _synthetic.real_tasks(_synthetic.split(n)["store"])
+    _memories, answerable = _synthetic.real_at(_synthetic.split(n)["store"])
     return [t for t, _ in _synthetic.Generator(seed=11).tasks(turns, _synthetic.trivial_tasks(), answerable)]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple, Protocol
 
 import attrs
@@ -123,15 +123,23 @@ RECORD_TABLES: tuple[tuple[str, str], ...] = (
 
 
 def record_counts_sql() -> str:
-    """One statement counting every `RECORD_TABLES` table by namespace (its namespace filter and
-    order are the engine's to append)."""
-    parts = " UNION ALL ".join(
-        f"SELECT ns_id, {i} AS k, count(*) AS c FROM {table} GROUP BY ns_id"
-        for i, (_kind, table) in enumerate(RECORD_TABLES)
+    """One statement: a row per namespace (`namespaces n`), its tenant, its project and the count
+    of each `RECORD_TABLES` table. The engine appends its filter on `n.` and its order; each
+    count is a subquery on the namespace's rows, so only the namespaces kept are counted."""
+    counts = ", ".join(
+        f"(SELECT count(*) FROM {table} x WHERE x.ns_id = n.ns_id)" for _kind, table in RECORD_TABLES
     )
-    return (
-        f"SELECT n.tenant_id, n.project_id, t.k, t.c FROM ({parts}) t JOIN namespaces n ON n.ns_id = t.ns_id"
-    )
+    return f"SELECT n.tenant_id, n.project_id, {counts} FROM namespaces n"
+
+
+def record_counts_of(rows: Iterable[Sequence[object]]) -> list[RecordCount]:
+    """`record_counts_sql`'s rows as `RecordCount`s, a kind counted none left out."""
+    return [
+        RecordCount(str(r[0]), str(r[1]), kind, int(str(n)))
+        for r in rows
+        for (kind, _table), n in zip(RECORD_TABLES, r[2:], strict=True)
+        if int(str(n))
+    ]
 
 
 def bm25_rank(doc_terms: Sequence[str], query_terms: Sequence[str], stats: TermStats) -> float:

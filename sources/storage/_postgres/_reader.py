@@ -22,7 +22,7 @@ from sources.storage._engine import (
     VectorCounts,
     VectorRow,
 )
-from sources.storage._engine_values import RECORD_TABLES, record_counts_sql
+from sources.storage._engine_values import record_counts_of, record_counts_sql
 from sources.storage._read_once import read_once
 
 from . import _corpora, _ddl, _graph, _index, _memorules
@@ -231,8 +231,8 @@ class PostgresReader:
         return [KindCount(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in rows]
 
     def record_counts(self, namespace: Namespace | None) -> list[RecordCount]:
-        rows = self._by_namespace(record_counts_sql(), (), namespace, prefix="n.", tail=" ORDER BY 1, 2, 3")
-        return [RecordCount(str(r[0]), str(r[1]), RECORD_TABLES[int(r[2])][0], int(r[3])) for r in rows]
+        rows = self._by_namespace(record_counts_sql(), (), namespace, prefix="n.", tail=" ORDER BY 1, 2")
+        return record_counts_of(rows)
 
     def _by_namespace(
         self,

@@ -24,7 +24,7 @@ from sources.storage._engine import (
     VectorCounts,
     VectorRow,
 )
-from sources.storage._engine_values import RECORD_TABLES, record_counts_sql
+from sources.storage._engine_values import record_counts_of, record_counts_sql
 from sources.storage._quantised import from_blobs, to_blob
 from sources.storage._read_once import ReadOnce, read_once
 from sources.storage._runs import LexicalHit
@@ -249,8 +249,7 @@ class SqliteReader:
 
     def record_counts(self, namespace: Namespace | None) -> list[RecordCount]:
         where, params = _namespace_filter(namespace, prefix="n.")
-        rows = self.conn.execute(f"{record_counts_sql()}{where} ORDER BY 1, 2, 3", params).fetchall()
-        return [RecordCount(str(r[0]), str(r[1]), RECORD_TABLES[int(r[2])][0], int(r[3])) for r in rows]
+        return record_counts_of(self.conn.execute(f"{record_counts_sql()}{where} ORDER BY 1, 2", params))
 
     # -- the corpora
 
