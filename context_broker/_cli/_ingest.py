@@ -208,6 +208,12 @@ def _write_notes(
 ) -> tuple[int, int]:
     if not notes:
         return 0, 0
+    same = 0
+    if options.replace:  # an unchanged note is not rewritten (nor embedded again)
+        kept = [(number, e) for number, e in notes if not _stored_as_is(store, namespace, e)]
+        same, notes = len(notes) - len(kept), tuple(kept)
+        if not notes:
+            return 0, same
     before = store.stats(namespace=namespace)["entries"]
     try:
         ids = store.add_entries(
@@ -220,9 +226,24 @@ def _write_notes(
     except ValidationError as exc:
         raise UsageError(*_note_errors(store, namespace, notes, exc.errors)) from exc
     if options.replace:
-        return len(set(ids)), len(ids) - len(set(ids))
+        return len(set(ids)), len(ids) - len(set(ids)) + same
     new = int(store.stats(namespace=namespace)["entries"]) - int(before)
     return new, len(ids) - new
+
+
+def _stored_as_is(store: MemoryStore, namespace: Namespace, entry: NewEntry) -> bool:
+    """Whether the namespace holds this note under its id with every field the line gives
+    (a line without `created_at` keeps the stored time): `--replace` then leaves it as it is."""
+    if entry.id is None:
+        return False
+    stored = store.get(entry.id, namespace=namespace)
+    return (
+        stored is not None
+        and (stored.text, stored.kind, stored.memory_type) == (entry.text, entry.kind, entry.memory_type)
+        and stored.importance == entry.importance
+        and dict(stored.metadata) == dict(entry.metadata or {})
+        and entry.created_at in (None, stored.created_at)
+    )
 
 
 def _note_errors(

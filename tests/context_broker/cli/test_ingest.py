@@ -237,6 +237,30 @@ def test_replacing_a_memorule_with_its_own_fields_appends_no_state(tmp_path: Pat
     assert [s.version for s in states] == [1]
 
 
+def test_replacing_notes_with_their_own_fields_rewrites_only_the_changed_ones(tmp_path: Path) -> None:
+    """--replace leaves a note whose every given field is stored (counted already stored) and rewrites a changed one."""
+    db, src = tmp_path / "n.db", tmp_path / "n.jsonl"
+    notes = [
+        {"id": f"n{i}", "text": t, "importance": 0.7, "metadata": {"k": i}} for i, t in enumerate(NOTES[:3])
+    ]
+    src.write_text("".join(json.dumps(n) + "\n" for n in notes), encoding="utf-8")
+    assert run(db, "ingest", str(src)).returncode == 0
+    with MemoryStore.open(db, mode="lexical") as store:
+        first = store.get("n0", namespace=NS)
+    again = run(db, "ingest", str(src), "--replace")
+    assert (again.returncode, again.stdout.split(": ")[-1]) == (0, "0 written, 3 already stored\n")
+    notes[1]["text"] += " and Saturday"
+    notes[2]["metadata"] = {"k": "changed"}
+    src.write_text("".join(json.dumps(n) + "\n" for n in notes), encoding="utf-8")
+    changed = run(db, "ingest", str(src), "--replace")
+    assert (changed.returncode, changed.stdout.split(": ")[-1]) == (0, "2 written, 1 already stored\n")
+    with MemoryStore.open(db, mode="lexical") as store:
+        assert store.get("n0", namespace=NS) == first
+        assert store.get("n1", namespace=NS).text.endswith(" and Saturday")  # type: ignore[union-attr]
+        assert store.get("n2", namespace=NS).metadata == {"k": "changed"}  # type: ignore[union-attr]
+    assert entries(db) == 3
+
+
 def test_a_bad_memorule_line_is_caught_before_anything_is_written(tmp_path: Path) -> None:
     """Memorule fields are validated with the notes, up front: one bad line, nothing written."""
     db, src = tmp_path / "b.db", tmp_path / "b.jsonl"
