@@ -71,6 +71,19 @@ async def test_mentioned_node_and_its_edge_are_found(store: MemoryStore) -> None
     assert group.metadata["hop"] == 0
 
 
+async def test_a_named_node_without_a_description_is_told_by_its_edges_only(store: MemoryStore) -> None:
+    """A node the task names that holds only its name is no candidate; the edge of its neighbour tells it."""
+    g = GraphWriter(store)
+    g.add_node("billing service", namespace=NS, id="billing")
+    g.add_node("Ana", namespace=NS, id="ana", description="leads the billing team")
+    g.add_edge("ana", "owns", "billing", namespace=NS)
+    got = await fetch(store, "Who owns the billing service?")
+    assert "graph:billing" not in got
+    assert got["graph:ana"].text == "Ana — owns → billing service; Ana: leads the billing team"
+    described = await fetch(store, "Tell me about Caroline")
+    assert described["graph:caroline"].text == "Caroline: a counsellor in training"
+
+
 async def test_alias_is_a_key(store: MemoryStore) -> None:
     """An alias finds its node just as the name does."""
     got = await fetch(store, "what happens at the support group")
