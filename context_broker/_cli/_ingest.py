@@ -295,10 +295,14 @@ def _write_record(sinks: _Sinks, namespace: Namespace, record: Record, *, replac
         exists = any(e.code == "exists" for e in exc.errors)
         if exists and record.derived_id:
             return False
-        hint = _REPLACE_HINT if exists else ""
+        if exists:  # worded as a note's: the line's id, the namespace, the flag that overwrites
+            taken = record.fields.get("id")
+            raise UsageError(
+                f"error: line {record.line}: id: {taken!r} already exists in {namespace}{_REPLACE_HINT}"
+            ) from exc
         named = [(_RECORD_FIELDS.get(e.field, e.field), e) for e in exc.errors]
         raise UsageError(
-            *(f"error: line {record.line}: {f}: {e.message} ({e.code}){hint}" for f, e in named)
+            *(f"error: line {record.line}: {f}: {e.message} ({e.code})" for f, e in named)
         ) from exc
 
 

@@ -185,6 +185,27 @@ def test_an_existing_id_names_replace(tmp_path: Path) -> None:
     assert entries(db) == 2
 
 
+def test_an_existing_record_id_is_named_as_a_notes_is(tmp_path: Path) -> None:
+    """A fact, knowledge, neuron, node or task line whose id exists gets the note's one-line message."""
+    db, src = tmp_path / "r.db", tmp_path / "r.jsonl"
+    lines = [
+        {"record": "fact", "id": "f1", "text": "The tile cache runs on Redis 7.2."},
+        {"record": "knowledge", "id": "k1", "provenance": ["f1"], "text": "The cache is Redis."},
+        {"record": "neuron", "id": "u1", "triggers": ["flaky test"], "text": "Rerun flaky tests once."},
+        {"record": "node", "id": "ana", "name": "Ana"},
+        {"record": "task", "id": "t1", "description": "Migrate the billing db", "status": "completed"},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    assert run(db, "ingest", str(src)).returncode == 0
+    for record in lines:
+        src.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        again = run(db, "ingest", str(src))
+        assert (again.returncode, again.stderr) == (
+            2,
+            f"error: line 1: id: {record['id']!r} already exists in default/default; use --replace to overwrite it\n",
+        )
+
+
 def test_replace_gives_a_memorule_a_new_state_and_rewrites_a_task(tmp_path: Path) -> None:
     """--replace appends a memorule state (history kept) and rewrites a task without doubling its turns."""
     db, src = tmp_path / "m.db", tmp_path / "m.jsonl"
