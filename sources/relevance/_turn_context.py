@@ -15,8 +15,12 @@ written one after another (a conversation ingested or appended turn by turn). Tu
 namespaces written interleaved are farther apart in rowids (`REACH` still finds the nearest),
 and a turn rewritten with `replace` moves to the end: its old neighbours no longer count.
 
-Neighbours are episodic candidates of the same recall whose rowids lie within `REACH` of
-each other (written in sequence into the namespace); a memory that is no candidate counts 0.
+Neighbours are turns among the candidates of the same recall whose rowids lie within `REACH`
+of each other (written in sequence into the namespace); a memory that is no candidate counts 0.
+A turn is an episodic memory that is a message or opens with its speaker's name ("Caroline:
+...", `sources.storage._entries.is_turn`): episodic notes of unrelated events written one
+after another (an incident, then a meeting) are not a conversation, and each is ranked on its
+own words, as a fact is.
 Measured on the LoCoMo dev conversations, hybrid, floor 0: a gold turn among the first 10
 in 0.755 of answerable questions alone, 0.812 with the neighbours (every conversation
 gains); `NEIGHBOUR_WEIGHT` and `REACH` were read from that curve.
@@ -46,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 import numpy.typing as npt
+
+from sources.storage._entries import is_turn
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -151,11 +157,17 @@ def rows_in_context(
     ranked = in_context(
         rels,
         [int(row[0]) for row in rows],
-        [row[5] == EPISODIC for row in rows],
-        [row[5] == EPISODIC and asks(row[6]) for row in rows],
+        [turn(row) for row in rows],
+        [turn(row) and asks(row[6]) for row in rows],
         floor,
     )
     return [(rel, scored[i][1]) for i, rel in ranked]
+
+
+def turn(row: Sequence[Any]) -> bool:
+    """Whether an entry row (its kind, type and text at 4, 5 and 6) is a conversation's turn
+    (`sources.storage._entries.is_turn`), as the engines' `episodic_turns` tell it."""
+    return bool(row[5] == EPISODIC and is_turn(row[4], row[6]))
 
 
 def asks(text: str) -> bool:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
@@ -17,6 +18,23 @@ from broker import MEMORY_TYPES, FieldError, Namespace
 from . import _validate
 
 MAX_RECALL_LIMIT = 1000
+TURN_HEAD_CHARS = 84
+"""How much of an episodic entry's text `is_turn` reads (the engines read no more)."""
+_SPEAKER = re.compile(r"[^\W\d_][\w.'\-]{0,19}(?: [^\W\d_][\w.'\-]{0,19}){0,3}: \S")
+"""A line that opens with who says it, in one to four words: "Caroline: ...", "Dr. Alvarez:
+...", "Ben Li: ..." (not "On March 14 the service went down: ...")."""
+
+
+def is_turn(kind: str, text: str) -> bool:
+    """Whether an episodic entry is a conversation's turn, read beside the turns written around
+    it (`sources.relevance._turn_context`): a message, or a text that opens with its speaker's
+    name. Episodic notes written one after another about unrelated events (an incident, a
+    meeting) are not: each is ranked on its own words."""
+    if kind == "message":
+        return True
+    return text[:1].isupper() and _SPEAKER.match(text, 0, TURN_HEAD_CHARS + 2) is not None
+
+
 MEMORULE_OWNED = (
     "is a memorule: change it with sources.update_memorule / delete_memorule, which keep its "
     "states and audit events"

@@ -260,28 +260,32 @@ def test_memory_types_tell_each_entrys_type_within_its_namespace(engine: Engine)
 
 
 def test_episodic_turns_tell_the_turns_and_which_ask_within_its_namespace(engine: Engine) -> None:
-    """`episodic_turns` gives each asked episodic entry and whether its text holds a '?'; other
-    types, absent rowids and another namespace's rows are left out."""
+    """`episodic_turns` gives each asked conversation turn (an episodic message, or an episodic
+    text opening with its speaker) and whether its text holds a '?'; an episodic note that names
+    no speaker, other types, absent rowids and another namespace's rows are left out."""
     with engine.write() as w:
         ns_id, other = w.ensure_namespace(NS), w.ensure_namespace(OTHER)
         rows = [
-            w.entries.insert(ns_id, NS, entry_row(f"e{i}", text, memory_type=t))
-            for i, (text, t) in enumerate(
+            w.entries.insert(ns_id, NS, entry_row(f"e{i}", text, kind=kind, memory_type=t))
+            for i, (text, kind, t) in enumerate(
                 (
-                    ("Where is the offsite? [a photo]", "episodic"),
-                    ("In Lisbon.", "episodic"),
-                    ("Why?", "semantic"),
+                    ("Ana: Where is the offsite? [a photo]", "note", "episodic"),
+                    ("In Lisbon.", "message", "episodic"),
+                    ("On May 2 the release broke CSV export? No: fixed.", "note", "episodic"),
+                    ("Ana: Why?", "note", "semantic"),
                 )
             )
         ]
-        foreign = w.entries.insert(other, OTHER, entry_row("x", "Who?", memory_type="episodic"))
+        foreign = w.entries.insert(other, OTHER, entry_row("x", "Bo: Who?", memory_type="episodic"))
     with engine.read() as r:
         assert r.entries.episodic_turns(ns_id, [*rows, foreign, 10**9]) == {rows[0]: True, rows[1]: False}
         assert r.entries.episodic_turns(ns_id, []) == {}
     said = {"Où est-ce ?": True, "¿qué? sí": True, "Full-width\uff1f": False, "No question.": False}
     with engine.write() as w:
         asked = {
-            w.entries.insert(ns_id, NS, entry_row(f"q{i}", text, memory_type="episodic")): asks(text)
+            w.entries.insert(
+                ns_id, NS, entry_row(f"q{i}", f"Élodie Durand: {text}", memory_type="episodic")
+            ): asks(text)
             for i, text in enumerate(said)
         }
     assert list(asked.values()) == list(said.values())

@@ -13,7 +13,7 @@ import attrs
 
 from sources.storage._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE, bm25_rank
 from sources.storage._engine_corpora import EntryRecord, NeuronRecord
-from sources.storage._entries import entry_values
+from sources.storage._entries import TURN_HEAD_CHARS, entry_values, is_turn
 
 from . import _index
 
@@ -156,11 +156,11 @@ class PostgresEntries:
 
     def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
         rows = self.scope.ns(ns_id).rows(
-            "SELECT rowid, strpos(text, '?') > 0 FROM entries "
+            f"SELECT rowid, strpos(text, '?') > 0, kind, left(text, {TURN_HEAD_CHARS + 2}) FROM entries "
             "WHERE ns_id = %s AND memory_type = 'episodic' AND rowid = ANY(%s)",
             (ns_id, [int(r) for r in rowids]),
         )
-        return {int(r): bool(q) for r, q in rows}
+        return {int(r): bool(q) for r, q, kind, head in rows if is_turn(kind, head)}
 
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
         return self.insert_many(ns_id, namespace, [row])[0]

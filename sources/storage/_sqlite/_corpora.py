@@ -8,7 +8,7 @@ import attrs
 
 from sources.storage._engine import CORPUS_ENTRIES, CORPUS_FACTS, CORPUS_KNOWLEDGE
 from sources.storage._engine_corpora import EntryRecord, NeuronRecord
-from sources.storage._entries import entry_values
+from sources.storage._entries import TURN_HEAD_CHARS, entry_values, is_turn
 
 from . import _schema
 from ._sql import delete_vectors, fts_match, fts_terms, marks, select_in, unindex
@@ -126,10 +126,11 @@ class SqliteEntries:
 
     def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
         sql = (
-            "SELECT rowid, instr(text, '?') > 0 FROM entries "
+            f"SELECT rowid, instr(text, '?') > 0, kind, substr(text, 1, {TURN_HEAD_CHARS + 2}) FROM entries "
             "WHERE +ns_id = ? AND memory_type = 'episodic' AND rowid IN ({marks})"
         )
-        return {int(r): bool(q) for r, q in select_in(self.conn, sql, list(rowids), (ns_id,))}
+        rows = select_in(self.conn, sql, list(rowids), (ns_id,))
+        return {int(r): bool(q) for r, q, kind, head in rows if is_turn(kind, head)}
 
     def insert(self, ns_id: int, namespace: Namespace, row: EntryRow) -> int:
         return self.insert_many(ns_id, namespace, [row])[0]

@@ -250,3 +250,21 @@ def test_a_turn_its_neighbours_moved_says_the_score_of_its_own_words(tmp_path: P
         ("t0", pytest.approx(facts["t0"])),
         ("d", pytest.approx(facts["d"])),
     ]
+
+
+def test_episodic_notes_that_name_no_speaker_are_ranked_on_their_own_words(tmp_path: Path) -> None:
+    """Episodic notes of unrelated events written one after another (no speaker opens them, not
+    messages) rank as facts do; the same texts as messages are read as turns."""
+
+    def recalled(kind: str, memory_type: str) -> list[str]:
+        said = [(e.id, *e.text.split(": ", 1)) for e in _lexical_turns("episodic")]
+        entries = [
+            NewEntry(id=i, text=f"{words} ({who})", kind=kind, memory_type=memory_type)
+            for i, who, words in said
+        ]
+        with MemoryStore.open(tmp_path / f"{kind}-{memory_type}.db", mode="lexical") as store:
+            store.add_entries(entries, namespace=NS)
+            return [r.memory.id for r in store.recall(POTTERY, namespace=NS, min_score=0.0, limit=3)]
+
+    assert recalled("note", "episodic") == recalled("note", "semantic") == ["t0", "d", "t1"]
+    assert recalled("message", "episodic") == ["t1", "t0", "d"]
