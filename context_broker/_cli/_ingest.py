@@ -9,6 +9,7 @@ its content and is found again; a record whose own id exists is an error that na
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -242,8 +243,18 @@ def _stored_as_is(store: MemoryStore, namespace: Namespace, entry: NewEntry) -> 
         and (stored.text, stored.kind, stored.memory_type) == (entry.text, entry.kind, entry.memory_type)
         and stored.importance == entry.importance
         and dict(stored.metadata) == dict(entry.metadata or {})
-        and entry.created_at in (None, stored.created_at)
+        and (entry.created_at is None or _same_moment(entry.created_at, stored.created_at))
     )
+
+
+def _same_moment(given: str, stored: str) -> bool:
+    """Whether two ISO-8601 timestamps name one instant ("...Z" and "...+00:00" do; a time
+    without a zone is UTC, as the store reads it)."""
+    try:
+        a, b = datetime.fromisoformat(given), datetime.fromisoformat(stored)
+    except ValueError:
+        return False
+    return a.replace(tzinfo=a.tzinfo or UTC) == b.replace(tzinfo=b.tzinfo or UTC)
 
 
 def _note_errors(

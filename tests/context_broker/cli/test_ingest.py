@@ -264,6 +264,7 @@ def test_replacing_notes_with_their_own_fields_rewrites_only_the_changed_ones(tm
     notes = [
         {"id": f"n{i}", "text": t, "importance": 0.7, "metadata": {"k": i}} for i, t in enumerate(NOTES[:3])
     ]
+    notes[0]["created_at"] = "2026-03-14T09:30:00Z"  # stored as ...+00:00: the same instant
     src.write_text("".join(json.dumps(n) + "\n" for n in notes), encoding="utf-8")
     assert run(db, "ingest", str(src)).returncode == 0
     with MemoryStore.open(db, mode="lexical") as store:
