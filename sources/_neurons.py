@@ -1,4 +1,4 @@
-"""Neurons: associative memories that fire when the task mentions their trigger phrases.
+"""Neurons: associative memories that fire when the task shares a word with their trigger phrases.
 
 A neuron is an entry of kind `neuron`, stamped `associative` by its writer. The analysed
 terms of its trigger phrases go to `neuron_triggers (ns_id, term, entry_rowid)` (once per
