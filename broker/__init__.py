@@ -21,6 +21,7 @@ from ._fields import RECALL_MODES as RECALL_MODES
 from ._fields import count_errors as count_errors
 from ._fields import invisible_errors as invisible_errors
 from ._fields import text_errors as text_errors
+from ._floor import BELOW_FLOOR as BELOW_FLOOR
 from ._floor import DEDUPLICATED as DEDUPLICATED
 from ._floor import RECALL_MIN_SCORE as RECALL_MIN_SCORE
 from ._floor import SELECTED as SELECTED
@@ -52,6 +53,7 @@ from .log import add_null_handler
 add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
 
 __all__ = [
+    "BELOW_FLOOR",
     "DEDUPLICATED",
     "DEFAULT_MAX_TURNS",
     "DEFAULT_SELECT_BUDGET",

@@ -15,6 +15,7 @@ import anyio
 import attrs
 
 from broker import (
+    BELOW_FLOOR,
     DEDUPLICATED,
     MEMORY_TYPES,
     RECALL_MIN_SCORE,
@@ -204,12 +205,18 @@ def _report(
 
 def _folded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per memory: a copy another source also returned (deduplicated) is not a row of its
-    own but named in the kept row's `also_from`."""
+    own but named in the kept row's `also_from`; so is a copy under the floor when another source
+    returned the same memory under the floor too (the first row names both)."""
     kept = {(r["entry_id"], r["source"]): r for r in rows if r["outcome"] != DEDUPLICATED}
+    under: dict[str, dict[str, Any]] = {}
     folded = []
     for row in rows:
         winner = kept.get((row["entry_id"], str(row["detail"]).removeprefix("kept from ")))
-        if row["outcome"] == DEDUPLICATED and winner is not None:
+        if row["outcome"] == BELOW_FLOOR:
+            winner = under.setdefault(row["entry_id"], row)
+            if winner is row:
+                winner = None
+        if winner is not None and row["outcome"] in (DEDUPLICATED, BELOW_FLOOR):
             winner["also_from"] = [*winner["also_from"], row["source"]]
             continue
         folded.append(row)

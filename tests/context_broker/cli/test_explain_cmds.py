@@ -139,6 +139,20 @@ def test_explain_is_quiet_and_lists_a_memory_two_sources_return_once(tmp_path: P
     assert "store+persona/" in loud.stdout
 
 
+def test_a_memory_two_sources_return_under_the_floor_is_one_row_too(tmp_path: Path) -> None:
+    """An unclassified note the store and the persona lane both score under the floor is one row
+    naming both sources, not two rows."""
+    db = tmp_path / "p.db"
+    for text in ("My dentist is Dr. Alvarez on Elm Street", "The staging database restores on Sundays"):
+        assert run("--db", str(db), "remember", text, home=tmp_path).returncode == 0
+    done = run("--db", str(db), "explain", "who is my dentist", "--json", *UNRACED, home=tmp_path)
+    rows = json.loads(done.stdout)["candidates"]
+    under = [r for r in rows if r["outcome"] == "below the floor"]
+    assert under
+    assert len({r["entry_id"] for r in rows}) == len(rows)
+    assert all(len([r["source"], *r["also_from"]]) == 2 for r in under)
+
+
 def test_explain_checks_its_flags_before_opening_a_store(tmp_path: Path) -> None:
     """A bad flag is reported even when the store does not exist: flags first, then the file."""
     done = run("--db", str(tmp_path / "none.db"), "explain", "a task", "--deadline-ms", "0", home=tmp_path)
