@@ -234,7 +234,8 @@ def _print(app: App, report: dict[str, Any]) -> None:
         app.out(NO_SOURCE_ANSWERED)
     elif not report["candidates"]:
         app.out(
-            "no source returned a candidate (nothing in the namespace shares the task's informative terms)"
+            'no source returned a candidate: a task of stop words and punctuation only ("thanks!") '
+            "reads nothing, nor in lexical mode one whose words the namespace lacks"
         )
     for line in _table(report["candidates"]):
         app.out(line)
