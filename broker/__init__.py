@@ -15,6 +15,7 @@ from ._exceptions import ConfigError as ConfigError
 from ._exceptions import FieldError as FieldError
 from ._exceptions import SourceError as SourceError
 from ._exceptions import ValidationError as ValidationError
+from ._fields import MAX_BUDGET as MAX_BUDGET
 from ._fields import MAX_ID_CHARS as MAX_ID_CHARS
 from ._fields import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from ._fields import RECALL_MODES as RECALL_MODES
@@ -58,6 +59,7 @@ __all__ = [
     "DEFAULT_MAX_TURNS",
     "DEFAULT_SELECT_BUDGET",
     "INFERENCE_TRACE_SCHEMA_VERSION",
+    "MAX_BUDGET",
     "MAX_ID_CHARS",
     "MAX_TEXT_CHARS",
     "MEMORY_BLOCKS",

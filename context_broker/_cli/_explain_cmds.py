@@ -31,7 +31,14 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
-from ._options import NO_SOURCE_ANSWERED, SELECT_BUDGET, PositiveInt, add_deadline_argument, none_answered
+from ._options import (
+    NO_SOURCE_ANSWERED,
+    SELECT_BUDGET,
+    BudgetCount,
+    PositiveInt,
+    add_deadline_argument,
+    none_answered,
+)
 from ._store_cmds import add_mode_argument, parse_types
 
 if TYPE_CHECKING:
@@ -57,10 +64,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--budget",
         type=int,
-        action=PositiveInt,
+        action=BudgetCount,
         default=SELECT_BUDGET,
         metavar="N",
-        help=f"most memories to select, as `select` does (default {SELECT_BUDGET})",
+        help=f"most memories to select (1..1000), as `select` does (default {SELECT_BUDGET})",
     )
     p.add_argument(
         "--window",

@@ -9,6 +9,8 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from broker import MAX_BUDGET
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
@@ -56,9 +58,10 @@ class _Checked(argparse.Action):
     ) -> None:
         assert isinstance(values, int | float)  # noqa: S101 - the option's type converted it
         if not self.ok(values):
+            given = str(values) if isinstance(values, int) else f"{values:g}"  # an int as typed
             errors = [
                 *getattr(namespace, "option_errors", ()),
-                f"error: {option_string}: must be {self.requirement}, got {values:g}",
+                f"error: {option_string}: must be {self.requirement}, got {given}",
             ]
             namespace.option_errors = errors
         setattr(namespace, self.dest, values)
@@ -152,3 +155,8 @@ def walk(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
                     seen.add(id(child))
                     yield child
                     yield from walk(child)
+
+
+BudgetCount = int_in(1, MAX_BUDGET)
+"""The `--budget` of `select` and `explain`: a count of memories in 1..MAX_BUDGET, as a batch
+line's `budget` and the selector take it."""

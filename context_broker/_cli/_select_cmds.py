@@ -26,7 +26,13 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 
 from ._app import App, UsageError
 from ._jsonl import json_object, read_lines
-from ._options import NO_SOURCE_ANSWERED, SELECT_BUDGET, PositiveInt, add_deadline_argument, none_answered
+from ._options import (
+    NO_SOURCE_ANSWERED,
+    SELECT_BUDGET,
+    BudgetCount,
+    add_deadline_argument,
+    none_answered,
+)
 from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument, parse_types
 
@@ -59,10 +65,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--budget",
         type=int,
-        action=PositiveInt,
+        action=BudgetCount,
         default=SELECT_BUDGET,
         metavar="N",
-        help=f"most memories to select: a count of memories, not tokens (default {SELECT_BUDGET})",
+        help=f"most memories to select: a count of memories, not tokens (1..1000; default {SELECT_BUDGET})",
     )
     add_deadline_argument(p)
     p.add_argument("--json", action="store_true", help="print the SelectionResult as one JSON object")

@@ -114,10 +114,15 @@ def test_explain_rejects_an_empty_task_and_message(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_explain_names_the_bad_budget_it_got(tmp_path: Path) -> None:
-    """A budget under 1 is refused with the value given, as `select` and `demo` refuse it."""
-    done = run("--db", str(tmp_path / "x.db"), "explain", "a task", "--budget", "-3", home=tmp_path)
-    assert (done.returncode, done.stderr) == (2, "error: --budget: must be a positive integer, got -3\n")
+@pytest.mark.parametrize("budget", ["-3", "0", "1001"])
+def test_explain_names_the_bad_budget_it_got(tmp_path: Path, budget: str) -> None:
+    """A budget outside 1..1000 is refused with the value given and the range, as `select` refuses it."""
+    for command in ("explain", "select"):
+        done = run("--db", str(tmp_path / "x.db"), command, "a task", "--budget", budget, home=tmp_path)
+        assert (done.returncode, done.stderr) == (
+            2,
+            f"error: --budget: must be an integer in 1..1000, got {budget}\n",
+        )
 
 
 def test_explain_is_quiet_and_lists_a_memory_two_sources_return_once(tmp_path: Path) -> None:
