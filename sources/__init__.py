@@ -7,8 +7,10 @@ from broker.log import add_null_handler
 from ._abstraction import AbstractionSource as AbstractionSource
 from ._abstraction import FactWriter as FactWriter
 from ._abstraction import NewFact as NewFact
+from ._abstraction import fact_errors as fact_errors
 from ._consolidated import ConsolidatedSource as ConsolidatedSource
 from ._consolidated import KnowledgeWriter as KnowledgeWriter
+from ._consolidated import knowledge_errors as knowledge_errors
 from ._defaults import DEFAULT_SOURCES as DEFAULT_SOURCES
 from ._defaults import Writers as Writers
 from ._defaults import default_sources as default_sources
@@ -17,6 +19,8 @@ from ._exceptions import StoreError as StoreError
 from ._graphs import GraphBatch as GraphBatch
 from ._graphs import GraphSource as GraphSource
 from ._graphs import GraphWriter as GraphWriter
+from ._graphs import edge_errors as edge_errors
+from ._graphs import node_errors as node_errors
 from ._memorules import CONFIDENCE_LEVELS as CONFIDENCE_LEVELS
 from ._memorules import MEMORULE_KINDS as MEMORULE_KINDS
 from ._memorules import SOURCE_TYPES as SOURCE_TYPES
@@ -35,6 +39,7 @@ from ._memorules import update_memorule as update_memorule
 from ._neurons import NeuronSource as NeuronSource
 from ._neurons import NeuronWriter as NeuronWriter
 from ._neurons import NewNeuron as NewNeuron
+from ._neurons import neuron_errors as neuron_errors
 from ._open import open_store as open_store
 from ._open import store_path as store_path
 from ._open import store_target as store_target
@@ -116,12 +121,17 @@ __all__ = [
     "content_id",
     "default_sources",
     "delete_memorule",
+    "edge_errors",
     "embed_and_store_vectors",
     "ensure_memory_type_column",
     "entry_errors",
+    "fact_errors",
+    "knowledge_errors",
     "load_default_embedder",
     "memorule_errors",
     "memorule_history",
+    "neuron_errors",
+    "node_errors",
     "open_store",
     "remember",
     "remember_errors",

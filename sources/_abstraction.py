@@ -79,6 +79,12 @@ def _checked(fact: NewFact, prefix: str) -> tuple[dict[str, Any] | None, list[Fi
     return row, []
 
 
+def fact_errors(fact: NewFact) -> list[FieldError]:
+    """Every problem `FactWriter.add_facts` would refuse this fact for (whether its id exists
+    apart); nothing is read or written. For checking a file before writing any of it."""
+    return _checked(fact, "")[1]
+
+
 @attrs.define(eq=False)
 class FactWriter:
     """Writes and deletes the facts of one store (blocking; run it in a worker thread)."""

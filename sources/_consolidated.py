@@ -50,14 +50,10 @@ class KnowledgeWriter:
         ValidationError (every field error, nothing written) on bad input, an empty or
         malformed provenance, or an existing id without `replace`.
         """
-        errors = _validate.text_errors("text", text)
-        errors += _validate.id_errors("id", id)
-        errors += _provenance_errors(provenance)
+        errors = knowledge_errors(text=text, provenance=provenance, id=id, metadata=metadata)
         created, errs = _validate.normalise_created_at(created_at)
-        errors += errs
-        encoded, errs = _validate.encode_metadata(metadata)
-        errors += errs
-        _validate.raise_if(errors)
+        encoded, _ = _validate.encode_metadata(metadata)  # its errors are among `errors`
+        _validate.raise_if(errors + errs)
         row = {
             "id": id or str(uuid.uuid4()),
             "text": text,
@@ -71,6 +67,24 @@ class KnowledgeWriter:
     def delete_knowledge(self, id: str, *, namespace: Namespace) -> bool:  # noqa: A002
         """Remove a knowledge item from the index and statistics; return whether it existed."""
         return delete_doc_by_id(self._store, namespace, id, table=_TABLE)
+
+
+def knowledge_errors(
+    *,
+    text: object,
+    provenance: object,
+    id: object = None,  # noqa: A002 - the documented API name
+    created_at: object = None,
+    metadata: object = None,
+) -> list[FieldError]:
+    """Every problem `KnowledgeWriter.add_knowledge` would refuse these fields for (whether the
+    id exists apart); nothing is read or written."""
+    errors = _validate.text_errors("text", text)
+    errors += _validate.id_errors("id", id)
+    errors += _provenance_errors(provenance)
+    errors += _validate.normalise_created_at(created_at)[1]
+    errors += _validate.encode_metadata(metadata)[1]
+    return errors
 
 
 def _provenance_errors(provenance: object) -> list[FieldError]:

@@ -210,12 +210,8 @@ class GraphBatch:
     ) -> bool:
         """`GraphWriter.add_edge` in the batch's transaction."""
         conn = self._conn
-        errors = _validate.text_errors("relation", relation, max_chars=MAX_NAME_CHARS)
-        errors += _validate.id_errors("src_id", src_id) + _validate.id_errors("dst_id", dst_id)
-        if src_id == dst_id:
-            errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
-        created, errs = _validate.normalise_created_at(created_at)
-        _validate.raise_if(errors + errs)
+        _validate.raise_if(edge_errors(src_id, relation, dst_id, created_at=created_at))
+        created, _ = _validate.normalise_created_at(created_at)
         ns_id = self._namespace(namespace)
         src, dst = self._rowid(ns_id, src_id), self._rowid(ns_id, dst_id)
         missing = [
@@ -227,6 +223,31 @@ class GraphBatch:
         if src is None or dst is None:  # reported as missing just above
             return False
         return conn.graph.add_edge(ns_id, Edge(src, relation, dst), str(created))
+
+
+def node_errors(
+    name: object,
+    *,
+    aliases: object = (),
+    description: object = "",
+    id: object = None,  # noqa: A002 - the documented API name
+    created_at: object = None,
+) -> list[FieldError]:
+    """Every problem `GraphWriter.add_node` would refuse these fields for (whether the id exists
+    apart); nothing is read or written."""
+    return _node_errors(name, aliases, description, id)[1] + _validate.normalise_created_at(created_at)[1]
+
+
+def edge_errors(
+    src_id: object, relation: object, dst_id: object, *, created_at: object = None
+) -> list[FieldError]:
+    """Every problem `GraphWriter.add_edge` would refuse these fields for, but whether both nodes
+    exist (read when it is written); nothing is read or written."""
+    errors = _validate.text_errors("relation", relation, max_chars=MAX_NAME_CHARS)
+    errors += _validate.id_errors("src_id", src_id) + _validate.id_errors("dst_id", dst_id)
+    if src_id == dst_id:
+        errors.append(FieldError(field="dst_id", code="self_loop", message="an edge joins two nodes"))
+    return errors + _validate.normalise_created_at(created_at)[1]
 
 
 def _node_errors(

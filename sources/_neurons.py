@@ -150,6 +150,12 @@ class NeuronWriter:
         return True
 
 
+def neuron_errors(neuron: NewNeuron) -> list[FieldError]:
+    """Every problem `NeuronWriter.add_neurons` would refuse this neuron for (whether its id
+    exists apart); nothing is read or written."""
+    return _checked(neuron)[1]
+
+
 def _checked_all(neurons: list[NewNeuron]) -> list[_NeuronRow]:
     """Every neuron's row, or ValidationError with every field's error (fields `[i].name`
     when there are several)."""

@@ -11,13 +11,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from sources import NewEntry, WriterSession, content_id, entry_errors, remember_errors, session_errors
+from sources import (
+    NewEntry,
+    NewFact,
+    NewNeuron,
+    WriterSession,
+    content_id,
+    edge_errors,
+    entry_errors,
+    fact_errors,
+    knowledge_errors,
+    neuron_errors,
+    node_errors,
+    remember_errors,
+    session_errors,
+)
 
 from ._jsonl import json_object
+
+if TYPE_CHECKING:
+    from broker import FieldError
 
 Check = Callable[[object], str | None]
 
@@ -223,9 +240,28 @@ def _deeper(kind: str, obj: dict[str, Any]) -> list[str]:
         errors = [e for e in remember_errors(kind="memorule", **fields) if e.field not in WRITER_FIELDS]
         if named is not None:
             return [f"{e.field}: {e.message} ({e.code})" for e in errors] + _writer_problems(named)
+    elif kind in _RECORD_CHECKS:
+        errors = _RECORD_CHECKS[kind](obj)
     else:
         return []
-    return [f"{e.field}: {e.message} ({e.code})" for e in errors]
+    return [f"{_EDGE_FIELDS.get(e.field, e.field)}: {e.message} ({e.code})" for e in errors]
+
+
+def _given(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a line gives (a null is left out, as the writer's default)."""
+    return {k: v for k, v in obj.items() if v is not None}
+
+
+_RECORD_CHECKS: dict[str, Callable[[Mapping[str, Any]], list[FieldError]]] = {
+    "fact": lambda o: fact_errors(NewFact(**_given(o))),
+    "knowledge": lambda o: knowledge_errors(**_given(o)),
+    "neuron": lambda o: neuron_errors(NewNeuron(**_given(o))),
+    "node": lambda o: node_errors(**_given(o)),
+    "edge": lambda o: edge_errors(o["src"], o["relation"], o["dst"], created_at=o.get("created_at")),
+}
+"""The library's checks of the other records' values, run on every line before anything is
+written (an edge's nodes, and whether an id exists, are read when it is written)."""
+_EDGE_FIELDS = {"src_id": "src", "dst_id": "dst"}
 
 
 def _entry(fields: Mapping[str, Any]) -> NewEntry:

@@ -302,6 +302,33 @@ def test_a_bad_memorule_line_is_caught_before_anything_is_written(tmp_path: Path
     assert not db.exists()  # every line is checked before the store is opened
 
 
+def test_every_bad_record_value_is_reported_before_anything_is_written(tmp_path: Path) -> None:
+    """A fact's half triple, a neuron's importance, a knowledge item's empty provenance, a node's
+    wordless name and an edge's self-loop are all reported, one line each, and nothing is written."""
+    db, src = tmp_path / "r.db", tmp_path / "r.jsonl"
+    lines = [
+        {"text": NOTES[0]},
+        {"record": "fact", "subject": "the cache", "predicate": "runs"},
+        {"record": "neuron", "text": "Rerun flaky tests once.", "triggers": ["flaky"], "importance": 5},
+        {"record": "knowledge", "text": "Deploys freeze on Fridays.", "provenance": []},
+        {"record": "node", "id": "x", "name": "the"},
+        {"record": "edge", "src": "x", "relation": "owns", "dst": "x"},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    done = run(db, "ingest", str(src))
+    assert done.returncode == 2
+    assert [line.split(":")[1].strip() for line in done.stderr.splitlines()[:-1]] == [
+        "line 2",
+        "line 3",
+        "line 4",
+        "line 5",
+        "line 6",
+    ]
+    assert "error: line 6: dst: an edge joins two nodes (self_loop)" in done.stderr.splitlines()
+    assert done.stderr.splitlines()[-1].endswith("nothing was written")
+    assert not db.exists()
+
+
 def test_ingest_reads_standard_input_with_a_byte_order_mark(tmp_path: Path) -> None:
     """`ingest -` reads standard input; a UTF-8 BOM before the first line is accepted."""
     db = tmp_path / "s.db"

@@ -11,11 +11,11 @@ from context_broker._cli._records import RECORDS, parse, parse_line
 
 LINES = [
     {"record": "edge", "src": "a", "relation": "knows", "dst": "b"},
-    {"record": "node", "name": "A", "id": "a"},
+    {"record": "node", "name": "Ana", "id": "a"},
     {"record": "task", "description": "Plan the offsite", "status": "completed"},
     {"text": "a plain note"},
     {"record": "fact", "subject": "the cache", "predicate": "runs on", "object": "Redis"},
-    {"record": "node", "name": "B", "id": "b"},
+    {"record": "node", "name": "Bo", "id": "b"},
 ]
 
 
@@ -47,7 +47,7 @@ def test_a_derived_id_depends_on_content_not_key_order(keys):
 
 def test_a_given_id_is_kept_and_not_derived():
     """A record's own id is used as it is."""
-    record, _ = parse_line(1, json.dumps({"record": "node", "name": "A", "id": "a"}))
+    record, _ = parse_line(1, json.dumps({"record": "node", "name": "Ana", "id": "a"}))
     assert record is not None
     assert (record.fields["id"], record.derived_id) == ("a", False)
 
