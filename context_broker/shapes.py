@@ -53,6 +53,9 @@ def result_json(r: SelectionResult) -> dict[str, Any]:
         "selected_count": r.selected_count,
         "abstained": r.abstained,
         "irrelevant_memory_rate": r.irrelevant_memory_rate,
+        # What the rate is read from: memories only, past tasks apart (the two counts above hold both).
+        "memory_candidates": r.memory_tally.candidates,
+        "memory_cleared": r.memory_tally.cleared,
         "types_queried": list(r.types_queried) if r.types_queried is not None else None,
         "sources": [
             {
