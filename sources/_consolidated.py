@@ -50,10 +50,10 @@ class KnowledgeWriter:
         ValidationError (every field error, nothing written) on bad input, an empty or
         malformed provenance, or an existing id without `replace`.
         """
-        errors = knowledge_errors(text=text, provenance=provenance, id=id, metadata=metadata)
-        created, errs = _validate.normalise_created_at(created_at)
-        encoded, _ = _validate.encode_metadata(metadata)  # its errors are among `errors`
-        _validate.raise_if(errors + errs)
+        given = {"id": id, "created_at": created_at, "metadata": metadata}
+        _validate.raise_if(knowledge_errors(text=text, provenance=provenance, **given))
+        created, _ = _validate.normalise_created_at(created_at)  # checked just above
+        encoded, _ = _validate.encode_metadata(metadata)
         row = {
             "id": id or str(uuid.uuid4()),
             "text": text,

@@ -346,9 +346,9 @@ class GraphSource(ReaderSource):
                 for e in walk.via.get(rowid, [])
                 if e[0] in walk.nodes and e[2] in walk.nodes
             ]
-            if walk.hops[rowid] == 0 and node.description:
-                # A node the task names, told by itself: only its description says more than
-                # the task did (a bare name is told by the edges of the nodes around it).
+            if walk.hops[rowid] == 0 and (node.description or node.aliases):
+                # A node the task names, told by itself: only its description or aliases say
+                # more than the task did (a bare name is told by the edges of the nodes around it).
                 texts.append(render(node, walk.nodes, None))
             if not texts:
                 continue

@@ -211,9 +211,11 @@ def _report(
 
 
 def _folded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per memory: a copy another source also returned (deduplicated) is not a row of its
-    own but named in the kept row's `also_from`; so is a copy under the floor when another source
-    returned the same memory under the floor too (the first row names both)."""
+    """A copy another source also returned (deduplicated) is not a row of its own but named in
+    the kept row's `also_from`; so is a memory's second row under the floor (the first names both;
+    the scale is one, so both sources scored it alike unless their queries differed, the store's
+    holding the turn's message). A memory under the floor in one source and above it in another
+    keeps both rows: their fates differ."""
     kept = {(r["entry_id"], r["source"]): r for r in rows if r["outcome"] != DEDUPLICATED}
     under: dict[str, dict[str, Any]] = {}
     folded = []
@@ -241,8 +243,9 @@ def _print(app: App, report: dict[str, Any]) -> None:
         app.out(NO_SOURCE_ANSWERED)
     elif not report["candidates"]:
         app.out(
-            'no source returned a candidate: a task of stop words and punctuation only ("thanks!") '
-            "reads nothing, nor in lexical mode one whose words the namespace lacks"
+            "no source returned a candidate: the namespace holds no memory (of the types asked), or "
+            'the task is stop words and punctuation only ("thanks!"), or in lexical mode its words '
+            "are not in the namespace"
         )
     for line in _table(report["candidates"]):
         app.out(line)

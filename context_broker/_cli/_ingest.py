@@ -9,6 +9,8 @@ its content and is found again; a record whose own id exists is an error that na
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,7 @@ from ._session import add_writer_arguments, writer_session
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from sources import MemoryStore, NewEntry
 
@@ -211,8 +213,8 @@ def _write_notes(
         return 0, 0
     same = 0
     if options.replace:  # an unchanged note is not rewritten (nor embedded again)
-        kept = [(number, e) for number, e in notes if not _stored_as_is(store, namespace, e)]
-        same, notes = len(notes) - len(kept), tuple(kept)
+        kept = _changed(store, namespace, notes)
+        same, notes = len(notes) - len(kept), kept
         if not notes:
             return 0, same
     before = store.stats(namespace=namespace)["entries"]
@@ -232,6 +234,15 @@ def _write_notes(
     return new, len(ids) - new
 
 
+def _changed(
+    store: MemoryStore, namespace: Namespace, notes: tuple[tuple[int, NewEntry], ...]
+) -> tuple[tuple[int, NewEntry], ...]:
+    """The notes `--replace` writes: all but those stored as they are (an id the file gives twice
+    stays, for the batch to refuse)."""
+    given = Counter(e.id for _, e in notes)
+    return tuple((n, e) for n, e in notes if given[e.id] > 1 or not _stored_as_is(store, namespace, e))
+
+
 def _stored_as_is(store: MemoryStore, namespace: Namespace, entry: NewEntry) -> bool:
     """Whether the namespace holds this note under its id with every field the line gives
     (a line without `created_at` keeps the stored time): `--replace` then leaves it as it is."""
@@ -242,9 +253,14 @@ def _stored_as_is(store: MemoryStore, namespace: Namespace, entry: NewEntry) -> 
         stored is not None
         and (stored.text, stored.kind, stored.memory_type) == (entry.text, entry.kind, entry.memory_type)
         and stored.importance == entry.importance
-        and dict(stored.metadata) == dict(entry.metadata or {})
+        and _json(stored.metadata) == _json(entry.metadata or {})
         and (entry.created_at is None or _same_moment(entry.created_at, stored.created_at))
     )
+
+
+def _json(metadata: Mapping[str, Any]) -> str:
+    """Metadata as compared: its JSON, so `true` and `1`, or `1` and `1.0`, differ."""
+    return json.dumps(metadata, sort_keys=True, ensure_ascii=False)
 
 
 def _same_moment(given: str, stored: str) -> bool:

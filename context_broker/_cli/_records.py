@@ -210,7 +210,9 @@ def parse_line(number: int, line: str) -> tuple[Record | None, list[str]]:
         return None, [f"record: must be one of {', '.join(RECORDS)}"]
     article = "an" if kind[:1] in "aeiou" else "a"
     problems = [f"{k}: unknown field for {article} {kind} record" for k in obj if k not in spec.fields]
-    problems += [f"{k}: required for {article} {kind} record" for k in sorted(spec.required) if k not in obj]
+    problems += [
+        f"{k}: required for {article} {kind} record" for k in sorted(spec.required) if obj.get(k) is None
+    ]
     for key, value in obj.items():
         check = spec.fields.get(key)
         problem = check(value) if check is not None and value is not None else None
@@ -247,20 +249,16 @@ def _deeper(kind: str, obj: dict[str, Any]) -> list[str]:
     return [f"{_EDGE_FIELDS.get(e.field, e.field)}: {e.message} ({e.code})" for e in errors]
 
 
-def _given(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields a line gives (a null is left out, as the writer's default)."""
-    return {k: v for k, v in obj.items() if v is not None}
-
-
 _RECORD_CHECKS: dict[str, Callable[[Mapping[str, Any]], list[FieldError]]] = {
-    "fact": lambda o: fact_errors(NewFact(**_given(o))),
-    "knowledge": lambda o: knowledge_errors(**_given(o)),
-    "neuron": lambda o: neuron_errors(NewNeuron(**_given(o))),
-    "node": lambda o: node_errors(**_given(o)),
+    "fact": lambda o: fact_errors(NewFact(**o)),
+    "knowledge": lambda o: knowledge_errors(**o),
+    "neuron": lambda o: neuron_errors(NewNeuron(**o)),
+    "node": lambda o: node_errors(**o),
     "edge": lambda o: edge_errors(o["src"], o["relation"], o["dst"], created_at=o.get("created_at")),
 }
-"""The library's checks of the other records' values, run on every line before anything is
-written (an edge's nodes, and whether an id exists, are read when it is written)."""
+"""The library's checks of the other records' values, given the fields as the line has them
+(nulls too: the writer gets them so), run on every line before anything is written (an edge's
+nodes, and whether an id exists, are read when it is written)."""
 _EDGE_FIELDS = {"src_id": "src", "dst_id": "dst"}
 
 

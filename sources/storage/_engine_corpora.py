@@ -190,7 +190,7 @@ class EntryReads(Protocol):
     def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
         """Of the namespace's entries among `rowids`, the conversation's turns (episodic entries
         that are messages or open with their speaker's name: `sources.storage._entries.is_turn`,
-        which reads the first `TURN_HEAD_CHARS` + 2 characters), each with whether its text asks
+        which reads the first `TURN_HEAD_CHARS` characters), each with whether its text asks
         a question (holds a '?'); the others left out. For a turn read in its context
         (`sources.relevance._turn_context`)."""
         ...

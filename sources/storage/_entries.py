@@ -18,8 +18,9 @@ from broker import MEMORY_TYPES, FieldError, Namespace
 from . import _validate
 
 MAX_RECALL_LIMIT = 1000
-TURN_HEAD_CHARS = 84
-"""How much of an episodic entry's text `is_turn` reads (the engines read no more)."""
+TURN_HEAD_CHARS = 86
+"""How much of an episodic entry's text `is_turn` reads (the engines read no more): a speaker
+of four words of 20 characters, their spaces, ": " and a character."""
 _SPEAKER = re.compile(r"[^\W\d_][\w.'\-]{0,19}(?: [^\W\d_][\w.'\-]{0,19}){0,3}: \S")
 """A line that opens with who says it, in one to four words: "Caroline: ...", "Dr. Alvarez:
 ...", "Ben Li: ..." (not "On March 14 the service went down: ...")."""
@@ -29,10 +30,13 @@ def is_turn(kind: str, text: str) -> bool:
     """Whether an episodic entry is a conversation's turn, read beside the turns written around
     it (`sources.relevance._turn_context`): a message, or a text that opens with its speaker's
     name. Episodic notes written one after another about unrelated events (an incident, a
-    meeting) are not: each is ranked on its own words."""
+    meeting) are not: each is ranked on its own words. A label that opens a note the way a name
+    opens a turn ("Incident: ...") reads as a speaker: no rule tells the two apart without
+    knowing names."""
     if kind == "message":
         return True
-    return text[:1].isupper() and _SPEAKER.match(text, 0, TURN_HEAD_CHARS + 2) is not None
+    # A name opens with a capital where the script has capitals ("caroline: hi" is no turn).
+    return not text[:1].islower() and _SPEAKER.match(text, 0, TURN_HEAD_CHARS) is not None
 
 
 MEMORULE_OWNED = (

@@ -82,6 +82,9 @@ async def test_a_named_node_without_a_description_is_told_by_its_edges_only(stor
     assert got["graph:ana"].text == "Ana — owns → billing service; Ana: leads the billing team"
     described = await fetch(store, "Tell me about Caroline")
     assert described["graph:caroline"].text == "Caroline: a counsellor in training"
+    g.add_node("payments service", namespace=NS, id="pay", aliases=["the ledger"])
+    aliased = await fetch(store, "What is the ledger?")
+    assert aliased["graph:pay"].text == "payments service (also the ledger)"
 
 
 async def test_alias_is_a_key(store: MemoryStore) -> None:

@@ -156,7 +156,7 @@ class PostgresEntries:
 
     def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
         rows = self.scope.ns(ns_id).rows(
-            f"SELECT rowid, strpos(text, '?') > 0, kind, left(text, {TURN_HEAD_CHARS + 2}) FROM entries "
+            f"SELECT rowid, strpos(text, '?') > 0, kind, left(text, {TURN_HEAD_CHARS}) FROM entries "
             "WHERE ns_id = %s AND memory_type = 'episodic' AND rowid = ANY(%s)",
             (ns_id, [int(r) for r in rowids]),
         )

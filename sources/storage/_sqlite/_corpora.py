@@ -126,7 +126,7 @@ class SqliteEntries:
 
     def episodic_turns(self, ns_id: int, rowids: Sequence[int]) -> dict[int, bool]:
         sql = (
-            f"SELECT rowid, instr(text, '?') > 0, kind, substr(text, 1, {TURN_HEAD_CHARS + 2}) FROM entries "
+            f"SELECT rowid, instr(text, '?') > 0, kind, substr(text, 1, {TURN_HEAD_CHARS}) FROM entries "
             "WHERE +ns_id = ? AND memory_type = 'episodic' AND rowid IN ({marks})"
         )
         rows = select_in(self.conn, sql, list(rowids), (ns_id,))

@@ -201,4 +201,6 @@ def test_explain_says_no_source_answered_when_each_timed_out(capsys: pytest.Capt
     assert "no memories: no source answered" in capsys.readouterr().out
     report["sources"] = [{"name": "store", "status": "timeout"}, {"name": "graphs", "status": "empty"}]
     _print(App(args=argparse.Namespace()), report)
-    assert "no source returned a candidate" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "no source returned a candidate: the namespace holds no memory" in said
+    assert '("thanks!")' in said

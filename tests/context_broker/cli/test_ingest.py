@@ -329,6 +329,55 @@ def test_every_bad_record_value_is_reported_before_anything_is_written(tmp_path:
     assert not db.exists()
 
 
+def test_a_null_field_is_judged_before_anything_is_written(tmp_path: Path) -> None:
+    """A required field given as null is missing; an optional null is what the writer gets, so
+    the check up front refuses what the writer would: every line named, nothing written."""
+    db, src = tmp_path / "z.db", tmp_path / "z.jsonl"
+    lines = [
+        {"record": "fact", "text": "The tile cache runs on Redis 7.2."},
+        {"record": "knowledge", "text": None, "provenance": ["x"]},
+        {"record": "node", "name": None},
+        {"record": "neuron", "text": "Rerun flaky tests once.", "triggers": ["flaky"], "importance": None},
+        {"record": "edge", "src": None, "relation": "owns", "dst": "x"},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    done = run(db, "ingest", str(src))
+    assert done.returncode == 2
+    errors = done.stderr.splitlines()
+    assert "error: line 2: text: required for a knowledge record" in errors
+    assert "error: line 3: name: required for a node record" in errors
+    assert any(e.startswith("error: line 4: importance:") for e in errors)
+    assert "error: line 5: src: required for an edge record" in errors
+    assert "Traceback" not in done.stderr
+    assert not db.exists()
+
+
+def test_replace_refuses_a_note_id_the_file_gives_twice(tmp_path: Path) -> None:
+    """With --replace, an id given twice is refused even when one of its lines is stored as it is."""
+    db, src = tmp_path / "d.db", tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"id": "n1", "text": NOTES[0]}) + "\n", encoding="utf-8")
+    assert run(db, "ingest", str(src)).returncode == 0
+    twice = [{"id": "n1", "text": NOTES[1]}, {"id": "n1", "text": NOTES[0]}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in twice), encoding="utf-8")
+    done = run(db, "ingest", str(src), "--replace")
+    assert done.returncode == 2
+    assert "repeats in this batch" in done.stderr
+
+
+def test_replace_rewrites_a_note_whose_metadata_changed_only_in_type(tmp_path: Path) -> None:
+    """Metadata `{"x": true}` and `{"x": 1}` compare equal in Python, not as stored JSON: rewritten."""
+    db, src = tmp_path / "t.db", tmp_path / "t.jsonl"
+    src.write_text(
+        json.dumps({"id": "n1", "text": NOTES[0], "metadata": {"x": True}}) + "\n", encoding="utf-8"
+    )
+    assert run(db, "ingest", str(src)).returncode == 0
+    src.write_text(json.dumps({"id": "n1", "text": NOTES[0], "metadata": {"x": 1}}) + "\n", encoding="utf-8")
+    done = run(db, "ingest", str(src), "--replace")
+    assert done.stdout.split(": ")[-1] == "1 written, 0 already stored\n"
+    with MemoryStore.open(db, mode="lexical") as store:
+        assert json.dumps(store.get("n1", namespace=NS).metadata) == '{"x": 1}'  # type: ignore[union-attr]
+
+
 def test_ingest_reads_standard_input_with_a_byte_order_mark(tmp_path: Path) -> None:
     """`ingest -` reads standard input; a UTF-8 BOM before the first line is accepted."""
     db = tmp_path / "s.db"
