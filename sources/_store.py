@@ -397,6 +397,17 @@ class MemoryStore:
         found = list(_memories([] if row is None else [row]))
         return found[0] if found else None
 
+    def get_many(self, ids: Iterable[str], *, namespace: Namespace) -> dict[str, Memory]:
+        """The memories of these ids the namespace holds, by id (absent ids left out), in one read."""
+        wanted = list(dict.fromkeys(ids))
+        with self.engine.read() as conn:
+            ns_id = conn.namespace_id(namespace)
+            if ns_id is None or not wanted:
+                return {}
+            found = conn.entries.find_many(ns_id, wanted)
+            rows = conn.entries.rows(ns_id, [rowid for rowid, _ in found.values()])
+        return {m.id: m for m in _memories(rows)}
+
     def list_entries(self, *, namespace: Namespace, limit: int = 100, offset: int = 0) -> list[Memory]:
         """The namespace's memories, oldest first, a page at a time (no relevance: see `recall`)."""
         with self.engine.read() as conn:

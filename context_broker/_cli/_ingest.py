@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Mapping
 
-    from sources import MemoryStore, NewEntry
+    from sources import Memory, MemoryStore, NewEntry
 
 PROGRESS_MIN_NOTES = 1000
 """Below this many notes an ingest takes about a second: no progress is shown."""
@@ -240,15 +240,14 @@ def _changed(
     """The notes `--replace` writes: all but those stored as they are (an id the file gives twice
     stays, for the batch to refuse)."""
     given = Counter(e.id for _, e in notes)
-    return tuple((n, e) for n, e in notes if given[e.id] > 1 or not _stored_as_is(store, namespace, e))
+    stored = store.get_many([e.id for _, e in notes if e.id is not None], namespace=namespace)
+    return tuple((n, e) for n, e in notes if given[e.id] > 1 or not _stored_as_is(stored, e))
 
 
-def _stored_as_is(store: MemoryStore, namespace: Namespace, entry: NewEntry) -> bool:
+def _stored_as_is(stored_by_id: Mapping[str, Memory], entry: NewEntry) -> bool:
     """Whether the namespace holds this note under its id with every field the line gives
     (a line without `created_at` keeps the stored time): `--replace` then leaves it as it is."""
-    if entry.id is None:
-        return False
-    stored = store.get(entry.id, namespace=namespace)
+    stored = None if entry.id is None else stored_by_id.get(entry.id)
     return (
         stored is not None
         and (stored.text, stored.kind, stored.memory_type) == (entry.text, entry.kind, entry.memory_type)

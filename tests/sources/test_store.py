@@ -105,6 +105,18 @@ def test_caller_supplied_id_is_kept_and_duplicate_is_an_error(store: MemoryStore
     assert store.add_entry("same id other tenant", namespace=B, id="x") == "x"
 
 
+def test_get_many_reads_what_get_reads_for_each_id_it_holds(store: MemoryStore) -> None:
+    """`get_many` gives each held id's memory as `get` does, in one read; absent ids and another
+    namespace's are left out."""
+    for i in range(3):
+        store.add_entry(f"note number {i} about the forklift", namespace=A, id=f"n{i}")
+    store.add_entry("another tenant's note", namespace=B, id="b0")
+    got = store.get_many(["n2", "n0", "missing", "b0", "n0"], namespace=A)
+    assert got == {i: store.get(i, namespace=A) for i in ("n2", "n0")}
+    assert store.get_many([], namespace=A) == {}
+    assert store.get_many(["n0"], namespace=Namespace(tenant_id="nobody")) == {}
+
+
 def test_delete_removes_from_every_index(store: MemoryStore) -> None:
     """After delete, the memory is neither gettable nor recallable, and FTS stays consistent."""
     fill(store, A)
