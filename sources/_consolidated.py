@@ -50,8 +50,11 @@ class KnowledgeWriter:
         ValidationError (every field error, nothing written) on bad input, an empty or
         malformed provenance, or an existing id without `replace`.
         """
-        given = {"id": id, "created_at": created_at, "metadata": metadata}
-        _validate.raise_if(knowledge_errors(text=text, provenance=provenance, **given))
+        _validate.raise_if(
+            knowledge_errors(
+                text=text, provenance=provenance, id=id, created_at=created_at, metadata=metadata
+            )
+        )
         created, _ = _validate.normalise_created_at(created_at)  # checked just above
         encoded, _ = _validate.encode_metadata(metadata)
         row = {

@@ -217,15 +217,16 @@ def _folded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     holding the turn's message). A memory under the floor in one source and above it in another
     keeps both rows: their fates differ."""
     kept = {(r["entry_id"], r["source"]): r for r in rows if r["outcome"] != DEDUPLICATED}
-    under: dict[str, dict[str, Any]] = {}
+    under: dict[str, dict[str, Any]] = {}  # each memory's first row under the floor
     folded = []
     for row in rows:
-        winner = kept.get((row["entry_id"], str(row["detail"]).removeprefix("kept from ")))
-        if row["outcome"] == BELOW_FLOOR:
-            winner = under.setdefault(row["entry_id"], row)
-            if winner is row:
-                winner = None
-        if winner is not None and row["outcome"] in (DEDUPLICATED, BELOW_FLOOR):
+        winner = None
+        if row["outcome"] == DEDUPLICATED:
+            winner = kept.get((row["entry_id"], str(row["detail"]).removeprefix("kept from ")))
+        elif row["outcome"] == BELOW_FLOOR:
+            winner = under.get(row["entry_id"])
+            under.setdefault(row["entry_id"], row)
+        if winner is not None:
             winner["also_from"] = [*winner["also_from"], row["source"]]
             continue
         folded.append(row)

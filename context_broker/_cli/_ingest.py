@@ -23,7 +23,7 @@ from sources import SqliteTaskRepository, Writers, WriterSession, memorule_histo
 from ._app import App, UsageError
 from ._jsonl import label, read_lines
 from ._progress import progress
-from ._records import Parsed, Record, parse, record_writer
+from ._records import RECORD_FIELDS, Parsed, Record, parse, record_writer
 from ._session import add_writer_arguments, writer_session
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ PROGRESS_MIN_NOTES = 1000
 RECORDS_DOC = "docs/records.md"
 _REPLACE_HINT = "; use --replace to overwrite it"
 _MAX_LISTED = 10
-_RECORD_FIELDS = {"src_id": "src", "dst_id": "dst", "task_id": "id"}  # writer field -> record key
 
 
 @attrs.frozen(kw_only=True)
@@ -326,7 +325,7 @@ def _write_record(sinks: _Sinks, namespace: Namespace, record: Record, *, replac
             raise UsageError(
                 f"error: line {record.line}: id: {taken!r} already exists in {namespace}{_REPLACE_HINT}"
             ) from exc
-        named = [(_RECORD_FIELDS.get(e.field, e.field), e) for e in exc.errors]
+        named = [(RECORD_FIELDS.get(e.field, e.field), e) for e in exc.errors]
         raise UsageError(
             *(f"error: line {record.line}: {f}: {e.message} ({e.code})" for f, e in named)
         ) from exc

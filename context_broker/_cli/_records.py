@@ -246,7 +246,7 @@ def _deeper(kind: str, obj: dict[str, Any]) -> list[str]:
         errors = _RECORD_CHECKS[kind](obj)
     else:
         return []
-    return [f"{_EDGE_FIELDS.get(e.field, e.field)}: {e.message} ({e.code})" for e in errors]
+    return [f"{RECORD_FIELDS.get(e.field, e.field)}: {e.message} ({e.code})" for e in errors]
 
 
 _RECORD_CHECKS: dict[str, Callable[[Mapping[str, Any]], list[FieldError]]] = {
@@ -259,7 +259,8 @@ _RECORD_CHECKS: dict[str, Callable[[Mapping[str, Any]], list[FieldError]]] = {
 """The library's checks of the other records' values, given the fields as the line has them
 (nulls too: the writer gets them so), run on every line before anything is written (an edge's
 nodes, and whether an id exists, are read when it is written)."""
-_EDGE_FIELDS = {"src_id": "src", "dst_id": "dst"}
+RECORD_FIELDS = {"src_id": "src", "dst_id": "dst", "task_id": "id"}
+"""A writer's field name -> the record key a line gives it under."""
 
 
 def _entry(fields: Mapping[str, Any]) -> NewEntry:

@@ -154,11 +154,12 @@ def rows_in_context(
     """`in_context` of scored entry rows (relevance, row), best first, those under `floor` left out."""
     rels = [rel for rel, _ in scored]
     rows = [row for _, row in scored]
+    turns = [turn(row) for row in rows]
     ranked = in_context(
         rels,
         [int(row[0]) for row in rows],
-        [turn(row) for row in rows],
-        [turn(row) and asks(row[6]) for row in rows],
+        turns,
+        [is_one and asks(row[6]) for is_one, row in zip(turns, rows, strict=True)],
         floor,
     )
     return [(rel, scored[i][1]) for i, rel in ranked]
