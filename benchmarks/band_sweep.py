@@ -17,6 +17,7 @@ Issue 44's targets ask for a hit of 0.95 (personal) and 0.90 (task-style) with a
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Final
 
 import anyio
@@ -85,8 +86,8 @@ def _exponents(text: str) -> tuple[float, ...]:
         values = tuple(float(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError("exponents must be positive")
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise argparse.ArgumentTypeError("exponents must be positive finite numbers")
     return values
 
 

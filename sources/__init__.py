@@ -51,6 +51,7 @@ from ._store_reader import StoreReader as StoreReader
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
 from ._tasks import SqliteTaskRepository as SqliteTaskRepository
+from ._tasks import task_errors as task_errors
 from ._vector_writes import embed_and_store_vectors as embed_and_store_vectors
 from .embedding._embedder import COMPUTE_ENV as COMPUTE_ENV
 from .embedding._embedder import DEFAULT_COMPUTE as DEFAULT_COMPUTE
@@ -139,5 +140,6 @@ __all__ = [
     "session_errors",
     "store_path",
     "store_target",
+    "task_errors",
     "update_memorule",
 ]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 import attrs
 
-from broker import Namespace, ValidationError, count_errors
+from broker import FieldError, Namespace, ValidationError, count_errors
 from broker.abc import ConversationTurn, TaskRecord
 
 from .storage import _validate
@@ -27,7 +27,7 @@ from .storage._engine_corpora import TurnRecord
 from .storage._threads import run_sync_interruptible
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from broker.abc import ConversationStateRepository, TaskStateRepository
 
@@ -43,6 +43,21 @@ ROLES: tuple[str, ...] = ("user", "assistant", "system", "tool")
 """The roles of a conversation turn."""
 
 DEFAULT_READ_TOKENS = 4
+
+
+def task_errors(
+    description: object, *, task_id: object = None, status: object = "active", roles: Sequence[object] = ()
+) -> list[FieldError]:
+    """Every problem `create_task` (and `append_turn`, for turns of these `roles`) would refuse
+    these fields for (whether the id exists apart); nothing is read or written."""
+    errors = _validate.text_errors("description", description)
+    errors += _validate.id_errors("task_id", task_id)
+    errors += _validate.choice_errors("status", status, TASK_STATUSES, optional=False)
+    for role in roles:
+        errors += _validate.choice_errors("role", role, ROLES, optional=False)
+    return errors
+
+
 MAX_HISTORY_LIMIT = 1000
 
 
@@ -81,10 +96,7 @@ class SqliteTaskRepository:
         status: str = "active",
     ) -> str:
         """Create a task; returns its id. ValidationError on bad input or an existing id."""
-        errors = _validate.text_errors("description", description)
-        errors += _validate.id_errors("task_id", task_id)
-        errors += _validate.choice_errors("status", status, TASK_STATUSES, optional=False)
-        _validate.raise_if(errors)
+        _validate.raise_if(task_errors(description, task_id=task_id, status=status))
         tid = task_id or str(uuid.uuid4())
         now = _now()
         with self._engine.write() as conn:

@@ -29,6 +29,7 @@ from sources import (
     node_errors,
     remember_errors,
     session_errors,
+    task_errors,
 )
 
 from ._jsonl import json_object
@@ -195,8 +196,23 @@ def parse(lines: list[tuple[int, str]]) -> tuple[Parsed, list[str]]:
             notes.append((number, _entry(record.fields)))
         else:
             records.append(record)
+    problems += _repeated(records)
     records.sort(key=lambda r: (list(RECORDS).index(r.type), r.line))
     return Parsed(notes=tuple(notes), records=tuple(records)), problems
+
+
+def _repeated(records: list[Record]) -> list[str]:
+    """A record id the file gives twice for one type (the notes' repeats are the store batch's to
+    refuse): one problem at each later line, as a note's repeat is refused."""
+    seen: dict[tuple[str, str], int] = {}
+    problems = []
+    for r in records:
+        if r.type == "edge" or r.derived_id:
+            continue
+        first = seen.setdefault((r.type, str(r.fields["id"])), r.line)
+        if first != r.line:
+            problems.append(f"line {r.line}: id: {r.fields['id']!r} repeats line {first} (duplicate)")
+    return problems
 
 
 def parse_line(number: int, line: str) -> tuple[Record | None, list[str]]:
@@ -255,6 +271,12 @@ _RECORD_CHECKS: dict[str, Callable[[Mapping[str, Any]], list[FieldError]]] = {
     "neuron": lambda o: neuron_errors(NewNeuron(**o)),
     "node": lambda o: node_errors(**o),
     "edge": lambda o: edge_errors(o["src"], o["relation"], o["dst"], created_at=o.get("created_at")),
+    "task": lambda o: task_errors(
+        o["description"],
+        task_id=o.get("id"),
+        status=o.get("status") or "active",
+        roles=[role for role, _ in o.get("turns") or ()],
+    ),
 }
 """The library's checks of the other records' values, given the fields as the line has them
 (nulls too: the writer gets them so), run on every line before anything is written (an edge's

@@ -30,8 +30,8 @@ def test_each_exponent_is_in_force_while_measured_and_the_fitted_ones_return(
 
 
 def test_exponents_must_be_positive_numbers() -> None:
-    """A list of positive numbers parses; a word or a non-positive value is an argparse error."""
+    """A list of positive numbers parses; a word, a non-positive or a non-finite value is an argparse error."""
     assert band_sweep._exponents("0.5,1") == (0.5, 1.0)
-    for bad in ("a,1", "0,1", "-1"):
+    for bad in ("a,1", "0,1", "-1", "nan", "inf"):
         with pytest.raises(argparse.ArgumentTypeError):
             band_sweep._exponents(bad)

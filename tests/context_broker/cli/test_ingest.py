@@ -378,6 +378,27 @@ def test_replace_rewrites_a_note_whose_metadata_changed_only_in_type(tmp_path: P
         assert json.dumps(store.get("n1", namespace=NS).metadata) == '{"x": 1}'  # type: ignore[union-attr]
 
 
+def test_a_tasks_status_and_roles_and_a_repeated_record_id_are_refused_up_front(tmp_path: Path) -> None:
+    """A task's unknown status or turn role, and an id two node lines share, are listed with the
+    rest before anything is written."""
+    db, src = tmp_path / "k.db", tmp_path / "k.jsonl"
+    lines = [
+        {"text": NOTES[0]},
+        {"record": "task", "id": "t1", "description": "Do it", "turns": [["robot", "hi"]]},
+        {"record": "task", "id": "t2", "description": "Other", "status": "done"},
+        {"record": "node", "id": "n", "name": "Alpha"},
+        {"record": "node", "id": "n", "name": "Beta"},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    for flags in ((), ("--replace",)):
+        done = run(db, "ingest", str(src), *flags)
+        assert done.returncode == 2
+        errors = done.stderr.splitlines()
+        assert [e.split(":")[1].strip() for e in errors[:-1]] == ["line 2", "line 3", "line 5"]
+        assert "error: line 5: id: 'n' repeats line 4 (duplicate)" in errors
+        assert not db.exists()
+
+
 def test_ingest_reads_standard_input_with_a_byte_order_mark(tmp_path: Path) -> None:
     """`ingest -` reads standard input; a UTF-8 BOM before the first line is accepted."""
     db = tmp_path / "s.db"
