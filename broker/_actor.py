@@ -15,14 +15,12 @@ import anyio
 import attrs
 
 from ._breaker import CircuitBreaker
-from ._candidates import considered_of, validate_candidates
+from ._candidates import NOTHING_READ, Reading, reading_of, validate_candidates
 from ._exceptions import BrokerClosedError, CandidateError
 from ._model import Candidate, SourceStatus
 from .log import get_logger
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
-
     from anyio.abc import TaskStatus
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -52,7 +50,8 @@ class Job:
     _done: anyio.Event = attrs.field(factory=anyio.Event)
     status: SourceStatus | None = None
     candidates: tuple[Candidate, ...] = ()
-    considered: frozenset[Hashable] = frozenset()
+    reading: Reading = NOTHING_READ
+    """What the answer said beside its candidates (`SourceAnswer`: considered memories, gate)."""
     error: str | None = None
     finished_at: float | None = None
     abandoned: bool = False
@@ -107,7 +106,7 @@ class Job:
         *,
         now: float,
         candidates: tuple[Candidate, ...] = (),
-        considered: frozenset[Hashable] = frozenset(),
+        reading: Reading = NOTHING_READ,
         error: str | None = None,
     ) -> None:
         """Record the outcome once; later calls are ignored."""
@@ -115,7 +114,7 @@ class Job:
             return
         self.status = status
         self.candidates = candidates
-        self.considered = considered
+        self.reading = reading
         self.error = error
         self.finished_at = now
         self._done.set()
@@ -287,7 +286,7 @@ class SourceActor:
                 self._failed(job, exc)
                 return
             try:
-                candidates, considered = validate_candidates(found), considered_of(found)
+                candidates, reading = validate_candidates(found), reading_of(found)
             except CandidateError as exc:
                 self._failed(job, exc)
                 return
@@ -297,7 +296,7 @@ class SourceActor:
                 job.finish(SourceStatus.TIMEOUT, now=now)
                 return
             status = SourceStatus.OK if candidates else SourceStatus.EMPTY
-            job.finish(status, now=now, candidates=candidates, considered=considered)
+            job.finish(status, now=now, candidates=candidates, reading=reading)
             return
         # Only reached when the job's own scope caught the cancellation.
         job.finish(SourceStatus.TIMEOUT, now=anyio.current_time())

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import overload
+from typing import Final, overload
 
 import attrs
 
 from ._blocks import MEMORY_BLOCKS
 from ._exceptions import CandidateError
 from ._fields import MAX_ID_CHARS, MAX_TEXT_CHARS
-from ._model import Candidate
+from ._model import Candidate, optional_unit
 
 
 def _as_tuple(candidates: Iterable[Candidate]) -> tuple[Candidate, ...]:
@@ -41,12 +41,17 @@ class SourceAnswer(Sequence[Candidate]):
     (a candidate drawn from them carries its key as `Candidate.retrieval_key`). Measurement,
     never injection: nothing considered is selected unless it is a candidate.
 
+    `qpp` is the task's gate the source read (`Candidate.qpp`), also when it returned nothing
+    because the gate was under the floor: the turn then reports how far the gate stayed from
+    opening (None: the source read no gate).
+
     It compares and hashes as the tuple of its candidates, so `answer == []` still says "no
     candidate" to a caller that reads the answer as a list.
     """
 
     candidates: tuple[Candidate, ...] = attrs.field(default=(), converter=_as_tuple)
     considered: frozenset[Hashable] = attrs.field(default=frozenset(), converter=_as_frozenset)
+    qpp: float | None = attrs.field(default=None, validator=optional_unit)
 
     @overload
     def __getitem__(self, index: int) -> Candidate: ...
@@ -91,6 +96,35 @@ def considered_of(found: object) -> frozenset[Hashable]:
     if not isinstance(considered, frozenset):
         raise CandidateError(f"considered must be a frozenset, got {type(considered).__name__}")
     return considered
+
+
+@attrs.frozen
+class Reading:
+    """What a source's answer says beside its candidates: the memories it considered and the
+    gate it read (`SourceAnswer`; nothing for a plain sequence)."""
+
+    considered: frozenset[Hashable] = frozenset()
+    qpp: float | None = None
+
+
+NOTHING_READ: Final = Reading()
+"""A plain sequence's reading, and a job's before its source answers."""
+
+
+def reading_of(found: object) -> Reading:
+    """The answer's `Reading`, checked (CandidateError if malformed)."""
+    return Reading(considered=considered_of(found), qpp=gate_of(found))
+
+
+def gate_of(found: object) -> float | None:
+    """The gate a source's answer says it read (a `SourceAnswer`'s `qpp`; None for a plain
+    sequence), or CandidateError if it is not a probability."""
+    if not isinstance(found, SourceAnswer) or found.qpp is None:
+        return None
+    qpp: object = found.qpp
+    if isinstance(qpp, bool) or not isinstance(qpp, int | float) or not 0.0 <= qpp <= 1.0:
+        raise CandidateError(f"qpp must be a probability in [0, 1], got {qpp!r}")
+    return float(qpp)
 
 
 def validate_candidate(candidate: object) -> Candidate:

@@ -86,7 +86,8 @@ def _outcome(name: str, job: Job, deadline: float) -> SourceOutcome:
         latency_ms=_ms(job.finished_at - job.submitted_at),
         candidates=len(job.candidates),
         error=job.error,
-        considered=job.considered,
+        considered=job.reading.considered,
+        qpp=job.reading.qpp,
     )
 
 

@@ -113,7 +113,8 @@ def _unit(_instance: object, attribute: attrs.Attribute[float], value: float) ->
         raise ValueError(msg)
 
 
-_optional_unit = attrs.validators.optional(_unit)
+optional_unit = attrs.validators.optional(_unit)
+"""None, or a probability in [0, 1] (a candidate's and an answer's `qpp` and `band`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -132,8 +133,8 @@ class Candidate:
     memory_type: str | None = None
     created_at: str | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict, eq=False)
-    qpp: float | None = attrs.field(default=None, validator=_optional_unit)
-    band: float | None = attrs.field(default=None, validator=_optional_unit)
+    qpp: float | None = attrs.field(default=None, validator=optional_unit)
+    band: float | None = attrs.field(default=None, validator=optional_unit)
     rank: int | None = attrs.field(
         default=None,
         validator=attrs.validators.optional([attrs.validators.instance_of(int), attrs.validators.ge(0)]),
@@ -207,6 +208,9 @@ class SourceOutcome:
     considered: frozenset[Hashable] = attrs.field(factory=frozenset, eq=False, repr=False)
     """Keys of the memories the source considered (`SourceAnswer.considered`): empty unless it
     answered in time with them."""
+    qpp: float | None = attrs.field(default=None, eq=False, repr=False)
+    """The task's gate the source read (`SourceAnswer.qpp`): None unless it answered in time
+    with it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -233,7 +237,8 @@ class SelectionResult:
     sources: tuple[SourceOutcome, ...]
     mode: str = DEFAULT_MODE
     qpp: float | None = None
-    """The task's gate in the namespace, as the sources reported it (None: no candidate)."""
+    """The task's gate in the namespace, as the sources reported it: on their candidates, or on
+    their answers when the gate kept every memory out (None: no source read a gate)."""
     memories: Tally | None = None
     """Distinct memories considered and cleared the floor (before the budget cap); None in a
     result built by hand, when `candidates_evaluated` and the selected blocks stand in."""

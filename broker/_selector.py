@@ -152,7 +152,7 @@ class MemorySelector:
             types_queried=request.types,
             sources=outcomes,
             mode=request.mode,
-            qpp=max((c.qpp for c in candidates if c.qpp is not None), default=None),
+            qpp=_gate(candidates, outcomes),
             queued_ms=1000 * slot.queued,
         )
         return result, candidates
@@ -168,6 +168,13 @@ class MemorySelector:
         self._closed = True
         for actor in self._actors:
             actor.stop()
+
+
+def _gate(candidates: Sequence[Candidate], outcomes: Sequence[SourceOutcome]) -> float | None:
+    """The task's gate as the sources reported it: on their candidates, and on the answers of
+    those that returned none because it kept every memory out (None: no source read a gate)."""
+    read = [c.qpp for c in candidates if c.qpp is not None] + [o.qpp for o in outcomes if o.qpp is not None]
+    return max(read, default=None)
 
 
 def _considered(outcomes: Sequence[SourceOutcome]) -> frozenset[Hashable]:

@@ -21,19 +21,20 @@ from ._blocks import KIND_MEMORY, MEMORULES
 if TYPE_CHECKING:
     from ._model import Block, Namespace, SelectionResult
 
-INFERENCE_TRACE_SCHEMA_VERSION = 8
+INFERENCE_TRACE_SCHEMA_VERSION = 9
 """Version of the `turn.completed` event. v5 added the `memory_*` fields; v6 made a score the
 product of the task's gate and the memory's band (`qpp`, per-block `band`), with the floor,
 whether the query carried the turn's message, and past tasks gated by the floor; v7 counts
 distinct memories, `memory_selected` as those that cleared the floor, with `memory_injected`
 and `memory_cut_by_budget` beside it, and a ranked block's `rank`; v8 counts in
 `memory_candidates` the memories the sources considered, below the floor included, not only
-those they returned. Readers ignore keys they do not know."""
+those they returned; v9 reports `qpp` also when the gate kept every memory out. Readers
+ignore keys they do not know."""
 
 TURN_COMPLETED = "turn.completed"
 """The event name, stable across versions."""
 
-SCHEMA_RESOURCE = "trace-v8.schema.json"
+SCHEMA_RESOURCE = "trace-v9.schema.json"
 _ERROR_CHARS = 200
 
 

@@ -78,7 +78,8 @@ def make_candidate(entry_id: str, score: float = 0.9, **options: Unpack[Candidat
 @attrs.define(eq=False)
 class FakeSource:
     """Answers every request with `candidates` after `delay` seconds (of the event loop's clock);
-    given `considered`, as a `SourceAnswer` saying it considered those memories too.
+    given `considered` or `qpp`, as a `SourceAnswer` saying it considered those memories too
+    and read that gate.
 
     Records what happened: `opened` and `closed` counts, `requests` received, and `active`,
     the fetches in progress right now.
@@ -88,6 +89,7 @@ class FakeSource:
     candidates: Sequence[Candidate] = attrs.field(default=(), converter=tuple)
     delay: float = 0.0
     considered: frozenset[Hashable] | None = None
+    qpp: float | None = None
     opened: int = attrs.field(default=0, init=False)
     closed: int = attrs.field(default=0, init=False)
     active: int = attrs.field(default=0, init=False)
@@ -123,8 +125,9 @@ class FakeSource:
             self.active -= 1
 
     async def _answer(self, request: SourceRequest) -> Sequence[Candidate]:  # noqa: ARG002 - hook
-        if self.considered is not None:
-            return SourceAnswer(candidates=self.candidates, considered=self.considered)
+        if self.considered is not None or self.qpp is not None:
+            considered = self.considered or frozenset()
+            return SourceAnswer(candidates=self.candidates, considered=considered, qpp=self.qpp)
         return self.candidates
 
 

@@ -124,8 +124,9 @@ class ReaderSource:
         if found is None:
             found = [] if gate.qpp < self.min_score else await self._reader.run(read)
         # The turn's shared retrieval, as every gated source of the turn reports it (one set):
-        # counted in the trace, below the floor included, at no read of its own.
-        answer = SourceAnswer(candidates=tuple(found), considered=gate.considered)
+        # counted in the trace, below the floor included, at no read of its own; and the gate
+        # it read, which the turn reports also when it kept every memory out.
+        answer = SourceAnswer(candidates=tuple(found), considered=gate.considered, qpp=gate.qpp)
         self._reader.keep((self, resolved), gate.stamp, answer)  # the gate's stamp: never newer
         return answer
 

@@ -50,6 +50,14 @@ async def test_an_abstaining_turn_counts_the_memories_it_weighed(store: MemorySt
     assert trace["irrelevant_memory_rate"] == 1.0
 
 
+async def test_an_abstaining_turn_reports_its_closed_gate(store: MemoryStore) -> None:
+    """The gate that kept every memory out is in the trace, under the floor, not null."""
+    trace = (await turn(store, "What did Caroline paint last summer?")).trace
+    assert trace["memory_abstained"] is True
+    assert trace["qpp"] is not None
+    assert 0.0 <= trace["qpp"] < trace["floor"]
+
+
 async def test_what_time_is_it_still_gets_no_memory(store: MemoryStore) -> None:
     """Counting below-floor memories injects none of them: the context is the active task alone."""
     ctx = await turn(store, "what time is it")

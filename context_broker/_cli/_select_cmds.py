@@ -10,6 +10,7 @@ import attrs
 
 from broker import (
     MEMORY_TYPES,
+    RECALL_MIN_SCORE,
     RECALL_MODES,
     MemorySelector,
     Namespace,
@@ -131,13 +132,24 @@ async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
     )
 
 
+def _why(r: SelectionResult) -> str:
+    """What an abstaining turn weighed: the gate it read, when it stayed under the floor, and the
+    candidates its retrieval considered, below the floor included."""
+    n = r.candidates_evaluated
+    said = (
+        [f"gate {r.qpp:.3f} < floor {RECALL_MIN_SCORE}"]
+        if r.qpp is not None and r.qpp < RECALL_MIN_SCORE
+        else []
+    )
+    said += [f"{n} candidate{'' if n == 1 else 's'} evaluated"] if n else []
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def _print_human(app: App, r: SelectionResult) -> None:
     if not r.blocks and none_answered(str(s.status) for s in r.sources):
         app.out(NO_SOURCE_ANSWERED)
     elif r.abstained:
-        n = r.candidates_evaluated  # those the turn's retrieval considered, below the floor included
-        counted = f" ({n} candidate{'' if n == 1 else 's'} evaluated)" if n else ""
-        app.out(f"abstained: nothing relevant{counted}; `explain` shows why")
+        app.out(f"abstained: nothing relevant{_why(r)}; `explain` shows why")
     for b in r.blocks:
         app.out(
             f"{b.score:.3f}  [{b.block}/{printable(b.source)}]  {printable(b.entry_id)}  {printable(b.text)}"

@@ -360,7 +360,7 @@ async def test_one_event_per_turn_without_text_by_default(repo, trace_events):
     event = events[0]
     assert event["turn_id"] == "turn-1"
     assert event["log_level"] == "info"
-    assert event["schema_version"] == 8
+    assert event["schema_version"] == 9
     rendered = repr(event)
     for text in ("Postgres", "numbered lists", ACTIVE, PAST):
         assert text not in rendered

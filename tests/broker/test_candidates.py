@@ -22,7 +22,7 @@ from broker import (
     open_broker,
     validate_candidate,
 )
-from broker._candidates import considered_of, validate_candidates
+from broker._candidates import considered_of, gate_of, validate_candidates
 from broker._selector import open_selector
 from broker.testing import FakeSource, HangingSource, make_candidate
 from sources import MemoryStore, SqliteTaskRepository
@@ -221,3 +221,26 @@ def test_a_malformed_considered_set_fails_its_source():
         considered_of(answer)
     with pytest.raises(CandidateError, match="retrieval_key"):
         validate_candidate(malformed(retrieval_key=[0, 1]))
+
+
+def test_an_answer_reports_the_gate_it_read():
+    """An answer's qpp is read back as given; a plain sequence reads no gate."""
+    assert gate_of(SourceAnswer(qpp=0.25)) == 0.25
+    assert gate_of(SourceAnswer()) is None
+    assert gate_of([]) is None
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, math.nan, "0.3"])
+def test_a_malformed_gate_is_refused_when_built(bad: object):
+    """An answer's qpp must be a probability in [0, 1]."""
+    with pytest.raises(ValueError, match="qpp"):
+        SourceAnswer(qpp=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, math.nan, True, "0.3"])
+def test_a_malformed_gate_fails_its_source(bad: object):
+    """An answer whose qpp was set around its check fails its source when the gate is read."""
+    answer = SourceAnswer()
+    object.__setattr__(answer, "qpp", bad)
+    with pytest.raises(CandidateError, match="qpp"):
+        gate_of(answer)

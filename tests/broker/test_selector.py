@@ -740,3 +740,26 @@ async def test_an_abstaining_turn_with_considered_memories_has_an_irrelevant_rat
     assert result.abstained
     assert result.memory_tally == Tally(candidates=2, cleared=0)
     assert result.irrelevant_memory_rate == 1.0
+
+
+async def test_a_closed_gate_is_reported_though_no_source_returned_a_candidate():
+    """Sources that returned nothing under a closed gate still report it: the turn's qpp is 0.3."""
+    sources = [FakeSource("store", [], qpp=0.3), FakeSource("facts", [], qpp=0.3), FakeSource("plain", [])]
+    async with open_selector(sources, deadline=REAL_CLOCK_DEADLINE) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert result.abstained
+    assert result.qpp == 0.3
+
+
+async def test_no_gate_read_leaves_qpp_unknown():
+    """Sources that answer plain sequences read no gate: without a candidate the turn's qpp is None."""
+    async with open_selector([FakeSource("plain", [])], deadline=REAL_CLOCK_DEADLINE) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert result.qpp is None
+
+
+async def test_a_late_sources_gate_is_not_reported(autojump_clock):
+    """A source cut at the deadline reports nothing, its gate included: the turn's qpp is None."""
+    async with open_selector([SlowSource("store", [], delay=5.0, qpp=0.3)], deadline=0.1) as selector:
+        result = await selector.select_for_task(TASK, namespace=NS)
+    assert result.qpp is None

@@ -103,11 +103,11 @@ def validate(event: dict) -> None:
     jsonschema.Draft202012Validator(trace_schema()).validate({"event": "turn.completed", **event})
 
 
-def test_event_carries_every_v8_field_and_validates():
+def test_event_carries_every_v9_field_and_validates():
     """The event has the memory counts, the gate and bands, budgets, sources and blocks, and fits the schema."""
     event = turn_completed(facts())
     validate(event)
-    assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 8
+    assert event["schema_version"] == INFERENCE_TRACE_SCHEMA_VERSION == 9
     assert event["namespace"] == {"tenant": "acme", "project": "atlas"}
     assert event["timings"] == {"total_ms": 12.346, "selection_ms": 4.0, "queue_ms": 0.0}
     assert event["memory_candidates"] == 4
@@ -207,10 +207,10 @@ def test_schema_rejects_a_wrong_version_and_accepts_unknown_keys():
 def test_schema_is_valid_and_shipped_as_package_data():
     """The schema is a valid draft 2020-12 schema inside the package, and documented."""
     jsonschema.Draft202012Validator.check_schema(trace_schema())
-    assert (ROOT / "broker" / "data" / "trace-v8.schema.json").is_file()
+    assert (ROOT / "broker" / "data" / "trace-v9.schema.json").is_file()
     assert not (ROOT / "broker" / "data" / "trace-v7.schema.json").exists()
     changelog = (ROOT / "docs" / "trace-schema.md").read_text(encoding="utf-8")
-    assert "| v8 |" in changelog
+    assert "| v9 |" in changelog
     for field in ("memory_candidates", "memory_injected", "memory_cut_by_budget"):
         assert field in changelog
 

@@ -114,7 +114,7 @@ def test_demo_json_and_bad_options(tmp_path):
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["blocks"][-1]["kind"] == "task"
-    assert doc["trace"]["schema_version"] == 8
+    assert doc["trace"]["schema_version"] == 9
     bad = run("--db", str(tmp_path / "d.db"), "demo", "--window", "0", "--input-budget", "-3", home=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.splitlines() == [

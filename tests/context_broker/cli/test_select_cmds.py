@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import _synthetic
-from broker import SelectionResult, SourceOutcome, SourceStatus
+from broker import RECALL_MIN_SCORE, SelectionResult, SourceOutcome, SourceStatus
 from context_broker._cli._app import App
 from context_broker._cli._select_cmds import _print_human
 from sources.embedding._embedder import load_default_embedder
@@ -135,3 +135,18 @@ def test_select_json_gives_a_moved_turns_own_score(tmp_path: Path) -> None:
     assert "t1" in moved
     assert moved["t1"]["own_score"] < moved["t1"]["score"]
     assert all(b["own_score"] is None or b["own_score"] != b["score"] for b in blocks)
+
+
+def test_an_abstention_names_the_gate_that_kept_memories_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """A turn whose gate stayed under the floor says by how much, beside the candidates it weighed."""
+    result = SelectionResult(
+        blocks=(),
+        candidates_evaluated=2,
+        types_queried=None,
+        sources=(SourceOutcome(name="store", status=SourceStatus.EMPTY, latency_ms=1.0),),
+        qpp=0.026,
+    )
+    _print_human(App(args=argparse.Namespace()), result)
+    assert capsys.readouterr().out.startswith(
+        f"abstained: nothing relevant (gate 0.026 < floor {RECALL_MIN_SCORE}; 2 candidates evaluated)"
+    )
