@@ -44,7 +44,7 @@ from .storage._entries import (
     Recalled,
     RecallOptions,
 )
-from .storage._entry_writes import batch_rows, insert_rows, stored_texts
+from .storage._entry_writes import batch_rows, derived_id, insert_rows, stored_texts
 from .storage._lane import ReadLane
 from .storage._runs import LexicalRun
 from .storage._sqlite import SqliteEngine
@@ -285,7 +285,9 @@ class MemoryStore:
         after each), outside the write lock; the vectors go in the same transaction.
         """
         rows, ids = batch_rows(_validate.batch_of(entries, NewEntry, namespace), dedupe=dedupe)
-        if not replace:  # texts already stored need no embedding
+        if not replace and self.embedder is not None and any(map(derived_id, rows)):
+            # Texts already stored need no embedding. Only a text-derived id can name one, and
+            # without an embedder the write's own check suffices: no read transaction first.
             with self.engine.read() as conn:
                 stored = stored_texts(conn, conn.namespace_id(namespace), rows)
             rows = [r for r in rows if r.id not in stored]

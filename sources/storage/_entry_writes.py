@@ -63,9 +63,14 @@ def batch_rows(entries: list[NewEntry], *, dedupe: bool) -> tuple[list[EntryRow]
     return rows, ids
 
 
+def derived_id(row: EntryRow) -> bool:
+    """Whether the row's id is derived from its text (`content_id`): the text is its identity."""
+    return row.id == content_id(row.text)
+
+
 def stored_texts(conn: Reader, ns_id: int | None, rows: list[EntryRow]) -> set[str]:
     """Ids of the text-derived `rows` that the namespace already holds with that text."""
-    derived = {r.id: r.text for r in rows if r.id == content_id(r.text)}
+    derived = {r.id: r.text for r in rows if derived_id(r)}
     if ns_id is None or not derived:
         return set()
     return {i for i, text in conn.entries.texts(ns_id, list(derived)).items() if derived[i] == text}

@@ -197,8 +197,9 @@ class PostgresDatabase:
             if stop is not None:
                 stop.on_trip(functools.partial(_cancel, conn))
             try:
+                _settle(conn, write=write)
                 with conn.transaction():
-                    _begin(conn, write=write, timeout=timeout)
+                    _begin(conn, timeout=timeout)
                     session = Session(conn, stop)
                     if tenant_id is not None:
                         session.use_tenant(tenant_id)
@@ -262,10 +263,15 @@ def _cancel(conn: Connection[TupleRow]) -> None:
         conn.cancel_safe(timeout=CANCEL_TIMEOUT)
 
 
-def _begin(conn: Connection[TupleRow], *, write: bool, timeout: float | None) -> None:
-    """The transaction's settings: a read's snapshot, and the statement timeout."""
-    if not write:
-        conn.execute(b"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+def _settle(conn: Connection[TupleRow], *, write: bool) -> None:
+    """The next transaction's kind, which its BEGIN states (no round trip of its own): a read is
+    one snapshot (REPEATABLE READ, READ ONLY), a write the server's default (READ COMMITTED)."""
+    conn.isolation_level = None if write else _driver.psycopg().IsolationLevel.REPEATABLE_READ
+    conn.read_only = None if write else True
+
+
+def _begin(conn: Connection[TupleRow], *, timeout: float | None) -> None:
+    """The transaction's statement timeout."""
     if timeout is not None:
         # 0 would mean "no timeout": a unit started at its deadline gets the smallest one.
         ms = max(1, math.ceil(timeout * 1000))

@@ -39,6 +39,8 @@ class PostgresEngine:
     stop, for a client that froze or lost its cancel request. None: no limit."""
     _tenants: dict[int, str] = attrs.field(factory=dict, init=False)
     """Each namespace id's tenant (a namespace never changes hands), shared by every read."""
+    _ids: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False)
+    """Each committed namespace's id (`Scope.ids`): no lookup a transaction once it is known."""
 
     @classmethod
     def open(
@@ -82,13 +84,13 @@ class PostgresEngine:
     def read(self, stop: Stop | None = None) -> Iterator[PostgresReader]:
         """One snapshot on a pooled connection (`Engine.read`)."""
         with self.database.transaction(stop=stop, timeout=self.statement_timeout) as session:
-            yield PostgresReader(Scope(session, self._tenants, snapshot=ReadOnce()))
+            yield PostgresReader(Scope(session, self._tenants, self._ids, snapshot=ReadOnce()))
 
     @contextlib.contextmanager
     def write(self) -> Iterator[PostgresWriter]:
         """One write transaction (`Engine.write`)."""
         with self.database.transaction(write=True, timeout=self.statement_timeout) as session:
-            yield PostgresWriter(Scope(session, self._tenants, writing=True))
+            yield PostgresWriter(Scope(session, self._tenants, self._ids, writing=True))
 
     def close(self) -> None:
         """Close every connection."""

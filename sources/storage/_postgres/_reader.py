@@ -53,7 +53,15 @@ class PostgresReader:
 
     def namespace_id(self, namespace: Namespace) -> int | None:
         self.scope.tenant(namespace.tenant_id)  # the next statements' tenant, as a read of the row set it
-        return read_once(self.scope.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
+        key = (namespace.tenant_id, namespace.project_id)
+        known = self.scope.ids.get(key)
+        if known is not None:
+            return known
+        found = read_once(self.scope.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))
+        if found is not None and found not in self.scope.created:  # committed: the same row for good
+            self.scope.ids[key] = found
+            self.scope.tenants[found] = namespace.tenant_id
+        return found
 
     def _namespace_id(self, namespace: Namespace) -> int | None:
         row = self.scope.tenant(namespace.tenant_id).one(
@@ -307,6 +315,8 @@ class PostgresWriter(PostgresReader):
             "ON CONFLICT (tenant_id, project_id) DO NOTHING RETURNING ns_id",
             (namespace.tenant_id, namespace.project_id),
         )
+        if row is not None:
+            self.scope.created.add(int(row[0]))
         ns_id = int(row[0]) if row is not None else self.namespace_id(namespace)
         if ns_id is None:
             msg = f"namespace {namespace} vanished while it was created"

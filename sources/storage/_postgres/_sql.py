@@ -39,6 +39,9 @@ class Scope:
 
     session: Session
     tenants: MutableMapping[int, str]
+    ids: MutableMapping[tuple[str, str], int] = attrs.field(factory=dict)
+    """Each committed namespace's id by (tenant, project), cached per engine like `tenants`: a
+    namespace is never deleted or renamed, so one found is the same row in every transaction."""
     writing: bool = False
     """A write's scope takes each namespace's lock before its first statement about it."""
     snapshot: ReadOnce | None = None
@@ -47,6 +50,8 @@ class Scope:
     just read), each read once (the engine's `read`); None in a write, which reads its own
     changes."""
     _locked: set[int] = attrs.field(factory=set, init=False)
+    created: set[int] = attrs.field(factory=set, init=False)
+    """Namespaces this write inserted: not cached until committed (a rollback removes them)."""
 
     def ns(self, ns_id: int) -> Scope:
         """Scope the next statements to the tenant that owns `ns_id` (an unknown id: none)."""

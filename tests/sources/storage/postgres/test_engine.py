@@ -492,3 +492,35 @@ def test_refreshed_statistics_count_the_loaded_rows_and_the_wall_stays(engine: P
         (role,) = session.execute("SELECT current_user").fetchone() or (None,)
     assert tuples == 50
     assert role == APP_ROLE
+
+
+def test_a_read_is_one_read_only_snapshot_and_a_write_reads_committed(engine: PostgresEngine) -> None:
+    """The transaction's kind rides on its BEGIN: a read is REPEATABLE READ and READ ONLY, a write
+    READ COMMITTED and writable, whichever ran last on the pooled connection."""
+    settings = "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')"
+    for _ in range(2):
+        with engine.read() as r:
+            assert tuple(r.scope.execute(settings).fetchone() or ()) == ("repeatable read", "on")
+        with engine.write() as w:
+            assert tuple(w.scope.execute(settings).fetchone() or ()) == ("read committed", "off")
+
+
+def test_a_namespace_created_by_a_rolled_back_write_is_not_remembered(engine: PostgresEngine) -> None:
+    """A namespace's id is remembered once committed only: after a rollback it is unknown again,
+    and the next write creates it anew."""
+    carol = Namespace(tenant_id="carol")
+
+    def abandoned() -> None:
+        with engine.write() as w:
+            created = w.ensure_namespace(carol)
+            assert w.namespace_id(carol) == created
+            raise RuntimeError("abandoned")
+
+    with pytest.raises(RuntimeError, match="abandoned"):
+        abandoned()
+    with engine.read() as r:
+        assert r.namespace_id(carol) is None
+    with engine.write() as w:
+        again = w.ensure_namespace(carol)
+    with engine.read() as r:
+        assert r.namespace_id(carol) == again
