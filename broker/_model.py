@@ -238,7 +238,7 @@ class SelectionResult:
     mode: str = DEFAULT_MODE
     qpp: float | None = None
     """The task's gate in the namespace, as the sources reported it: on their candidates, or on
-    their answers when the gate kept every memory out (None: no source read a gate)."""
+    their answers when the gate kept every memory out (None: no source reported one)."""
     memories: Tally | None = None
     """Distinct memories considered and cleared the floor (before the budget cap); None in a
     result built by hand, when `candidates_evaluated` and the selected blocks stand in."""

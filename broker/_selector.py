@@ -172,7 +172,7 @@ class MemorySelector:
 
 def _gate(candidates: Sequence[Candidate], outcomes: Sequence[SourceOutcome]) -> float | None:
     """The task's gate as the sources reported it: on their candidates, and on the answers of
-    those that returned none because it kept every memory out (None: no source read a gate)."""
+    those that returned none because it kept every memory out (None: no source reported one)."""
     read = [c.qpp for c in candidates if c.qpp is not None] + [o.qpp for o in outcomes if o.qpp is not None]
     return max(read, default=None)
 

@@ -285,9 +285,9 @@ class MemoryStore:
         after each), outside the write lock; the vectors go in the same transaction.
         """
         rows, ids = batch_rows(_validate.batch_of(entries, NewEntry, namespace), dedupe=dedupe)
-        if not replace and self.embedder is not None and any(map(derived_id, rows)):
-            # Texts already stored need no embedding. Only a text-derived id can name one, and
-            # without an embedder the write's own check suffices: no read transaction first.
+        if not replace and any(map(derived_id, rows)):
+            # Texts already stored need no embedding, nor the write lock when all are. Only a
+            # text-derived id can name one: notes with ids open no read transaction first.
             with self.engine.read() as conn:
                 stored = stored_texts(conn, conn.namespace_id(namespace), rows)
             rows = [r for r in rows if r.id not in stored]

@@ -54,7 +54,9 @@ class PostgresReader:
     def namespace_id(self, namespace: Namespace) -> int | None:
         self.scope.tenant(namespace.tenant_id)  # the next statements' tenant, as a read of the row set it
         key = (namespace.tenant_id, namespace.project_id)
-        known = self.scope.ids.get(key)
+        # A write (READ COMMITTED) sees every committed namespace; a read answers from its
+        # snapshot, which a namespace committed since it began must not reach.
+        known = self.scope.ids.get(key) if self.scope.snapshot is None else None
         if known is not None:
             return known
         found = read_once(self.scope.snapshot, ("ns", namespace), lambda: self._namespace_id(namespace))

@@ -41,7 +41,8 @@ class Scope:
     tenants: MutableMapping[int, str]
     ids: MutableMapping[tuple[str, str], int] = attrs.field(factory=dict)
     """Each committed namespace's id by (tenant, project), cached per engine like `tenants`: a
-    namespace is never deleted or renamed, so one found is the same row in every transaction."""
+    namespace is never deleted or renamed, so one found is the same row in every write (a
+    read answers from its snapshot: it may have begun before the namespace was committed)."""
     writing: bool = False
     """A write's scope takes each namespace's lock before its first statement about it."""
     snapshot: ReadOnce | None = None

@@ -524,3 +524,16 @@ def test_a_namespace_created_by_a_rolled_back_write_is_not_remembered(engine: Po
         again = w.ensure_namespace(carol)
     with engine.read() as r:
         assert r.namespace_id(carol) == again
+
+
+def test_a_read_does_not_see_a_namespace_committed_after_its_snapshot(engine: PostgresEngine) -> None:
+    """A namespace another write commits while a read is open stays unknown to that read, even
+    once a later transaction has found (and the engine remembered) its id."""
+    dave = Namespace(tenant_id="dave")
+    with engine.read() as before:
+        assert before.namespace_id(ALICE) is None  # the snapshot is taken
+        with engine.write() as w:
+            w.ensure_namespace(dave)
+        with engine.write() as w:
+            assert w.namespace_id(dave) is not None
+        assert before.namespace_id(dave) is None
