@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from broker import ConfigError
 
+from ._inflight import model_run
 from ._wordpiece import WordPieceTokenizer
 
 # onnxruntime (1.2x+) starts 1DS telemetry when it is imported: a device id and an event
@@ -130,7 +131,8 @@ def _session(raw: bytes, compute: Compute) -> ort.InferenceSession:
 def _probe(session: ort.InferenceSession) -> None:
     """Run the model once on [CLS] [SEP]: a kernel this onnxruntime or CPU lacks fails here."""
     ids = np.array([[101, 102]], dtype=np.int64)
-    session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": ids * 0})
+    with model_run():
+        session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": ids * 0})
 
 
 def _ready_session(raw: bytes, compute: Compute) -> tuple[ort.InferenceSession, Compute]:
@@ -209,7 +211,8 @@ class MiniLMEmbedder:
     def _embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
         ids, mask = self._tokenizer.encode_batch(texts)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden: npt.NDArray[np.float32] = self._session.run(None, feeds)[0]  # (batch, seq, 384)
+        with model_run():  # counted: the process's exit waits for it (`_inflight`)
+            hidden: npt.NDArray[np.float32] = self._session.run(None, feeds)[0]  # (batch, seq, 384)
         # Mean pooling over real tokens, without dividing by the count: normalising cancels it.
         pooled: npt.NDArray[np.float32] = np.einsum("bsd,bs->bd", hidden, mask.astype(np.float32))
         pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
