@@ -38,6 +38,7 @@ from ._options import (
     PositiveInt,
     add_deadline_argument,
     none_answered,
+    unanswered,
 )
 from ._store_cmds import add_mode_argument, parse_types
 
@@ -248,6 +249,9 @@ def _print(app: App, report: dict[str, Any]) -> None:
             'the task is stop words and punctuation only ("thanks!"), or in lexical mode its words '
             "are not in the namespace"
         )
+    partly = unanswered((s["name"], s["status"]) for s in report["sources"])
+    if partly is not None:
+        app.out(partly)
     for line in _table(report["candidates"]):
         app.out(line)
     app.out("sources: " + ", ".join(f"{s['name']}={s['status']}" for s in report["sources"]))

@@ -33,6 +33,19 @@ NO_SOURCE_ANSWERED = (
 _ANSWERED = frozenset({"ok", "empty"})
 
 
+def unanswered(sources: Iterable[tuple[str, str]]) -> str | None:
+    """When some of a turn's sources (name, status) did not answer but others did: a line naming
+    them, since what they hold is missing from the turn (None: every source answered, or none)."""
+    seen = list(sources)
+    missing = [f"{name}={status}" for name, status in seen if status not in _ANSWERED]
+    if not missing or len(missing) == len(seen):
+        return None
+    return (
+        f"{len(missing)} of {len(seen)} sources did not answer ({', '.join(missing)}): their memories "
+        "are missing here; a longer --deadline-ms may help"
+    )
+
+
 def none_answered(statuses: Iterable[str]) -> bool:
     """True when a turn had sources and none answered (each timed out, failed or was shed):
     its zero memories are no abstention."""

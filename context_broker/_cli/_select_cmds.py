@@ -33,6 +33,7 @@ from ._options import (
     BudgetCount,
     add_deadline_argument,
     none_answered,
+    unanswered,
 )
 from ._session import add_context_arguments, session_context
 from ._store_cmds import add_mode_argument, parse_types
@@ -150,6 +151,9 @@ def _print_human(app: App, r: SelectionResult) -> None:
         app.out(NO_SOURCE_ANSWERED)
     elif r.abstained:
         app.out(f"abstained: nothing relevant{_why(r)}; `explain` shows why")
+    partly = unanswered((s.name, str(s.status)) for s in r.sources)
+    if partly is not None:
+        app.out(partly)
     for b in r.blocks:
         app.out(
             f"{b.score:.3f}  [{b.block}/{printable(b.source)}]  {printable(b.entry_id)}  {printable(b.text)}"

@@ -203,4 +203,5 @@ def test_explain_says_no_source_answered_when_each_timed_out(capsys: pytest.Capt
     _print(App(args=argparse.Namespace()), report)
     said = capsys.readouterr().out
     assert "no source returned a candidate: the namespace holds no memory" in said
+    assert "1 of 2 sources did not answer (store=timeout): their memories are missing here" in said
     assert '("thanks!")' in said

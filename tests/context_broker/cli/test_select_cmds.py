@@ -150,3 +150,21 @@ def test_an_abstention_names_the_gate_that_kept_memories_out(capsys: pytest.Capt
     assert capsys.readouterr().out.startswith(
         f"abstained: nothing relevant (gate 0.026 < floor {RECALL_MIN_SCORE}; 2 candidates evaluated)"
     )
+
+
+def test_an_abstention_with_sources_that_did_not_answer_names_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing selected while some sources timed out: the turn says which, not only 'nothing relevant'."""
+    statuses = (SourceStatus.TIMEOUT, SourceStatus.EMPTY, SourceStatus.FAILED)
+    result = SelectionResult(
+        blocks=(),
+        candidates_evaluated=0,
+        types_queried=None,
+        sources=tuple(SourceOutcome(name=f"s{i}", status=s, latency_ms=1.0) for i, s in enumerate(statuses)),
+    )
+    _print_human(App(args=argparse.Namespace()), result)
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("abstained: nothing relevant")
+    assert said[1] == (
+        "2 of 3 sources did not answer (s0=timeout, s2=failed): their memories are missing here; "
+        "a longer --deadline-ms may help"
+    )
