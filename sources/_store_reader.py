@@ -328,23 +328,38 @@ PING = Namespace(tenant_id="ping")
 
 
 class QueryCache(WrappedEmbedder):
-    """An Embedder that remembers its last single-text (query) vectors.
+    """An Embedder that remembers its last query vectors and the texts a turn scores.
 
     Concurrent sources asking for the same task wait for one embedding (single flight)
-    instead of each computing it; batches (texts to score) are never cached.
+    instead of each computing it. The small batches a turn embeds (`SCORED_BATCH` texts at
+    most: the graph nodes a task names, as the gate reads them and as the graph source tells
+    them) are remembered text by text, so a node named again, in this turn or a later one, is
+    not embedded again; only the texts not kept are embedded, in one batch.
     """
 
     _SIZE = 64
+    _TEXTS = 512
+    SCORED_BATCH = 16
 
     def __init__(self, inner: Embedder) -> None:
         super().__init__(inner)
         self._vectors: SingleFlight[str, npt.NDArray[np.float32]] = SingleFlight(size=self._SIZE)
+        self._texts: SingleFlight[str, npt.NDArray[np.float32]] = SingleFlight(size=self._TEXTS)
 
     def holds(self, text: str) -> bool:
-        """Whether the vector of `text` is cached."""
+        """Whether the vector of `text` (as a query) is cached."""
         return self._vectors.holds(text)
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        if len(texts) != 1:
+        if len(texts) == 1:
+            return self._vectors.get(texts[0], lambda: self.inner.embed(texts))
+        if not texts or len(texts) > self.SCORED_BATCH:
             return self.inner.embed(texts)
-        return self._vectors.get(texts[0], lambda: self.inner.embed(texts))
+        missing = list(dict.fromkeys(t for t in texts if not self._texts.holds(t)))
+        fresh = dict(zip(missing, self.inner.embed(missing), strict=True)) if missing else {}
+        return np.stack([self._texts.get(t, functools.partial(self._one, fresh, t)) for t in texts])
+
+    def _one(self, fresh: dict[str, npt.NDArray[np.float32]], text: str) -> npt.NDArray[np.float32]:
+        """A text's vector: from this call's batch, or alone (evicted since it was looked up)."""
+        found = fresh.get(text)
+        return self.inner.embed([text])[0] if found is None else found

@@ -72,9 +72,44 @@ async def test_concurrent_sources_embed_one_task_once(tmp_path: Path) -> None:
             for _ in range(4):
                 tg.start_soon(anyio.to_thread.run_sync, cache.embed, ["the task"])
         assert fake.calls == 1
-        cache.embed(["a", "b"])  # batches (texts to score) are never cached
-        cache.embed(["a", "b"])
-        assert fake.calls == 3
+
+
+class BatchRecordingEmbedder:
+    """A fake embedder that records each batch it embeds; a text's vector is (len, 1)."""
+
+    model_id = "fake"
+    dim = 2
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Record the batch; each text's vector is (its length, 1)."""
+        self.batches.append(list(texts))
+        return np.array([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+
+def test_a_turns_small_batches_embed_each_text_once(tmp_path: Path) -> None:
+    """Texts a turn scores are remembered one by one: a later batch embeds only the new ones, and
+    every row is the text's own vector, in the order asked; a large batch is not remembered."""
+    fake = BatchRecordingEmbedder()
+    with MemoryStore.open(tmp_path / "e.db", mode="lexical", embedder=fake) as store:
+        cache = StoreReader(store=store).embedder
+        assert cache is not None
+        first = cache.embed(["ana", "ledger service"])
+        again = cache.embed(["ledger service", "bo", "ana"])
+        big = [f"text {i}" for i in range(40)]
+        cache.embed(big)
+        cache.embed(big)
+    assert fake.batches == [["ana", "ledger service"], ["bo"], big, big]
+    np.testing.assert_allclose(first, _unit_rows(["ana", "ledger service"]), rtol=1e-6)
+    np.testing.assert_allclose(again, _unit_rows(["ledger service", "bo", "ana"]), rtol=1e-6)
+
+
+def _unit_rows(texts: list[str]) -> npt.NDArray[np.float64]:
+    """The fake's vectors of `texts` as the store checks them: unit length."""
+    rows = np.array([[len(t), 1.0] for t in texts])
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 class TaskRecordingEmbedder(CountingEmbedder):
