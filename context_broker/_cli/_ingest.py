@@ -22,6 +22,7 @@ from sources import SqliteTaskRepository, Writers, WriterSession, memorule_histo
 
 from ._app import App, UsageError
 from ._jsonl import label, read_lines
+from ._options import field_lines
 from ._progress import progress
 from ._records import RECORD_FIELDS, Parsed, Record, parse, record_writer
 from ._session import add_writer_arguments, writer_session
@@ -94,11 +95,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def ingest(args: argparse.Namespace, app: App) -> int:
     """Validate every line, then write; say how many records the file held, and how many were new."""
-    parsed = read_records(args.file)
+    parsed, writer = _checked(args, app)
     fresh = not _store_exists(app)
     if not parsed.notes and not parsed.records and fresh:
         raise UsageError(f"error: {label(args.file)}: no records (no store was created)")
-    writer = _writer(args, app, parsed)
     big = len(parsed.notes) >= PROGRESS_MIN_NOTES
     with progress("ingest") as update:
         options = IngestOptions(
@@ -155,19 +155,30 @@ def _store_exists(app: App) -> bool:
     return not isinstance(path, Path) or path.expanduser().exists()
 
 
-def _writer(args: argparse.Namespace, app: App, parsed: Parsed) -> WriterSession | None:
-    """The writer of the file's memorules (`_session.writer_session`); None when it has none."""
-    if not any(r.type == "memorule" and record_writer(r.fields) is None for r in parsed.records):
-        return None  # no memorule, or each names its writer
-    session, errors = writer_session(args.session_id, args.persona, derived_id=app.session_id)
+def _checked(args: argparse.Namespace, app: App) -> tuple[Parsed, WriterSession | None]:
+    """The file's records and the writer of its memorules; UsageError listing every bad line and
+    a missing writer together."""
+    parsed, problems = parse(read_lines(args.file))
+    writer, errors = _writer(args, app, parsed)
+    if problems:
+        raise UsageError(
+            *(f"error: {p}" for p in problems),
+            *field_lines(errors, getattr(args, "field_flags", {})),
+            f"error: {label(args.file)}: nothing was written",
+        )
     if errors:
         raise ValidationError(errors)
-    return session
+    return parsed, writer
 
 
-def read_records(name: str) -> Parsed:
-    """Every record of a file (`-`: standard input); UsageError listing every bad line."""
-    return records_of(read_lines(name), name)
+def _writer(
+    args: argparse.Namespace, app: App, parsed: Parsed
+) -> tuple[WriterSession | None, list[FieldError]]:
+    """The writer of the file's memorules (`_session.writer_session`), or why there is none;
+    (None, []) when it has no memorule that needs one."""
+    if not any(r.type == "memorule" and record_writer(r.fields) is None for r in parsed.records):
+        return None, []  # no memorule, or each names its writer
+    return writer_session(args.session_id, args.persona, derived_id=app.session_id)
 
 
 def records_of(lines: list[tuple[int, str]], name: str) -> Parsed:

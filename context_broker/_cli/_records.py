@@ -196,7 +196,7 @@ def parse(lines: list[tuple[int, str]]) -> tuple[Parsed, list[str]]:
             notes.append((number, _entry(record.fields)))
         else:
             records.append(record)
-    problems += _repeated(records)
+    problems += _repeated(records) + _repeated_notes(notes)
     records.sort(key=lambda r: (list(RECORDS).index(r.type), r.line))
     return Parsed(notes=tuple(notes), records=tuple(records)), problems
 
@@ -212,6 +212,20 @@ def _repeated(records: list[Record]) -> list[str]:
         first = seen.setdefault((r.type, str(r.fields["id"])), r.line)
         if first != r.line:
             problems.append(f"line {r.line}: id: {r.fields['id']!r} repeats line {first} (duplicate)")
+    return problems
+
+
+def _repeated_notes(notes: list[tuple[int, NewEntry]]) -> list[str]:
+    """A note id the file gives twice, found with the other problems (the store's batch would
+    refuse it only once every line is good): one problem at each later line."""
+    seen: dict[str, int] = {}
+    problems = []
+    for number, entry in notes:
+        if entry.id is None:
+            continue
+        first = seen.setdefault(entry.id, number)
+        if first != number:
+            problems.append(f"line {number}: id: {entry.id!r} repeats line {first} (duplicate)")
     return problems
 
 

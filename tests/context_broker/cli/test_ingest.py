@@ -361,7 +361,7 @@ def test_replace_refuses_a_note_id_the_file_gives_twice(tmp_path: Path) -> None:
     src.write_text("".join(json.dumps(r) + "\n" for r in twice), encoding="utf-8")
     done = run(db, "ingest", str(src), "--replace")
     assert done.returncode == 2
-    assert "repeats in this batch" in done.stderr
+    assert "error: line 2: id: 'n1' repeats line 1 (duplicate)" in done.stderr.splitlines()
 
 
 def test_replace_rewrites_a_note_whose_metadata_changed_only_in_type(tmp_path: Path) -> None:
@@ -537,3 +537,32 @@ def test_a_memorule_record_names_its_writer_or_is_refused_for_a_bad_one(tmp_path
     assert run(db, "ingest", str(src)).returncode == 0, "a record naming its writer needs no --persona"
     audit = json.loads(run(db, "audit", "--json").stdout)
     assert [(e["written_by_persona"], e["written_by_session_id"]) for e in audit] == [("ops", "s-1")]
+
+
+def test_a_repeated_note_id_and_a_missing_writer_are_listed_with_the_bad_lines(tmp_path: Path) -> None:
+    """Every problem of a file in one run: a bad field, a note id given twice, and a memorule with
+    no writer (no --persona), then that nothing was written."""
+    db, src = tmp_path / "r.db", tmp_path / "r.jsonl"
+    lines = [
+        {"id": "n1", "text": NOTES[0]},
+        {"id": "n1", "text": NOTES[1]},
+        {"text": NOTES[2], "importance": 5},
+        {
+            "record": "memorule",
+            "id": "rule-short-prs",
+            "memorule_kind": "preference",
+            "subject": "short pull requests",
+            "body": "Keep pull requests under 300 lines.",
+            "applies_to": {"scope": "project"},
+            "confidence": "observed",
+        },
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    done = run(db, "ingest", str(src))  # `run` clears $CONTEXT_BROKER_PERSONA
+    errors = done.stderr.splitlines()
+    assert done.returncode == 2
+    assert errors[0].startswith("error: line 3: importance:")
+    assert "error: line 2: id: 'n1' repeats line 1 (duplicate)" in errors
+    assert any(e.startswith("error: --persona: a memorule write names its writer") for e in errors)
+    assert errors[-1].endswith("nothing was written")
+    assert not db.exists()

@@ -152,7 +152,9 @@ def test_an_abstention_names_the_gate_that_kept_memories_out(capsys: pytest.Capt
     )
 
 
-def test_an_abstention_with_sources_that_did_not_answer_names_them(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_abstention_with_sources_that_did_not_answer_names_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Nothing selected while some sources timed out: the turn says which, not only 'nothing relevant'."""
     statuses = (SourceStatus.TIMEOUT, SourceStatus.EMPTY, SourceStatus.FAILED)
     result = SelectionResult(
