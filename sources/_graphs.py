@@ -25,7 +25,17 @@ from ._source_base import ReaderSource
 from .relevance._relevance import DENSE_MODES
 from .storage import _analysis, _validate
 from .storage._engine_corpora import Edge, NodeRecord
-from .storage._graph_walk import MAX_KEY_TERMS, Node, Walk, bfs, key_of, mentioned, render
+from .storage._graph_walk import (
+    MAX_KEY_TERMS,
+    Node,
+    Walk,
+    bfs,
+    key_of,
+    mentioned,
+    named_by_alias,
+    render,
+    task_grams,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -339,6 +349,7 @@ class GraphSource(ReaderSource):
         embedding it costs about 3 ms inside the turn's deadline.
         """
         rendered: list[tuple[float, int, str]] = []
+        grams = task_grams(scorer.query)
         for rowid, node in walk.nodes.items():
             # An edge through a damaged (skipped) node cannot be rendered.
             texts = [
@@ -346,9 +357,10 @@ class GraphSource(ReaderSource):
                 for e in walk.via.get(rowid, [])
                 if e[0] in walk.nodes and e[2] in walk.nodes
             ]
-            if walk.hops[rowid] == 0 and (node.description or node.aliases):
-                # A node the task names, told by itself: only its description or aliases say
-                # more than the task did (a bare name is told by the edges of the nodes around it).
+            if walk.hops[rowid] == 0 and (node.description or named_by_alias(node, grams)):
+                # A node the task names, told by itself: only its description, or its name when
+                # the task used an alias, says more than the task did (otherwise the node is told
+                # by the edges of the nodes around it).
                 texts.append(render(node, walk.nodes, None))
             if not texts:
                 continue

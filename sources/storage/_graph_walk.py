@@ -80,11 +80,21 @@ def mentioned_texts(conn: Reader, ns_id: int, task: str) -> list[str]:
 
 def mentioned(conn: Reader, ns_id: int, task: str) -> list[int]:
     """Rowids of the nodes whose name or alias occurs in the task (as analysed n-grams)."""
+    return conn.graph.keyed(ns_id, sorted(task_grams(task)))[:NODE_BUDGET]
+
+
+def task_grams(task: str) -> frozenset[str]:
+    """The task's analysed n-grams (n = 1..`MAX_KEY_TERMS`): the keys a node is named by."""
     seq = _analysis.terms(task)[:_MAX_TASK_TERMS]
-    grams = sorted(
-        {" ".join(seq[i : i + n]) for n in range(1, MAX_KEY_TERMS + 1) for i in range(len(seq) - n + 1)}
+    return frozenset(
+        " ".join(seq[i : i + n]) for n in range(1, MAX_KEY_TERMS + 1) for i in range(len(seq) - n + 1)
     )
-    return conn.graph.keyed(ns_id, grams)[:NODE_BUDGET]
+
+
+def named_by_alias(node: Node, grams: frozenset[str]) -> bool:
+    """Whether the task names the node by an alias and not by its name: telling the node by
+    itself ("search service (also search-api)") then says which entity the task means."""
+    return key_of(node.name) not in grams and any(key_of(a) in grams for a in node.aliases)
 
 
 def bfs(conn: Reader, ns_id: int, seeds: list[int]) -> tuple[dict[int, int], dict[int, list[Edge]]]:

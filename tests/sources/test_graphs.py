@@ -72,7 +72,8 @@ async def test_mentioned_node_and_its_edge_are_found(store: MemoryStore) -> None
 
 
 async def test_a_named_node_without_a_description_is_told_by_its_edges_only(store: MemoryStore) -> None:
-    """A node the task names that holds only its name is no candidate; the edge of its neighbour tells it."""
+    """A node the task names without a description is no candidate (unless named by an alias:
+    its name then says which entity is meant); the edge of its neighbour tells it."""
     g = GraphWriter(store)
     g.add_node("billing service", namespace=NS, id="billing")
     g.add_node("Ana", namespace=NS, id="ana", description="leads the billing team")
@@ -85,6 +86,8 @@ async def test_a_named_node_without_a_description_is_told_by_its_edges_only(stor
     g.add_node("payments service", namespace=NS, id="pay", aliases=["the ledger"])
     aliased = await fetch(store, "What is the ledger?")
     assert aliased["graph:pay"].text == "payments service (also the ledger)"
+    by_name = await fetch(store, "Is the payments service down?")  # its aliases say nothing new
+    assert "graph:pay" not in by_name
 
 
 async def test_alias_is_a_key(store: MemoryStore) -> None:
