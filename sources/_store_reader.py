@@ -96,7 +96,8 @@ class StoreReader:
 
     @property
     def embedder(self) -> QueryCache | None:
-        """The store's embedder, caching single-text (query) embeddings; None if lexical."""
+        """The store's embedder, caching query embeddings and a turn's small batches
+        (`QueryCache`); None if lexical."""
         if self.store.embedder is None:
             return None
         if self._queries is None or self._queries.inner is not self.store.embedder:
@@ -355,11 +356,12 @@ class QueryCache(WrappedEmbedder):
             return self._vectors.get(texts[0], lambda: self.inner.embed(texts))
         if not texts or len(texts) > self.SCORED_BATCH:
             return self.inner.embed(texts)
-        missing = list(dict.fromkeys(t for t in texts if not self._texts.holds(t)))
+        missing = [t for t in dict.fromkeys(texts) if not self._texts.holds(t) and not self._vectors.holds(t)]
         fresh = dict(zip(missing, self.inner.embed(missing), strict=True)) if missing else {}
         return np.stack([self._texts.get(t, functools.partial(self._one, fresh, t)) for t in texts])
 
     def _one(self, fresh: dict[str, npt.NDArray[np.float32]], text: str) -> npt.NDArray[np.float32]:
-        """A text's vector: from this call's batch, or alone (evicted since it was looked up)."""
+        """A text's vector, its own copy (not a view keeping the batch alive): from this call's
+        batch, else as a query (kept, or embedded alone: evicted since it was looked up)."""
         found = fresh.get(text)
-        return self.inner.embed([text])[0] if found is None else found
+        return (self.embed([text])[0] if found is None else found).copy()

@@ -181,6 +181,12 @@ def _writer(
     return writer_session(args.session_id, args.persona, derived_id=app.session_id)
 
 
+def read_records(name: str) -> Parsed:
+    """Every record of a file (`-`: standard input); UsageError listing every bad line (the
+    benchmarks' ingest path; `ingest` lists a missing memorule writer with them)."""
+    return records_of(read_lines(name), name)
+
+
 def records_of(lines: list[tuple[int, str]], name: str) -> Parsed:
     """The records of numbered lines read from `name`; UsageError listing every bad line."""
     parsed, problems = parse(lines)
@@ -248,7 +254,7 @@ def _changed(
     store: MemoryStore, namespace: Namespace, notes: tuple[tuple[int, NewEntry], ...]
 ) -> tuple[tuple[int, NewEntry], ...]:
     """The notes `--replace` writes: all but those stored as they are (an id the file gives twice
-    stays, for the batch to refuse)."""
+    is refused before: `_records._repeated_notes`)."""
     given = Counter(e.id for _, e in notes)
     stored = store.get_many([e.id for _, e in notes if e.id is not None], namespace=namespace)
     return tuple((n, e) for n, e in notes if given[e.id] > 1 or not _stored_as_is(stored, e))

@@ -202,8 +202,8 @@ def parse(lines: list[tuple[int, str]]) -> tuple[Parsed, list[str]]:
 
 
 def _repeated(records: list[Record]) -> list[str]:
-    """A record id the file gives twice for one type (the notes' repeats are the store batch's to
-    refuse): one problem at each later line, as a note's repeat is refused."""
+    """A record id the file gives twice for one type (notes: `_repeated_notes`): one problem at
+    each later line."""
     seen: dict[tuple[str, str], int] = {}
     problems = []
     for r in records:

@@ -101,7 +101,10 @@ def test_a_turns_small_batches_embed_each_text_once(tmp_path: Path) -> None:
         big = [f"text {i}" for i in range(40)]
         cache.embed(big)
         cache.embed(big)
-    assert fake.batches == [["ana", "ledger service"], ["bo"], big, big]
+        cache.embed(["solo"])  # a query's vector serves a later batch too
+        mixed = cache.embed(["solo", "new"])
+    assert fake.batches == [["ana", "ledger service"], ["bo"], big, big, ["solo"], ["new"]]
+    np.testing.assert_allclose(mixed, _unit_rows(["solo", "new"]), rtol=1e-6)
     np.testing.assert_allclose(first, _unit_rows(["ana", "ledger service"]), rtol=1e-6)
     np.testing.assert_allclose(again, _unit_rows(["ledger service", "bo", "ana"]), rtol=1e-6)
 

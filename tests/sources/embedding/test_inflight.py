@@ -59,20 +59,52 @@ def test_wait_idle_waits_for_a_run_in_another_thread() -> None:
     worker.join(30)
 
 
-def test_no_new_run_once_the_process_exits() -> None:
-    """After the exit hook a model run is refused with ExitingError (in a child process)."""
+def test_once_the_process_exits_only_the_exiting_thread_runs_the_model() -> None:
+    """After the exit hook another thread's model run is refused with ExitingError; the exiting
+    thread's own (an atexit handler's) still runs (in a child process)."""
     code = textwrap.dedent(
         """
+        import threading
         from sources.embedding import _inflight
         _inflight._at_exit()
-        try:
-            with _inflight.model_run():
-                pass
-        except _inflight.ExitingError as exc:
-            print(type(exc).__name__)
+        with _inflight.model_run():
+            print("own run")
+        def other():
+            try:
+                with _inflight.model_run():
+                    pass
+            except _inflight.ExitingError as exc:
+                print(type(exc).__name__)
+        worker = threading.Thread(target=other)
+        worker.start()
+        worker.join()
         """
     )
-    ran = subprocess.run(
-        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    ran = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout) == (0, "own run\nExitingError\n")
+
+
+def test_a_forked_child_starts_with_no_run_in_flight() -> None:
+    """A child forked while its parent's thread is inside a model run exits at once, not after
+    waiting for a run it does not have."""
+    code = textwrap.dedent(
+        """
+        import os, threading
+        from sources.embedding import _inflight
+        inside, release = threading.Event(), threading.Event()
+        def run():
+            with _inflight.model_run():
+                inside.set()
+                release.wait(30)
+        threading.Thread(target=run, daemon=True).start()
+        inside.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            print("idle" if _inflight.wait_idle(0.0) else "busy", flush=True)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        release.set()
+        """
     )
-    assert (ran.returncode, ran.stdout) == (0, "ExitingError\n")
+    ran = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout) == (0, "idle\n")
