@@ -80,7 +80,9 @@ def test_once_the_process_exits_only_the_exiting_thread_runs_the_model() -> None
         worker.join()
         """
     )
-    ran = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    ran = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
     assert (ran.returncode, ran.stdout) == (0, "own run\nExitingError\n")
 
 
@@ -106,5 +108,7 @@ def test_a_forked_child_starts_with_no_run_in_flight() -> None:
         release.set()
         """
     )
-    ran = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
+    ran = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
     assert (ran.returncode, ran.stdout) == (0, "idle\n")
