@@ -254,7 +254,7 @@ def _changed(
     store: MemoryStore, namespace: Namespace, notes: tuple[tuple[int, NewEntry], ...]
 ) -> tuple[tuple[int, NewEntry], ...]:
     """The notes `--replace` writes: all but those stored as they are (an id the file gives twice
-    is refused before: `_records._repeated_notes`)."""
+    is refused before: `_records._repeated`)."""
     given = Counter(e.id for _, e in notes)
     stored = store.get_many([e.id for _, e in notes if e.id is not None], namespace=namespace)
     return tuple((n, e) for n, e in notes if given[e.id] > 1 or not _stored_as_is(stored, e))

@@ -196,36 +196,23 @@ def parse(lines: list[tuple[int, str]]) -> tuple[Parsed, list[str]]:
             notes.append((number, _entry(record.fields)))
         else:
             records.append(record)
-    problems += _repeated(records) + _repeated_notes(notes)
+    given = [(r.line, r.type, str(r.fields["id"])) for r in records if r.type != "edge" and not r.derived_id]
+    given += [(number, "note", entry.id) for number, entry in notes if entry.id is not None]
+    problems += _repeated(given)
     records.sort(key=lambda r: (list(RECORDS).index(r.type), r.line))
     return Parsed(notes=tuple(notes), records=tuple(records)), problems
 
 
-def _repeated(records: list[Record]) -> list[str]:
-    """A record id the file gives twice for one type (notes: `_repeated_notes`): one problem at
-    each later line."""
+def _repeated(given: list[tuple[int, str, str]]) -> list[str]:
+    """An id the file gives twice for one record type, as (line, type, id): one problem at each
+    later line, found with the other problems (a note's, the store's batch would refuse only once
+    every line is good)."""
     seen: dict[tuple[str, str], int] = {}
     problems = []
-    for r in records:
-        if r.type == "edge" or r.derived_id:
-            continue
-        first = seen.setdefault((r.type, str(r.fields["id"])), r.line)
-        if first != r.line:
-            problems.append(f"line {r.line}: id: {r.fields['id']!r} repeats line {first} (duplicate)")
-    return problems
-
-
-def _repeated_notes(notes: list[tuple[int, NewEntry]]) -> list[str]:
-    """A note id the file gives twice, found with the other problems (the store's batch would
-    refuse it only once every line is good): one problem at each later line."""
-    seen: dict[str, int] = {}
-    problems = []
-    for number, entry in notes:
-        if entry.id is None:
-            continue
-        first = seen.setdefault(entry.id, number)
-        if first != number:
-            problems.append(f"line {number}: id: {entry.id!r} repeats line {first} (duplicate)")
+    for line, kind, id_ in given:
+        first = seen.setdefault((kind, id_), line)
+        if first != line:
+            problems.append(f"line {line}: id: {id_!r} repeats line {first} (duplicate)")
     return problems
 
 

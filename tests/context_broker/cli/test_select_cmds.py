@@ -88,6 +88,16 @@ def test_a_batch_line_without_a_task_says_the_task_is_required(tmp_path: Path, c
     assert (ran.status, ran.err_lines) == (2, ("error: line 1: task: required (the line's task text)",))
 
 
+def _nothing_selected(statuses: tuple[SourceStatus, ...]) -> SelectionResult:
+    """A turn that selected nothing, its sources s0, s1, ... ending with `statuses`."""
+    return SelectionResult(
+        blocks=(),
+        candidates_evaluated=0,
+        types_queried=None,
+        sources=tuple(SourceOutcome(name=f"s{i}", status=s, latency_ms=1.0) for i, s in enumerate(statuses)),
+    )
+
+
 @pytest.mark.parametrize(
     ("statuses", "said"),
     [
@@ -99,12 +109,7 @@ def test_a_turn_no_source_answered_is_not_called_an_abstention(
     capsys: pytest.CaptureFixture[str], statuses: tuple[SourceStatus, ...], said: str
 ) -> None:
     """Zero memories because every source timed out or failed reads as that, not as 'nothing relevant'."""
-    result = SelectionResult(
-        blocks=(),
-        candidates_evaluated=0,
-        types_queried=None,
-        sources=tuple(SourceOutcome(name=f"s{i}", status=s, latency_ms=1.0) for i, s in enumerate(statuses)),
-    )
+    result = _nothing_selected(statuses)
     _print_human(App(args=argparse.Namespace()), result)
     assert capsys.readouterr().out.startswith(said)
 
@@ -157,12 +162,7 @@ def test_an_abstention_with_sources_that_did_not_answer_names_them(
 ) -> None:
     """Nothing selected while some sources timed out: the turn says which, not only 'nothing relevant'."""
     statuses = (SourceStatus.TIMEOUT, SourceStatus.EMPTY, SourceStatus.FAILED)
-    result = SelectionResult(
-        blocks=(),
-        candidates_evaluated=0,
-        types_queried=None,
-        sources=tuple(SourceOutcome(name=f"s{i}", status=s, latency_ms=1.0) for i, s in enumerate(statuses)),
-    )
+    result = _nothing_selected(statuses)
     _print_human(App(args=argparse.Namespace()), result)
     said = capsys.readouterr().out.splitlines()
     assert said[0].startswith("abstained: nothing relevant")
