@@ -74,9 +74,10 @@ def default_sources(
 
     Each source returns only candidates at or above `min_score` (default: the one floor,
     RECALL_MIN_SCORE, which the selector applies anyway), and nothing when the task's gate is
-    under it. It may only be lowered, to see below-floor candidates (`context-broker explain`
-    passes 0): a higher one would silently raise the floor the trace reports. Any real number
-    will do (an int, a Fraction, a Decimal); each source gets it as a float.
+    under it (but for graph facts, which have their own evidence). It may only be lowered, to
+    see below-floor candidates (`context-broker explain` passes 0): a higher one would silently
+    raise the floor the trace reports. Any real number will do (an int, a Fraction, a Decimal);
+    each source gets it as a float.
     """
     _check_options(result_cache, min_score)
     results = ResultCache(result_cache) if result_cache else None

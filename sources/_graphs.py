@@ -4,8 +4,9 @@ their source.
 The source finds the nodes a task names and walks the graph from them (lexically, no NER
 model: `sources.storage._graph_walk`); each reached node is rendered as the fact that reached
 it ("Caroline — attends → LGBTQ support group: <description>") and scored on the one
-calibrated scale, times a hop decay, so a distant node needs stronger evidence to clear the
-same floor.
+calibrated scale when the task's gate is open, and on its own evidence (the terms the task
+shares with it) in any case, the higher of the two, times a hop decay, so a distant node needs
+stronger evidence to clear the same floor.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from broker import Candidate, FieldError, Namespace, ValidationError
 from ._scoring import Batch, best_first, lexical_scores, score_rows
 from ._source_base import ReaderSource
 from .relevance._relevance import DENSE_MODES
+from .relevance._shared_terms import shared_term_logits, sigmoid
 from .storage import _analysis, _validate
 from .storage._engine_corpora import Edge, NodeRecord
 from .storage._graph_walk import (
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from broker.abc import SourceRequest
 
     from ._store import MemoryStore
+    from ._store_reader import Gate
     from .relevance._scorer import Relevance, Scorer
     from .storage._engine import Reader, Writer
 
@@ -57,7 +60,8 @@ floor (0.42 needs a raw 0.49 at one hop and 0.6 at two)."""
 GRAPH_TYPE = "semantic"
 """The memory type of every graph candidate."""
 DENSE_SCORED = 4
-"""Graph candidates one request returns in a dense mode (each is embedded in the turn)."""
+"""Graph candidates one request scores on the calibrated scale in a dense mode (each is
+embedded in the turn); the others keep only their own evidence."""
 
 
 class NodeFields(TypedDict, total=False):
@@ -315,11 +319,23 @@ def _node_rowid(conn: Reader, ns_id: int, id_: str) -> int | None:
 class GraphSource(ReaderSource):
     """Nodes the task names and their neighbourhood (BFS depth <= 2), scored and hop-decayed.
 
+    A graph fact the walk reaches is scored on the one calibrated scale when the task's gate
+    is open, and on its own evidence too, the terms the task shares with the fact
+    (`shared_term_logits`, as a past task is scored): "Who maintains Ledger?" gets "Ana —
+    maintains → Ledger" whether or not the namespace's memories serve the task, and a task that
+    only names the entity ("Deploy Ledger") does not (one shared term never clears the floor).
+    A fact takes the higher of the two, times its hop decay. So the source reads on its own
+    when the gate is closed and the task names a node (`Reference.names_nodes`); otherwise it
+    joins the turn's gate read as the other gated sources do.
+
     A typed request gets graph candidates only when it asks for `semantic` memories.
     """
 
     name: ClassVar[str] = "graphs"
     gated: ClassVar[bool] = True
+
+    def _reads_closed(self, gate: Gate) -> bool:
+        return gate.names_nodes
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         if request.types is not None and GRAPH_TYPE not in request.types:
@@ -331,7 +347,7 @@ class GraphSource(ReaderSource):
         if not seeds:
             return []
         scorer = self._reader.scorer(conn, ns_id, request.task, request.mode)
-        if self._gate_closed(scorer):  # no node can reach the floor: the graph is not walked
+        if not scorer.profile.terms:
             return []
         hops, via = bfs(conn, ns_id, seeds)
         rows = conn.graph.nodes(ns_id, sorted(hops))
@@ -344,54 +360,118 @@ class GraphSource(ReaderSource):
     def _scored(self, conn: Reader, scorer: Scorer, walk: Walk, limit: int) -> list[Candidate]:
         """Render each node by its best-matching path, then score the best of them.
 
-        The best of them lexically are scored in the request's mode: `limit` of them, or in
-        a dense mode at most DENSE_SCORED, because a rendered text has no stored vector and
-        embedding it costs about 3 ms inside the turn's deadline.
+        Each node is told by its text of highest own evidence or, when the task's gate is open,
+        lexical base relevance if that is higher. The best `limit` nodes so told get their
+        calibrated score when the gate is open (in a dense mode only the first DENSE_SCORED:
+        a rendered text has no stored vector and embedding it costs about 3 ms inside the
+        turn's deadline) and keep their own evidence.
         """
-        rendered: list[tuple[float, int, str]] = []
-        grams = task_grams(scorer.query)
-        for rowid, node in walk.nodes.items():
-            # An edge through a damaged (skipped) node cannot be rendered.
-            texts = [
-                render(node, walk.nodes, e)
-                for e in walk.via.get(rowid, [])
-                if e[0] in walk.nodes and e[2] in walk.nodes
-            ]
-            if walk.hops[rowid] == 0 and (node.description or named_by_alias(node, grams)):
-                # A node the task names, told by itself: only its description, or its name when
-                # the task used an alias, says more than the task did (otherwise the node is told
-                # by the edges of the nodes around it).
-                texts.append(render(node, walk.nodes, None))
-            if not texts:
-                continue
-            pre = lexical_scores(scorer, [_analysis.terms(t) for t in texts])
-            top = max(range(len(texts)), key=pre.__getitem__)
-            rendered.append((pre[top] * HOP_DECAY[walk.hops[rowid]], rowid, texts[top]))
-        rendered.sort(key=lambda r: (-r[0], walk.hops[r[1]], walk.nodes[r[1]].id))
-        if scorer.mode in DENSE_MODES:
-            limit = min(limit, DENSE_SCORED)
-        kept = rendered[: max(limit, 0)]
-        scores = score_rows(
-            scorer, conn, Batch(slot=None, rowids=[r[1] for r in kept], texts=[r[2] for r in kept])
+        closed = self._gate_closed(scorer)
+        told = _told(walk, task_grams(scorer.query))
+        terms = [[_analysis.terms(t) for t in texts] for _, texts in told]
+        task_terms = frozenset(scorer.profile.terms)
+        own = iter(
+            _own_evidence(task_terms, [t for ts in terms for t in ts], _named_terms(walk) & task_terms)
         )
+        rendered: list[_Told] = []
+        for (rowid, texts), text_terms in zip(told, terms, strict=True):
+            mine = [next(own) for _ in texts]
+            pre = (
+                mine
+                if closed
+                else [max(a, b) for a, b in zip(lexical_scores(scorer, text_terms), mine, strict=True)]
+            )
+            top = max(range(len(texts)), key=pre.__getitem__)
+            rendered.append(_Told(pre[top] * HOP_DECAY[walk.hops[rowid]], rowid, texts[top], mine[top]))
+        rendered.sort(key=lambda r: (-r.rank, walk.hops[r.rowid], walk.nodes[r.rowid].id))
+        kept = rendered[: max(limit, 0)]
+        scored = [] if closed else kept[: DENSE_SCORED if scorer.mode in DENSE_MODES else len(kept)]
+        batch = Batch(slot=None, rowids=[r.rowid for r in scored], texts=[r.text for r in scored])
+        calibrated: list[Relevance | None] = list(score_rows(scorer, conn, batch)) if scored else []
+        calibrated += [None] * (len(kept) - len(calibrated))
         return best_first(
             (
-                _candidate(self.name, walk.nodes[rowid], text, rel, walk.hops[rowid])
-                for (_, rowid, text), rel in zip(kept, scores, strict=True)
+                _candidate(self.name, walk.nodes[r.rowid], r.text, _Scores(rel, r.own), walk.hops[r.rowid])
+                for r, rel in zip(kept, calibrated, strict=True)
             ),
             limit,
             self.min_score,
         )
 
 
-def _candidate(source: str, node: Node, text: str, rel: Relevance, hop: int) -> Candidate:
-    """A node's candidate: its band decayed by the hops from the entity the task names."""
-    band = rel.band * HOP_DECAY[hop]
+@attrs.frozen
+class _Told:
+    """A node as the walk tells it: its pre-rank, rowid, text and the text's own evidence."""
+
+    rank: float
+    rowid: int
+    text: str
+    own: float
+
+
+@attrs.frozen
+class _Scores:
+    """A told node's calibrated relevance (None: the gate was closed) and own evidence."""
+
+    calibrated: Relevance | None
+    own: float
+
+
+def _told(walk: Walk, grams: frozenset[str]) -> list[tuple[int, list[str]]]:
+    """Each reached node with the texts it may be told by: the edges that reached it, and a
+    node the task names by itself when only its description, or its name when the task used an
+    alias, says more than the task did (otherwise it is told by the edges around it)."""
+    out = []
+    for rowid, node in walk.nodes.items():
+        # An edge through a damaged (skipped) node cannot be rendered.
+        texts = [
+            render(node, walk.nodes, e)
+            for e in walk.via.get(rowid, [])
+            if e[0] in walk.nodes and e[2] in walk.nodes
+        ]
+        if walk.hops[rowid] == 0 and (node.description or named_by_alias(node, grams)):
+            texts.append(render(node, walk.nodes, None))
+        if texts:
+            out.append((rowid, texts))
+    return out
+
+
+def _own_evidence(task_terms: frozenset[str], texts: list[list[str]], named: frozenset[str]) -> list[float]:
+    """The probability that the task is about each rendered text, from the terms they share,
+    weighted by their rarity among the walk's texts; the `named` terms (the names the task
+    gave the walk's nodes) as if one text held each: every fact the walk renders is about a
+    node the task names, so among them its name tells nothing, but it is why they are here."""
+    logits = shared_term_logits(task_terms, [frozenset(t) for t in texts], pinned=named)
+    return [sigmoid(z) for z in logits]
+
+
+def _named_terms(walk: Walk) -> frozenset[str]:
+    """The terms of the names and aliases of the nodes the task names (the walk's seeds)."""
+    return frozenset(
+        term
+        for rowid, hop in walk.hops.items()
+        if hop == 0 and rowid in walk.nodes
+        for phrase in (walk.nodes[rowid].name, *walk.nodes[rowid].aliases)
+        for term in key_of(phrase).split()
+    )
+
+
+def _candidate(source: str, node: Node, text: str, scores: _Scores, hop: int) -> Candidate:
+    """A node's candidate: the higher of its calibrated score (its band decayed by the hops from
+    the entity the task names) and its own evidence (decayed alike; it has no gate or band)."""
+    decay = HOP_DECAY[hop]
+    rel = scores.calibrated
+    own = min(max(scores.own * decay, 0.0), 1.0)
+    if rel is None or own > rel.qpp * rel.band * decay:
+        score, qpp, band = own, None, None
+    else:
+        band = rel.band * decay
+        score, qpp = min(max(rel.qpp * band, 0.0), 1.0), rel.qpp
     return Candidate(
         entry_id=f"graph:{node.id}",
         source=source,
-        score=min(max(rel.qpp * band, 0.0), 1.0),
-        qpp=rel.qpp,
+        score=score,
+        qpp=qpp,
         band=band,
         text=text,
         block="memory",

@@ -16,7 +16,6 @@ and kept (`_EMBEDDED` texts per source), so a turn pays only for tasks completed
 from __future__ import annotations
 
 import functools
-import math
 from typing import TYPE_CHECKING, ClassVar, Final
 
 import attrs
@@ -27,7 +26,8 @@ from broker import Candidate, ConfigError
 from ._scoring import best_first
 from ._singleflight import SingleFlight
 from ._source_base import ReaderSource
-from .relevance._relevance import DENSE_MODES, idf
+from .relevance._relevance import DENSE_MODES
+from .relevance._shared_terms import shared_term_logits, sigmoid
 from .storage import _analysis
 
 if TYPE_CHECKING:
@@ -47,21 +47,11 @@ _NAMESPACES: Final = 16  # namespaces whose recent past tasks are kept, at their
 
 # The evidence that the active task continues or repeats a past task, as log-odds.
 #
-# Lexical: a likelihood ratio over the active task's informative terms. A term the past task
-# shares gains its surprisal among the past tasks (its IDF over them, under the namespaces'
-# pseudo-document prior, `_relevance.idf`: at most idf(20, 1) = 4.39 nats for a term one of
-# 20 past tasks holds), less one bit; a term it does not share costs one bit. One bit because
-# each term of a task that continues another is as likely to be carried over as not
-# (TERM_ODDS = 1/2), so a long active task must share more. The shared numbers of a task
-# count as one term, the rarest: the analyser splits a version or a quantity into its digits
-# ("2.3.1" is 2, 3 and 1), which are one fact, not three ("testing 1 2 3" shares nothing with
-# the 2.3.1 release notes). EVIDENCE_PRIOR is the prior log-odds against a continuation; 5.5
-# puts the floor (log-odds -0.32) between one shared term and two: one term, however rare,
-# never clears it (4.39 - 0.69 - 5.5 = -1.8, p = 0.14), so "what time is it" pulls in no
-# timesheet task; two distinctive terms clear it in a task of up to five informative terms
-# (8.78 - 5 x 0.69 - 5.5 = -0.19, p = 0.45), a longer task needs a third. (As a prior: odds of
-# about 1 in 245 that the active task continues a given completed task before any word is
-# compared, about one turn in twelve continuing one of twenty.)
+# Lexical: the likelihood ratio of the terms the two share, each weighted by its rarity among
+# the past tasks (`sources.relevance._shared_terms`: one shared term, however rare, never clears
+# the floor, so "what time is it" pulls in no timesheet task; two distinctive terms clear it in
+# a task of up to five informative terms). (As a prior: about one turn in twelve continuing one
+# of twenty completed tasks.)
 #
 # Dense: a logistic of the cosine of the two tasks' MiniLM vectors. A task's own follow-up or
 # repeat lies at about 0.55-0.95 from it, two different tasks of one team mostly under 0.5,
@@ -72,8 +62,6 @@ _NAMESPACES: Final = 16  # namespaces whose recent past tasks are kept, at their
 # not independent and is averaged rather than added: a continuation in both views clears the
 # floor, one seen in neither does not, and a task close in meaning but sharing no distinctive
 # word (or sharing words in another sense) is decided by how strongly each view holds.
-TERM_ODDS: Final = 0.5
-EVIDENCE_PRIOR: Final = 5.5
 COSINE_MIDPOINT: Final = 0.57
 COSINE_SLOPE: Final = 20.0
 
@@ -155,26 +143,13 @@ def continuation_probabilities(
         logits = [
             (a + b) / 2 for a, b in zip(lexical_logits(task_terms, past), dense_logits(cosines), strict=True)
         ]
-    return [_sigmoid(z) for z in logits]
+    return [sigmoid(z) for z in logits]
 
 
 def lexical_logits(task_terms: frozenset[str], past: Sequence[PastTaskText]) -> list[float]:
     """Log-odds that the task continues each past task, from the terms they share, each
-    weighted by its rarity among these past tasks."""
-    df: dict[str, int] = {}
-    for p in past:
-        for t in p.terms & task_terms:
-            df[t] = df.get(t, 0) + 1
-    weight = {t: idf(len(past), n) for t, n in df.items()}
-    bit = math.log(1.0 / TERM_ODDS)
-    cost = bit * len(task_terms) + EVIDENCE_PRIOR
-    return [_shared_evidence(p.terms & task_terms, weight) - cost for p in past]
-
-
-def _shared_evidence(shared: frozenset[str], weight: dict[str, float]) -> float:
-    """The surprisal of the shared terms, the shared numbers counted once (their rarest)."""
-    words = sum(weight[t] for t in shared if not t.isdigit())
-    return words + max((weight[t] for t in shared if t.isdigit()), default=0.0)
+    weighted by its rarity among these past tasks (`shared_term_logits`)."""
+    return shared_term_logits(task_terms, [p.terms for p in past])
 
 
 def dense_logits(cosines: Sequence[float]) -> list[float]:
@@ -189,10 +164,6 @@ def _vector(
     found = fresh.get(text)
     vector: npt.NDArray[np.float32] = embedder.embed([text])[0] if found is None else found
     return vector
-
-
-def _sigmoid(z: float) -> float:
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
 def _candidate(source: str, past: PastTaskText, score: float) -> Candidate:

@@ -26,7 +26,7 @@ from ._scoring import (
     score_rows,
     shared_or_searched,
 )
-from ._store_reader import StoreReader, ping
+from ._store_reader import Gate, StoreReader, ping
 from .relevance._relevance import DENSE_MODES
 from .relevance._scorer import Relevance, Scorer
 from .storage import _validate
@@ -62,7 +62,8 @@ class ReaderSource:
     """Whether every candidate of this source is scored against the namespace's reference for
     the task (`StoreReader.scorer`), so none can clear the floor when the task's gate is under
     it: such a source reads through `StoreReader.gated`, and when another source's read of the
-    turn found the gate closed it answers nothing without a read of its own."""
+    turn found the gate closed it answers nothing without a read of its own (unless
+    `_reads_closed` says it also scores on evidence of its own: the graph source)."""
     _reader: StoreReader
     min_score: float = attrs.field(
         default=RECALL_MIN_SCORE,
@@ -76,7 +77,8 @@ class ReaderSource:
     construction). A candidate under it could never clear
     the selector's one floor, so it is not built; and when the task's gate is under it, no
     candidate can (a score is qpp x band, band <= 1), so the source reads and scores nothing
-    more. Lower it only to see below-floor candidates (`explain` passes 0)."""
+    more (a source that also scores on evidence of its own, `_reads_closed`, goes on). Lower it
+    only to see below-floor candidates (`explain` passes 0)."""
     _closed: bool = attrs.field(default=False, init=False)
 
     @property
@@ -118,11 +120,12 @@ class ReaderSource:
         if not self.gated:
             return await self._reader.run(read)
         # The caller's own request: the sources of one turn share it, not the copies resolved here.
-        gate, found = await self._reader.gated(request, read, self.min_score)
+        gate, found = await self._reader.gated(request, read, self.min_score, reads_closed=self._reads_closed)
         if gate is None:  # the gate's read failed: this source reads on its own
             return found if found is not None else await self._reader.run(read)
         if found is None:
-            found = [] if gate.qpp < self.min_score else await self._reader.run(read)
+            closed = gate.qpp < self.min_score and not self._reads_closed(gate)
+            found = [] if closed else await self._reader.run(read)
         # The turn's shared retrieval, as every gated source of the turn reports it (one set):
         # counted in the trace, below the floor included, at no read of its own; and the gate
         # it read, which the turn reports also when it kept every memory out.
@@ -147,6 +150,11 @@ class ReaderSource:
 
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         raise NotImplementedError
+
+    def _reads_closed(self, gate: Gate) -> bool:  # noqa: ARG002 - the hook's signature
+        """Whether this gated source reads on its own when the task's gate is under its floor:
+        never, unless it also scores candidates on evidence of their own (`GraphSource`)."""
+        return False
 
     def _gate_closed(self, scorer: Scorer) -> bool:
         """Whether no text can reach this source's floor for the scorer's task: every score

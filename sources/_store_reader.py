@@ -143,13 +143,19 @@ class StoreReader:
             raise failure
 
     async def gated(
-        self, request: SourceRequest, read: Callable[[Reader], T], min_score: float
+        self,
+        request: SourceRequest,
+        read: Callable[[Reader], T],
+        min_score: float,
+        *,
+        reads_closed: Callable[[Gate], bool] | None = None,
     ) -> tuple[Gate | None, T | None]:
         """The task's gate in the request's namespace, read once for the sources that ask
         together, in one read with theirs: the first queues one job that reads the gate and its
-        own `read` and then, when the gate reaches their floor (`min_score`), the `read` of
-        every source that joined before the job started; each gets (gate, its answer). A source
-        whose floor the gate misses gets (gate, None) and answers nothing; one that asks once
+        own `read` and then, when the gate reaches their floor (`min_score`) or `reads_closed(gate)`
+        says the source reads past a closed gate, the `read` of every source that joined before
+        the job started; each gets (gate, its answer). A source whose floor the gate misses gets
+        (gate, None) and answers nothing (unless it reads past it on its own); one that asks once
         the job has started waits for it and gets (gate, None). The gate is None when that job
         failed (the first meets the error; the others then read on their own); a joined
         source's own read failing raises in that source alone.
@@ -168,7 +174,7 @@ class StoreReader:
         key = (threading.get_ident(), id(request))
         pending = self._gates.get(key)
         if pending is not None:
-            return await pending.join(read, min_score)
+            return await pending.join(_Rider(read, min_score, reads_closed))
         self._gates[key] = mine = _PendingGate(request)
         try:
             for _ in range(JOIN_CHECKPOINTS):  # the turn's other gated sources, dispatched together
@@ -188,7 +194,7 @@ class StoreReader:
         found = read(conn)
         gate = self._gate_on(conn, request, stamp)
         for rider in riders:
-            if gate.qpp >= rider.min_score:
+            if rider.wants(gate):
                 rider.run(conn)
                 if rider.error is not None:
                     # The connection may be unusable now (PostgreSQL aborts the transaction at a
@@ -202,7 +208,8 @@ class StoreReader:
             return Gate(qpp=0.0, stamp=stamp)
         scorer = self.scorer(conn, ns_id, request.task, request.mode)
         qpp = 0.0 if scorer.abstains else scorer.qpp
-        return Gate(qpp=qpp, stamp=stamp, considered=considered(scorer.reference))
+        ref = scorer.reference
+        return Gate(qpp=qpp, stamp=stamp, considered=considered(ref), names_nodes=ref.names_nodes)
 
     def keep(self, key: Hashable, stamp: int | None, answer: Sequence[Candidate]) -> None:
         """Keep a source's answer read at change stamp `stamp` (None: unknown, not kept), which
@@ -247,6 +254,8 @@ class Gate:
     considered: frozenset[tuple[int, int]] = frozenset()
     """The memories the turn's shared retrieval considered, as (corpus, rowid)
     (`considered`): what every gated source reports to the trace."""
+    names_nodes: bool = False
+    """Whether the task names a graph node of the namespace (`Reference.names_nodes`)."""
 
 
 def considered(ref: Reference) -> frozenset[tuple[int, int]]:
@@ -274,8 +283,15 @@ class _Rider(Generic[T]):
 
     read: Callable[[Reader], T]
     min_score: float
+    reads_closed: Callable[[Gate], bool] | None = None
+    """Whether the source reads past a gate under its floor (`ReaderSource._reads_closed`)."""
     found: T | None = None
     error: Exception | None = None
+
+    def wants(self, gate: Gate) -> bool:
+        """Whether the read runs once the gate is known: it reaches the source's floor, or the
+        source reads on evidence of its own past a closed gate."""
+        return gate.qpp >= self.min_score or (self.reads_closed is not None and self.reads_closed(gate))
 
     def run(self, conn: Reader) -> None:
         """Run the read, keeping its answer or its error for its own source."""
@@ -302,12 +318,12 @@ class _PendingGate:
     """Whether the job is queued: a source asking from then on only waits for the gate."""
     riders: list[_Rider[Any]] = attrs.field(factory=list)
 
-    async def join(self, read: Callable[[Reader], T], min_score: float) -> tuple[Gate | None, T | None]:
-        """Wait for the gate, with `read` run in its job when it is not queued yet."""
+    async def join(self, rider: _Rider[T]) -> tuple[Gate | None, T | None]:
+        """Wait for the gate, with the rider's read run in its job when it is not queued yet."""
         if self.started:
             await self.done.wait()
             return self.gate, None
-        self.riders.append(rider := _Rider(read, min_score))
+        self.riders.append(rider)
         await self.done.wait()
         if self.gate is None:  # the job failed or was cut: the source reads on its own
             return None, None

@@ -100,16 +100,17 @@ def compute_reference(
         hits = ()
     elif hits is None:
         hits = lexical_hits(conn, ns_id, scorer.profile, texts)
-    found = _with_nodes(
-        _retrieved(conn, ns_id, hits, dense=search, texts=texts),
-        _graph_nodes(conn, ns_id, scorer.query, dense, scorer.embedder),
-    )
-    return _gated(scorer, found, dense)
+    nodes = _graph_nodes(conn, ns_id, scorer.query, dense, scorer.embedder)
+    found = _with_nodes(_retrieved(conn, ns_id, hits, dense=search, texts=texts), nodes)
+    return _gated(scorer, found, dense, names_nodes=bool(nodes))
 
 
-def _gated(scorer: Scorer, found: _Retrieved, dense: Vectors | None) -> Reference:
+def _gated(
+    scorer: Scorer, found: _Retrieved, dense: Vectors | None, *, names_nodes: bool = False
+) -> Reference:
     """The reference of what the retrieval `found` (the pool, the task's closeness to small
-    talk, the runs kept for the turn's sources) with the gate's `qpp`."""
+    talk, the runs kept for the turn's sources, whether the task names a graph node) with the
+    gate's `qpp`."""
     prof, task, mode, embedder = scorer.profile, scorer.query, scorer.mode, scorer.embedder
     if dense is not None and embedder is not None:
         offtopic = closeness(embedder, task, dense)
@@ -123,6 +124,7 @@ def _gated(scorer: Scorer, found: _Retrieved, dense: Vectors | None) -> Referenc
         dense_complete=found.complete,
         depth=REFERENCE_DEPTH,
         lexical_depth=SHARED_DEPTH,
+        names_nodes=names_nodes,
     )
     features = _gate.qpp_features(mode, task, prof, ref)
     return attrs.evolve(ref, qpp=_gate.qpp_probability(mode, features), qpp_features=features)

@@ -170,6 +170,9 @@ class Reference:
     and `dense_hits`)."""
     lexical_depth: int = 0
     """How deep `lexical_hits` were retrieved per corpus."""
+    names_nodes: bool = False
+    """Whether the task names a graph node of the namespace: the graph source then reads on
+    its own evidence when the gate is closed (`sources._graphs.GraphSource`)."""
 
     def hits(self, corpus: int, depth: int) -> LexicalRun | None:
         """The best `depth` FTS matches of one corpus, or None if the retrieval did not go that

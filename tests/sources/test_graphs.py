@@ -10,11 +10,13 @@ from store_kit import StoreOpener, sql_rows
 
 from broker import RECALL_MIN_SCORE, Candidate, Namespace, ValidationError
 from broker.abc import SourceRequest
-from sources import MemoryStore
+from sources import MemoryStore, NewEntry
 from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter
 from sources._store_reader import StoreReader
 from sources.embedding._embedder import MiniLMEmbedder, load_default_embedder
+from sources.relevance._shared_terms import shared_term_logits, sigmoid
 from sources.storage import _analysis
+from sources.storage._analysis import query_terms
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -257,7 +259,7 @@ class UnitEmbedder:
 
 
 async def test_dense_modes_embed_only_a_few_rendered_texts(make_store: StoreOpener) -> None:
-    """In a dense mode at most DENSE_SCORED graph texts are embedded and returned per turn."""
+    """In a dense mode at most DENSE_SCORED graph texts are embedded and scored on the calibrated scale per turn; the others keep only their own evidence."""
     fake = UnitEmbedder()
     with make_store(mode="hybrid", embedder=fake) as store:
         g = GraphWriter(store)
@@ -272,7 +274,7 @@ async def test_dense_modes_embed_only_a_few_rendered_texts(make_store: StoreOpen
         lexical = await GraphSource(StoreReader(store=store), min_score=0.0).fetch(
             SourceRequest(task="Hub station spokes", namespace=NS, limit=10, mode="lexical")
         )
-    assert 0 < len(got) <= DENSE_SCORED
+    assert 0 < sum(c.qpp is not None for c in got) <= DENSE_SCORED
     # The task; the one node it names, once, for the namespace's reference; the rendered texts.
     assert fake.texts - before == 1 + 1 + DENSE_SCORED
     assert len(lexical) == 10
@@ -310,3 +312,60 @@ async def test_a_store_of_graph_records_only_serves_a_task_naming_its_nodes(
         assert [c.entry_id for c in served][:1] == ["graph:502"]
         assert served[0].score >= RECALL_MIN_SCORE
         assert await walk.fetch(unrelated) == []
+
+
+def _ledger(store: MemoryStore, users: int = 0, maintainers: tuple[str, ...] = ("Ana",)) -> None:
+    """Two notes that say nothing of Ledger; Ledger, its maintainers and `users` services using it."""
+    store.add_entries(
+        [NewEntry(text="Deploys happen on Tuesdays."), NewEntry(text="Staging is refreshed every Sunday.")],
+        namespace=NS,
+    )
+    g = GraphWriter(store)
+    g.add_node("Ledger", namespace=NS, id="ledger")
+    for name in maintainers:
+        g.add_node(name, namespace=NS, id=name.lower())
+        g.add_edge(name.lower(), "maintains", "ledger", namespace=NS)
+    for i in range(users):
+        g.add_node(f"Service {i}", namespace=NS, id=f"svc{i}")
+        g.add_edge(f"svc{i}", "uses", "ledger", namespace=NS)
+
+
+def _gate(store: MemoryStore, task: str) -> float:
+    with store.engine.read() as conn:
+        return store.scorer_on(conn, conn.namespace_id(NS), task, mode=store.mode).qpp
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+async def test_a_fact_the_task_asks_about_is_served_on_its_own_evidence(
+    make_store: StoreOpener, minilm: MiniLMEmbedder, mode: str
+) -> None:
+    """With the gate closed, a task naming a node and sharing its edge's relation gets that edge on its own evidence (no gate or band; the likelihood ratio of the shared terms, the named node's as if one fact held it, times the hop decay); a task that only names the node gets nothing on it."""
+    with make_store(mode=mode, embedder=minilm) as store:
+        _ledger(store)
+        task = "Who maintains Ledger?"
+        assert _gate(store, task) < RECALL_MIN_SCORE
+        asked = await GraphSource(StoreReader(store=store)).fetch(
+            SourceRequest(task=task, namespace=NS, limit=5)
+        )
+        assert [(c.entry_id, c.text) for c in asked] == [("graph:ana", "Ana — maintains → Ledger")]
+        assert (asked[0].qpp, asked[0].band) == (None, None)
+        own = sigmoid(
+            shared_term_logits(frozenset(query_terms(task)), [frozenset(query_terms(asked[0].text))])[0]
+        )
+        assert asked[0].score == pytest.approx(own * HOP_DECAY[1])  # Ana: one hop from Ledger
+        below = await GraphSource(StoreReader(store=store), min_score=0.0).fetch(
+            SourceRequest(task="Deploy Ledger to staging", namespace=NS, limit=5)
+        )
+        assert all(c.score < RECALL_MIN_SCORE for c in below if c.qpp is None), below
+
+
+async def test_a_named_hub_still_serves_the_facts_the_task_asks_about(make_store: StoreOpener) -> None:
+    """The facts around a node with many edges all hold its name: the name counts as distinctive, so each of three maintainers of a node twenty services use is served (with the gate closed) and no user is."""
+    store = make_store(mode="lexical")
+    _ledger(store, users=20, maintainers=("Ana", "Bo", "Cleo"))
+    task = "Who maintains Ledger?"
+    assert _gate(store, task) < RECALL_MIN_SCORE
+    asked = await GraphSource(StoreReader(store=store)).fetch(
+        SourceRequest(task=task, namespace=NS, limit=10)
+    )
+    assert sorted(c.entry_id for c in asked) == ["graph:ana", "graph:bo", "graph:cleo"]

@@ -305,7 +305,12 @@ async def test_sources_answer_the_same_whether_or_not_they_ask_the_gate_first(
 
 
 async def _unknown_gate(
-    self: StoreReader, request: SourceRequest, read: Callable[[Reader], object], min_score: float
+    self: StoreReader,
+    request: SourceRequest,
+    read: Callable[[Reader], object],
+    min_score: float,
+    *,
+    reads_closed: Callable[[Gate], bool] | None = None,
 ) -> tuple[Gate | None, None]:
     return None, None
 
@@ -320,6 +325,28 @@ async def test_a_closed_gate_costs_the_gated_sources_one_read_between_them(
     assert len(found) == 8
     assert not any(found.values())
     turn = [r for r in reads if r != "ping"]  # the sources' opens ping the store first
+    assert len(turn) == 3, turn
+
+
+async def test_a_closed_gate_on_a_task_naming_a_graph_node_lets_the_graph_read_in_the_same_trip(
+    background_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the gate stays closed but the task names a graph node, the graph source reads on its own evidence within the gated sources' one read and serves the fact the task asks about; the other gated sources still answer nothing."""
+    from sources import GraphWriter  # noqa: PLC0415 - the composition under test
+
+    graph = GraphWriter(background_store)
+    graph.add_node("Ana", namespace=ALICE, id="ana")
+    graph.add_node("Ledger", namespace=ALICE, id="ledger")
+    graph.add_edge("ana", "maintains", "ledger", namespace=ALICE)
+    task = "Who maintains Ledger?"
+    with background_store.engine.read() as conn:
+        gate = background_store.scorer_on(conn, conn.namespace_id(ALICE), task, mode="lexical").qpp
+    assert gate < RECALL_MIN_SCORE
+    reads = lane_reads(monkeypatch)
+    found = await _answers(background_store, task)
+    assert [entry for entry, _ in found.pop("graphs")] == ["graph:ana"]
+    assert not any(found.values())
+    turn = [r for r in reads if r != "ping"]
     assert len(turn) == 3, turn
 
 
