@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, TypedDict, Unpack
 
 import attrs
 
-from broker import Candidate, FieldError, Namespace, ValidationError
+from broker import RECALL_MIN_SCORE, Candidate, FieldError, Namespace, ValidationError
 
 from ._scoring import Batch, best_first, lexical_scores, score_rows
 from ._source_base import ReaderSource
@@ -324,9 +324,9 @@ class GraphSource(ReaderSource):
     (`shared_term_logits`, as a past task is scored): "Who maintains Ledger?" gets "Ana —
     maintains → Ledger" whether or not the namespace's memories serve the task, and a task that
     only names the entity ("Deploy Ledger") does not (one shared term never clears the floor).
-    A fact takes the higher of the two, times its hop decay. So the source reads on its own
-    when the gate is closed and the task names a node (`Reference.names_nodes`); otherwise it
-    joins the turn's gate read as the other gated sources do.
+    A fact takes the higher of the two, times its hop decay. So the source's read joins the
+    turn's gate read as the other gated sources' do, and runs there also under a closed gate
+    when the task names a node (`Reference.names_nodes`).
 
     A typed request gets graph candidates only when it asks for `semantic` memories.
     """
@@ -360,29 +360,29 @@ class GraphSource(ReaderSource):
     def _scored(self, conn: Reader, scorer: Scorer, walk: Walk, limit: int) -> list[Candidate]:
         """Render each node by its best-matching path, then score the best of them.
 
-        Each node is told by its text of highest own evidence or, when the task's gate is open,
-        lexical base relevance if that is higher. The best `limit` nodes so told get their
+        Each node is told by its text of highest own evidence when that clears the floor (times
+        its hop decay), else by its text of highest own evidence or lexical base relevance (the
+        latter only when the task's gate is open). The best `limit` nodes so told get their
         calibrated score when the gate is open (in a dense mode only the first DENSE_SCORED:
         a rendered text has no stored vector and embedding it costs about 3 ms inside the
         turn's deadline) and keep their own evidence.
         """
         closed = self._gate_closed(scorer)
-        told = _told(walk, task_grams(scorer.query))
+        grams = task_grams(scorer.query)
+        told = _told(walk, grams)
         terms = [[_analysis.terms(t) for t in texts] for _, texts in told]
-        task_terms = frozenset(scorer.profile.terms)
-        own = iter(
-            _own_evidence(task_terms, [t for ts in terms for t in ts], _named_terms(walk) & task_terms)
-        )
+        keys = _named_keys(walk, grams)
+        own = iter(_own_evidence(frozenset(scorer.profile.terms), [t for ts in terms for t in ts], keys))
         rendered: list[_Told] = []
         for (rowid, texts), text_terms in zip(told, terms, strict=True):
             mine = [next(own) for _ in texts]
-            pre = (
-                mine
-                if closed
-                else [max(a, b) for a, b in zip(lexical_scores(scorer, text_terms), mine, strict=True)]
-            )
-            top = max(range(len(texts)), key=pre.__getitem__)
-            rendered.append(_Told(pre[top] * HOP_DECAY[walk.hops[rowid]], rowid, texts[top], mine[top]))
+            lexical = [0.0] * len(texts) if closed else lexical_scores(scorer, text_terms)
+            both = [max(a, b) for a, b in zip(lexical, mine, strict=True)]
+            decay = HOP_DECAY[walk.hops[rowid]]
+            best_own = max(range(len(texts)), key=mine.__getitem__)
+            clears = mine[best_own] * decay >= RECALL_MIN_SCORE
+            top = best_own if clears else max(range(len(texts)), key=both.__getitem__)
+            rendered.append(_Told(both[top] * decay, rowid, texts[top], mine[top]))
         rendered.sort(key=lambda r: (-r.rank, walk.hops[r.rowid], walk.nodes[r.rowid].id))
         kept = rendered[: max(limit, 0)]
         scored = [] if closed else kept[: DENSE_SCORED if scorer.mode in DENSE_MODES else len(kept)]
@@ -436,24 +436,27 @@ def _told(walk: Walk, grams: frozenset[str]) -> list[tuple[int, list[str]]]:
     return out
 
 
-def _own_evidence(task_terms: frozenset[str], texts: list[list[str]], named: frozenset[str]) -> list[float]:
+def _own_evidence(task_terms: frozenset[str], texts: list[list[str]], keys: frozenset[str]) -> list[float]:
     """The probability that the task is about each rendered text, from the terms they share,
-    weighted by their rarity among the walk's texts; the `named` terms (the names the task
-    gave the walk's nodes) as if one text held each: every fact the walk renders is about a
-    node the task names, so among them its name tells nothing, but it is why they are here."""
-    logits = shared_term_logits(task_terms, [frozenset(t) for t in texts], pinned=named)
+    weighted by their rarity among the walk's texts. Each of the `keys` by which the task named
+    the walk's nodes counts as one term, however many words it has, and weighs as if one text
+    held it: every fact the walk renders is about a node the task names, so among them its name
+    tells nothing, but it is why they are here (and one name is one piece of evidence)."""
+    task = _keyed(task_terms, keys)
+    logits = shared_term_logits(task, [_keyed(frozenset(t), keys) for t in texts], pinned=keys & task)
     return [sigmoid(z) for z in logits]
 
 
-def _named_terms(walk: Walk) -> frozenset[str]:
-    """The terms of the names and aliases of the nodes the task names (the walk's seeds)."""
-    return frozenset(
-        term
-        for rowid, hop in walk.hops.items()
-        if hop == 0 and rowid in walk.nodes
-        for phrase in (walk.nodes[rowid].name, *walk.nodes[rowid].aliases)
-        for term in key_of(phrase).split()
-    )
+def _named_keys(walk: Walk, grams: frozenset[str]) -> frozenset[str]:
+    """The keys (analysed names or aliases) by which the task named the walk's seeds."""
+    seeds = [walk.nodes[r] for r, hop in walk.hops.items() if hop == 0 and r in walk.nodes]
+    return frozenset(k for node in seeds for k in map(key_of, (node.name, *node.aliases)) if k in grams)
+
+
+def _keyed(terms: frozenset[str], keys: frozenset[str]) -> frozenset[str]:
+    """Terms with each key whose every word they hold counted as one term, the key itself."""
+    held = {k for k in keys if set(k.split()) <= terms}
+    return (terms - {w for k in held for w in k.split()}) | held
 
 
 def _candidate(source: str, node: Node, text: str, scores: _Scores, hop: int) -> Candidate:

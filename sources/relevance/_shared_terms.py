@@ -33,8 +33,9 @@ TERM_ODDS: Final = 0.5
 EVIDENCE_PRIOR: Final = 5.5
 COMPARED_MAX: Final = 20
 """Texts a term's rarity is read among, at most: more texts are read as this many (a term's
-share of them kept), so no term weighs more than one of 20 texts does (idf(20, 1) = 4.39) and
-one shared term never clears the floor, however many texts are compared."""
+share of them kept, rounded up: never rarer than it is), so no term weighs more than one of 20
+texts does (idf(20, 1) = 4.39) and one shared term never clears the floor, however many texts
+are compared."""
 
 
 def shared_term_logits(
@@ -48,7 +49,7 @@ def shared_term_logits(
         for t in terms & task_terms:
             df[t] = df.get(t, 0) + 1
     n = min(len(texts), COMPARED_MAX)
-    weight = {t: idf(n, 1 if t in pinned else max(1, round(k * n / len(texts)))) for t, k in df.items()}
+    weight = {t: idf(n, 1 if t in pinned else math.ceil(k * n / len(texts))) for t, k in df.items()}
     bit = math.log(1.0 / TERM_ODDS)
     cost = bit * len(task_terms) + EVIDENCE_PRIOR
     return [_shared_evidence(terms & task_terms, weight) - cost for terms in texts]

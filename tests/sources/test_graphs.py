@@ -11,12 +11,13 @@ from store_kit import StoreOpener, sql_rows
 from broker import RECALL_MIN_SCORE, Candidate, Namespace, ValidationError
 from broker.abc import SourceRequest
 from sources import MemoryStore, NewEntry
-from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter
+from sources._graphs import DENSE_SCORED, HOP_DECAY, GraphSource, GraphWriter, _named_keys, _own_evidence
 from sources._store_reader import StoreReader
 from sources.embedding._embedder import MiniLMEmbedder, load_default_embedder
 from sources.relevance._shared_terms import shared_term_logits, sigmoid
 from sources.storage import _analysis
 from sources.storage._analysis import query_terms
+from sources.storage._graph_walk import Node, Walk, task_grams
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -369,3 +370,40 @@ async def test_a_named_hub_still_serves_the_facts_the_task_asks_about(make_store
         SourceRequest(task=task, namespace=NS, limit=10)
     )
     assert sorted(c.entry_id for c in asked) == ["graph:ana", "graph:bo", "graph:cleo"]
+
+
+@pytest.mark.parametrize(
+    ("task", "served"),
+    [
+        ("Restart Payment Service", []),
+        ("Deploy Payment Service to staging", []),
+        ("Who maintains Payment Service?", [0]),
+        ("Who maintains the payment service?", [0]),
+    ],
+)
+def test_a_name_of_many_words_is_one_piece_of_evidence(task: str, served: list[int]) -> None:
+    """A two-word name the task uses counts as one shared term (weighed as if one fact held it): naming the entity alone clears nothing on own evidence, naming it and the relation serves the fact that holds both."""
+    facts = [
+        "Ana — maintains → Payment Service",
+        *(f"Service {i} — calls → Payment Service" for i in range(5)),
+    ]
+    keys = _named_keys(
+        Walk(
+            nodes={
+                1: Node(
+                    rowid=1,
+                    id="pay",
+                    name="Payment Service",
+                    aliases=("ledger service",),
+                    description="",
+                    created_at="",
+                )
+            },
+            hops={1: 0},
+            via={},
+        ),
+        task_grams(task),
+    )
+    assert keys == {"payment servic"}  # the alias the task did not use is no key
+    own = _own_evidence(frozenset(query_terms(task)), [_analysis.terms(f) for f in facts], keys)
+    assert [i for i, p in enumerate(own) if p >= RECALL_MIN_SCORE] == served, own
