@@ -391,7 +391,7 @@ class GraphSource(ReaderSource):
         calibrated += [None] * (len(kept) - len(calibrated))
         return best_first(
             (
-                _candidate(self.name, walk.nodes[r.rowid], r.text, _Scores(rel, r.own), walk.hops[r.rowid])
+                _candidate(self.name, walk.nodes[r.rowid], r, rel, walk.hops[r.rowid])
                 for r, rel in zip(kept, calibrated, strict=True)
             ),
             limit,
@@ -406,14 +406,6 @@ class _Told:
     rank: float
     rowid: int
     text: str
-    own: float
-
-
-@attrs.frozen
-class _Scores:
-    """A told node's calibrated relevance (None: the gate was closed) and own evidence."""
-
-    calibrated: Relevance | None
     own: float
 
 
@@ -459,12 +451,12 @@ def _keyed(terms: frozenset[str], keys: frozenset[str]) -> frozenset[str]:
     return (terms - {w for k in held for w in k.split()}) | held
 
 
-def _candidate(source: str, node: Node, text: str, scores: _Scores, hop: int) -> Candidate:
-    """A node's candidate: the higher of its calibrated score (its band decayed by the hops from
-    the entity the task names) and its own evidence (decayed alike; it has no gate or band)."""
+def _candidate(source: str, node: Node, told: _Told, rel: Relevance | None, hop: int) -> Candidate:
+    """A node's candidate: the higher of its calibrated score (`rel`, None when the gate was
+    closed; its band decayed by the hops from the entity the task names) and its own evidence
+    (decayed alike; it has no gate or band)."""
     decay = HOP_DECAY[hop]
-    rel = scores.calibrated
-    own = min(max(scores.own * decay, 0.0), 1.0)
+    own = min(max(told.own * decay, 0.0), 1.0)
     if rel is None or own > rel.qpp * rel.band * decay:
         score, qpp, band = own, None, None
     else:
@@ -476,7 +468,7 @@ def _candidate(source: str, node: Node, text: str, scores: _Scores, hop: int) ->
         score=score,
         qpp=qpp,
         band=band,
-        text=text,
+        text=told.text,
         block="memory",
         memory_type=GRAPH_TYPE,
         created_at=node.created_at,

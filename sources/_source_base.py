@@ -120,12 +120,11 @@ class ReaderSource:
         if not self.gated:
             return await self._reader.run(read)
         # The caller's own request: the sources of one turn share it, not the copies resolved here.
-        gate, found = await self._reader.gated(request, read, self.min_score, reads_closed=self._reads_closed)
+        gate, found = await self._reader.gated(request, read, self._reads_at)
         if gate is None:  # the gate's read failed: this source reads on its own
             return found if found is not None else await self._reader.run(read)
         if found is None:
-            closed = gate.qpp < self.min_score and not self._reads_closed(gate)
-            found = [] if closed else await self._reader.run(read)
+            found = await self._reader.run(read) if self._reads_at(gate) else []
         # The turn's shared retrieval, as every gated source of the turn reports it (one set):
         # counted in the trace, below the floor included, at no read of its own; and the gate
         # it read, which the turn reports also when it kept every memory out.
@@ -151,9 +150,14 @@ class ReaderSource:
     def _fetch_on(self, conn: Reader, *, request: SourceRequest) -> list[Candidate]:
         raise NotImplementedError
 
+    def _reads_at(self, gate: Gate) -> bool:
+        """Whether this gated source reads once the task's gate is known: when the gate reaches
+        its floor, or past it when it also scores on evidence of its own (`_reads_closed`)."""
+        return gate.qpp >= self.min_score or self._reads_closed(gate)
+
     def _reads_closed(self, gate: Gate) -> bool:  # noqa: ARG002 - the hook's signature
-        """Whether this gated source reads on its own when the task's gate is under its floor:
-        never, unless it also scores candidates on evidence of their own (`GraphSource`)."""
+        """Whether this gated source reads when the task's gate is under its floor: never,
+        unless it also scores candidates on evidence of their own (`GraphSource`)."""
         return False
 
     def _gate_closed(self, scorer: Scorer) -> bool:

@@ -146,16 +146,14 @@ class StoreReader:
         self,
         request: SourceRequest,
         read: Callable[[Reader], T],
-        min_score: float,
-        *,
-        reads_closed: Callable[[Gate], bool] | None = None,
+        wants: Callable[[Gate], bool],
     ) -> tuple[Gate | None, T | None]:
         """The task's gate in the request's namespace, read once for the sources that ask
         together, in one read with theirs: the first queues one job that reads the gate and its
-        own `read` and then, when the gate reaches their floor (`min_score`) or `reads_closed(gate)`
-        says the source reads past a closed gate, the `read` of every source that joined before
-        the job started; each gets (gate, its answer). A source whose floor the gate misses gets
-        (gate, None) and answers nothing (unless it reads past it on its own); one that asks once
+        own `read` and then the `read` of every source that joined before the job started and
+        `wants` it at that gate (it reaches the source's floor, or the source scores on evidence
+        of its own); each gets (gate, its answer), or (gate, None) when it did not want it; one
+        that asks once
         the job has started waits for it and gets (gate, None). The gate is None when that job
         failed (the first meets the error; the others then read on their own); a joined
         source's own read failing raises in that source alone.
@@ -174,7 +172,7 @@ class StoreReader:
         key = (threading.get_ident(), id(request))
         pending = self._gates.get(key)
         if pending is not None:
-            return await pending.join(_Rider(read, min_score, reads_closed))
+            return await pending.join(_Rider(read, wants))
         self._gates[key] = mine = _PendingGate(request)
         try:
             for _ in range(JOIN_CHECKPOINTS):  # the turn's other gated sources, dispatched together
@@ -282,16 +280,10 @@ class _Rider(Generic[T]):
     """A source's read that joined a turn's gate read, and what it gave."""
 
     read: Callable[[Reader], T]
-    min_score: float
-    reads_closed: Callable[[Gate], bool] | None = None
-    """Whether the source reads past a gate under its floor (`ReaderSource._reads_closed`)."""
+    wants: Callable[[Gate], bool]
+    """Whether the read runs once the gate is known (`ReaderSource._reads_at`)."""
     found: T | None = None
     error: Exception | None = None
-
-    def wants(self, gate: Gate) -> bool:
-        """Whether the read runs once the gate is known: it reaches the source's floor, or the
-        source reads on evidence of its own past a closed gate."""
-        return gate.qpp >= self.min_score or (self.reads_closed is not None and self.reads_closed(gate))
 
     def run(self, conn: Reader) -> None:
         """Run the read, keeping its answer or its error for its own source."""

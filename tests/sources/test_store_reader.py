@@ -308,9 +308,7 @@ async def _unknown_gate(
     self: StoreReader,
     request: SourceRequest,
     read: Callable[[Reader], object],
-    min_score: float,
-    *,
-    reads_closed: Callable[[Gate], bool] | None = None,
+    wants: Callable[[Gate], bool],
 ) -> tuple[Gate | None, None]:
     return None, None
 
