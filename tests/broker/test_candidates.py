@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import attrs
@@ -168,8 +169,8 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
 
     100 turns a round, each followed by the same turn with three short texts (the host's own
     overshoot, measured at the same moments). The machine is shared: a round whose p99 a
-    neighbour's burst spoiled is run again, up to three rounds; slow code fails every round. On a
-    host that misses 10 ms even with short texts, huge texts pass when they add <= 3 ms to them.
+    neighbour's burst spoiled is run again, up to three rounds; slow code fails every round. Where
+    the tail stays stretched, the medians are compared (`_huge_texts_cost_nothing`).
     """
     task_id = repo.create_task("What changed in the billing service?", namespace=NS)
     huge_texts = tuple(
@@ -192,10 +193,30 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
                 big += await _overshoots(broker, turn, deadline, 1)
                 huge.candidates = short_texts
                 small += await _overshoots(broker, turn, deadline, 1)
-            rounds.append((_p99(big), _p99(small)))
-            if _p99(big) <= max(0.010, _p99(small) + 0.003):
+            rounds.append((_p99(big), _p99(small), statistics.median(big), statistics.median(small)))
+            if _huge_texts_cost_nothing(big, small):
                 return
-    pytest.fail(f"p99 overshoot per round (s), huge texts and short texts: {rounds}")
+    pytest.fail(f"overshoot per round (s), p99 huge/short, median huge/short: {rounds}")
+
+
+def _huge_texts_cost_nothing(big: list[float], small: list[float]) -> bool:
+    """A round's verdict: huge texts' p99 within 10 ms or within 3 ms of the short texts' p99, or,
+    where busy neighbours stretch the tail (their bursts land on some turns and not on their
+    pairs), a median within 10 ms of the short texts' median: the overshoot's allowance. Cutting
+    and rendering three 32,000-character texts takes about 2 ms on a quiet 2-core host and 5 ms
+    with three busy neighbours there; slow code (reading 10 MB) costs every turn far more."""
+    if _p99(big) <= max(0.010, _p99(small) + 0.003):
+        return True
+    return statistics.median(big) <= statistics.median(small) + 0.010
+
+
+def test_the_huge_texts_verdict_fails_slow_code_and_forgives_a_loaded_hosts_burst():
+    """Huge texts adding 20 ms to every turn fail on a quiet and a loaded host; bursts pass."""
+    quiet, loaded = [0.002] * 100, [0.004] * 90 + [0.030] * 10
+    assert not _huge_texts_cost_nothing([t + 0.020 for t in quiet], quiet)
+    assert not _huge_texts_cost_nothing([t + 0.020 for t in loaded], loaded)
+    assert _huge_texts_cost_nothing([*quiet[:99], 0.06], quiet)
+    assert _huge_texts_cost_nothing([*loaded[:-2], 0.09, 0.09], loaded)
 
 
 def test_a_source_answer_reads_and_compares_as_its_candidates():
