@@ -105,8 +105,9 @@ class App:
 
     @staticmethod
     def print_json(value: object) -> None:
-        """One JSON document on stdout."""
+        """One JSON document on stdout, flushed (a reader of a pipe sees each as it is printed)."""
         sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
 
     @staticmethod
     def out(text: str) -> None:

@@ -50,6 +50,9 @@ class _Job:
     budget: int
     mode: str | None
     context: SessionContext | None = None
+    line: int | None = None
+    """The batch line's number and task text, echoed in its result (None: not a batch)."""
+    said: str | None = None
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -104,22 +107,28 @@ def select(args: argparse.Namespace, app: App) -> int:
             )
         ]
         as_json = args.json
-    results = anyio.run(_run, jobs, app, args.deadline_ms / 1000.0, backend="trio")
-    for result in results:
-        if as_json:
-            app.print_json(result_json(result))
-        else:
-            _print_human(app, result)
+    anyio.run(_run, jobs, app, args.deadline_ms / 1000.0, as_json, backend="trio")
     return 0
 
 
-async def _run(jobs: list[_Job], app: App, deadline: float) -> list[SelectionResult]:
+async def _run(jobs: list[_Job], app: App, deadline: float, as_json: bool) -> None:
+    """Each job's result, printed as soon as it is known (a long batch streams its lines)."""
     store = await open_store_in_thread(app.db_path, mode=app.args.mode, create=False)
     try:
         async with open_default_selector(store, deadline=deadline) as selector:
-            return [await _one(selector, job) for job in jobs]
+            for job in jobs:
+                result = await _one(selector, job)
+                if as_json:
+                    app.print_json(_echoed(job) | result_json(result))
+                else:
+                    _print_human(app, result)
     finally:
         store.close()
+
+
+def _echoed(job: _Job) -> dict[str, Any]:
+    """A batch line's number and task, first in its result's JSON (nothing for a single task)."""
+    return {} if job.line is None else {"line": job.line, "task": job.said}
 
 
 async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
@@ -168,7 +177,7 @@ def _read_batch(name: str, app: App, args: argparse.Namespace) -> list[_Job]:
         job, problems = _parse(line, app, args)
         errors += [f"error: line {number}: {p}" for p in problems]
         if job is not None:
-            jobs.append(job)
+            jobs.append(attrs.evolve(job, line=number))
     if errors:
         raise UsageError(*errors)
     return jobs
@@ -239,6 +248,7 @@ class _BatchLine:
             budget=self.budget,
             mode=self.mode,
             context=SessionContext(**context) if context else None,
+            said=self.task,
         )
 
 

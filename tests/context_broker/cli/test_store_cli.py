@@ -191,11 +191,12 @@ def test_bad_record_lines_are_all_reported(tmp_path: Path) -> None:
 
 
 def test_select_batch_writes_one_object_per_line_and_validates_first(tmp_path: Path, db: Path) -> None:
-    """`select --batch` answers every line in order in one process; a bad line fails the whole batch."""
+    """`select --batch` answers every line in order in one process, each naming its line and task;
+    a bad line fails the whole batch."""
     batch = tmp_path / "tasks.jsonl"
     batch.write_text(
-        json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"})
-        + "\n"
+        json.dumps({"task": "payment incident deploy freeze", "mode": "lexical", "message": "now"})
+        + "\n\n"
         + json.dumps({"task": "what time is it", "mode": "lexical", "budget": 3})
         + "\n",
         encoding="utf-8",
@@ -203,6 +204,10 @@ def test_select_batch_writes_one_object_per_line_and_validates_first(tmp_path: P
     result = run(db, "select", "--batch", str(batch), *UNRACED)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["line"], r["task"]) for r in rows] == [
+        (1, "payment incident deploy freeze"),
+        (3, "what time is it"),
+    ]
     assert [r["abstained"] for r in rows] == [False, True]
     assert rows[0]["blocks"][0]["entry_id"] == "deploy-1"
     assert {s["name"] for s in rows[0]["sources"]} >= {
