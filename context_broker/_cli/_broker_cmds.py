@@ -20,7 +20,7 @@ from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
 from ._ingest import IngestOptions, ingest_records, records_of
-from ._jsonl import label, read_lines
+from ._jsonl import decode_problem, label, read_lines
 from ._options import DEFAULT_DEADLINE_MS, PositiveInt, add_deadline_argument
 from ._plot import INSTALL_HINT, plot
 from ._session import add_context_arguments, session_context
@@ -170,7 +170,7 @@ def _events(path: str) -> list[dict[str, Any]]:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"error: {path}:{n}: not JSON ({exc.msg})") from exc
+            raise UsageError(f"error: {path}:{n}: not JSON ({decode_problem(exc)})") from exc
         if not isinstance(item, dict):
             raise UsageError(f"error: {path}:{n}: not a JSON object")
         if item.get("event") == TURN_COMPLETED:

@@ -66,12 +66,17 @@ def read_text(name: str) -> str:
     return text.removesuffix("\n").removesuffix("\r")
 
 
+def decode_problem(exc: json.JSONDecodeError) -> str:
+    """What the decoder found and where: "Unterminated string starting at column 7"."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+
+
 def json_object(line: str) -> tuple[dict[str, Any] | None, list[str]]:
     """A line as a JSON object, or (None and) the problem with it."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"]
+        return None, [f"invalid JSON ({decode_problem(exc)})"]
     if not isinstance(obj, dict):
         return None, ["must be a JSON object"]
     return obj, []

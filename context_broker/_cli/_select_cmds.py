@@ -63,8 +63,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--batch",
         metavar="FILE",
-        help='JSONL ("-": standard input), one {"task", "tenant"?, "project"?, "types"?, "budget"?, '
-        '"mode"?, "message"?, "persona"?, "surface"?, "specialization"?} per line',
+        help='JSONL ("-": standard input), one {"task", "tenant"?, "project"?, "types"? (list or "a,b"), '
+        '"budget"?, "mode"?, "message"?, "persona"?, "surface"?, "specialization"?} per line',
     )
     p.add_argument("--types", help=f"comma-separated memory types ({','.join(MEMORY_TYPES)})")
     p.add_argument(
@@ -212,7 +212,7 @@ class _BatchLine:
         return cls(
             task=obj.get("task"),
             message=obj.get("message"),
-            types=obj["types"] if "types" in obj else parse_types(args.types),
+            types=_types_of(obj["types"]) if "types" in obj else parse_types(args.types),
             budget=obj.get("budget", args.budget),
             mode=obj.get("mode", args.mode),
             context={k: obj.get(k, getattr(args, k)) for k in _CONTEXT_KEYS},
@@ -231,7 +231,9 @@ class _BatchLine:
         if types is not None and (
             not isinstance(types, list | tuple) or any(t not in MEMORY_TYPES for t in types) or not types
         ):
-            problems.append(f"types: must be a non-empty list of {', '.join(MEMORY_TYPES)}")
+            problems.append(
+                f"types: must be a non-empty list (or comma-separated string) of {', '.join(MEMORY_TYPES)}"
+            )
         problems += [str(e) for e in count_errors("budget", self.budget)]
         if self.mode is not None and self.mode not in RECALL_MODES:
             problems.append(f"mode: must be one of {', '.join(RECALL_MODES)}")
@@ -250,6 +252,11 @@ class _BatchLine:
             context=SessionContext(**context) if context else None,
             said=self.task,
         )
+
+
+def _types_of(given: object) -> object:
+    """A line's `types`: a list, or a comma-separated string as `--types` takes (then a list)."""
+    return [t.strip() for t in given.split(",") if t.strip()] if isinstance(given, str) else given
 
 
 def _namespace(obj: dict[str, Any], app: App) -> tuple[Namespace | None, list[str]]:

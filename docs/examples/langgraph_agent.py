@@ -63,4 +63,7 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python docs/examples/langgraph_agent.py DB_FILE", file=sys.stderr)
+        sys.exit(2)
     main(sys.argv[1])

@@ -89,4 +89,7 @@ async def main(path: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python docs/examples/openai_agents.py DB_FILE", file=sys.stderr)
+        sys.exit(2)
     asyncio.run(main(sys.argv[1]))

@@ -50,4 +50,7 @@ async def main(path: str) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python docs/examples/trio_agent.py DB_FILE", file=sys.stderr)
+        sys.exit(2)
     trio.run(main, sys.argv[1])

@@ -162,7 +162,8 @@ def test_trace_stats_summarises_a_log(tmp_path):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"event": "x"}\nnot json\n', ":2: not JSON"),
+        ('{"event": "x"}\nnot json\n', ":2: not JSON (Expecting value at column 1)"),
+        ('{"event": "x\n', ":1: not JSON (Unterminated string starting at column 11)"),
         ("[1, 2]\n", ":1: not a JSON object"),
         (
             '{"event": "x"}\n{"event": "turn.completed", "timings": {}}\n',

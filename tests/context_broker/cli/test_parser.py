@@ -76,6 +76,20 @@ def test_zero_deadline_names_the_flag(tmp_path, command):
     assert not (tmp_path / "p.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["--frobnicate"], "error: unrecognized arguments: --frobnicate\n"),
+        (["--tenant", "t", "--frob=1"], "error: unrecognized arguments: --frob=1\n"),
+        ([], "error: the following arguments are required: COMMAND\n"),
+    ],
+)
+def test_an_unknown_option_without_a_command_is_named(tmp_path, argv, line):
+    """`context-broker --frobnicate` names the option, not only the missing COMMAND (exit 2)."""
+    done = run(tmp_path, *argv)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", line)
+
+
 def test_global_options_after_a_nested_subcommand(tmp_path):
     """--tenant and --db given after `memorule history ID` are honoured, not rejected."""
     db = tmp_path / "other.db"

@@ -67,7 +67,7 @@ def test_a_batch_reports_every_problem_of_every_line_in_field_order(tmp_path: Pa
     assert (ran.status, ran.out) == (2, "")
     assert ran.err_lines == (
         "error: line 1: colour: unknown field",
-        "error: line 1: types: must be a non-empty list of episodic, semantic, procedural, self, personality, associative",
+        "error: line 1: types: must be a non-empty list (or comma-separated string) of episodic, semantic, procedural, self, personality, associative",
         "error: line 1: budget: must be an integer in 1..1000 (out_of_range)",
         "error: line 1: mode: must be one of lexical, dense, hybrid",
         "error: line 1: persona: must be a string",

@@ -309,6 +309,18 @@ def test_stats_prints_text_and_json_on_request(db: Path) -> None:
     assert json.loads(run(db, "stats", "--json").stdout)["entries"] == 7
 
 
+def test_a_batch_line_takes_its_types_as_a_list_or_as_the_flag_spells_them(db: Path) -> None:
+    """`"types": "procedural, semantic"` on a batch line queries what `--types procedural,semantic` does."""
+    lines = [
+        {"task": "deploy freeze", "types": t} for t in (["procedural", "semantic"], "procedural, semantic")
+    ]
+    tasks = "".join(json.dumps(line) + "\n" for line in lines)
+    result = run(db, "select", "--batch", "-", *UNRACED, stdin=tasks)
+    assert result.returncode == 0, result.stderr
+    queried = [json.loads(line)["types_queried"] for line in result.stdout.splitlines()]
+    assert queried == [["procedural", "semantic"]] * 2
+
+
 def test_select_batch_reads_standard_input(db: Path) -> None:
     """`select --batch -` takes its tasks on standard input."""
     tasks = json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"}) + "\n"
