@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from broker.abc import Embedder
     from sources.relevance._scorer import Relevance
     from sources.storage._engine import Reader
+    from sources.storage._engine_corpora import CurrentRecord
 
 _BREADTH: Final[Mapping[str, int]] = {"persona": 0, "project": 1, "org": 2, "global": 3}
 _DEPTH_MIN: Final = 200  # FTS hits scored per namespace, at least: ranking is not by score
@@ -168,6 +169,7 @@ class _Probe:
     asking: QueryProfile | None
     asking_ns: int | None
     embedder: Embedder | None
+    floor: float = RECALL_MIN_SCORE
 
     @classmethod
     def build(
@@ -190,10 +192,12 @@ class _Probe:
             asking=None if own_ns is None else store.profile_on(conn, own_ns, query.query),
             asking_ns=own_ns,
             embedder=_query_embedder(store, mode, query.embedder),
+            floor=query.min_score,
         )
 
     def hits(self, ns_id: int, *, foreign: bool, keep: Callable[[Current], bool] | None = None) -> list[_Hit]:
-        """Memorules of one namespace sharing a term with the query, scored.
+        """Memorules of one namespace sharing a term with the query or, in the namespace asked
+        in under a dense mode, among its nearest entries, scored.
 
         `keep` filters them before scoring (scoring is the Python-heavy part).
         """
@@ -201,9 +205,9 @@ class _Probe:
         if not self.conn.memorules.holds_any(ns_id):
             return []
         home = self.store.profile_on(self.conn, ns_id, self.query)
-        if not home.present:
-            return []
         found = [c for c in self._matching(ns_id, home, foreign=foreign) if keep is None or keep(c)]
+        if not found:
+            return []
         # Scored in the namespace asked in when it knows the query's terms, else in the home.
         where = self.asking_ns if self.asking is not None and self.asking.present else ns_id
         scores = self._scores(ns_id, where, found)
@@ -212,11 +216,31 @@ class _Probe:
         ]
 
     def _matching(self, ns_id: int, home: QueryProfile, *, foreign: bool) -> list[Current]:
-        """The namespace's memorules the FTS matches (only tenant-wide ones if `foreign`)."""
-        rows = self.conn.memorules.lexical(ns_id, sorted(home.present), limit=self.depth, tenant_wide=foreign)
+        """The namespace's memorules the FTS matches (only tenant-wide ones if `foreign`), then,
+        in the namespace asked in, those among its nearest entries the FTS did not match."""
+        rows = []
+        if home.present:
+            rows = self.conn.memorules.lexical(
+                ns_id, sorted(home.present), limit=self.depth, tenant_wide=foreign
+            )
+        if not foreign:
+            matched = {r[0] for r in rows}
+            rows += [r for r in self._nearest(ns_id) if r[0] not in matched]
         return list(
             _validate.skip_damaged(rows, Current.from_row, table="memorule_states", row_id=lambda r: r[1])
         )
+
+    def _nearest(self, ns_id: int) -> list[CurrentRecord]:
+        """In a dense mode, the namespace's memorules among the entries nearest the query that
+        its reference (the turn's shared retrieval) holds: a rule that shares no word with the
+        task ("Push the hotfix live" and "Refuse to deploy on a Friday") is still a candidate.
+        None under a closed gate: no memorule could clear the floor."""
+        if self.mode not in DENSE_MODES or self.embedder is None:
+            return []
+        scorer = self.store.scorer_on(self.conn, ns_id, self.query, mode=self.mode, embedder=self.embedder)
+        ref = scorer.reference
+        run = None if scorer.abstains or scorer.qpp < self.floor else ref.nearest(CORPUS_ENTRIES, ref.depth)
+        return [] if run is None else self.conn.memorules.among(ns_id, list(run.cosine_of()))
 
     def _scores(self, home: int, ns_id: int | None, found: list[Current]) -> list[Relevance]:
         """Score memorules of namespace `home` on the store's calibrated scale in its mode

@@ -382,6 +382,11 @@ class MemoruleReads(Protocol):
         (an undecodable one never matches)."""
         ...
 
+    def among(self, ns_id: int, rowids: Sequence[int]) -> list[CurrentRecord]:
+        """The namespace's memorules among the entries `rowids` (a dense retrieval's nearest),
+        in the order of `rowids`."""
+        ...
+
 
 class MemoruleWrites(MemoruleReads, Protocol):
     """Memorule writes: the entry is `EntryWrites`'; a delete is `EntryWrites.delete`."""

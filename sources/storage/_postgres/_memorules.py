@@ -109,6 +109,17 @@ class PostgresMemorules:
         found.sort(key=lambda f: (f[0], f[1]))
         return [record for _, _, record in found]
 
+    def among(self, ns_id: int, rowids: Sequence[int]) -> list[CurrentRecord]:
+        if not rowids:
+            return []
+        rows = self.scope.ns(ns_id).rows(
+            f"SELECT {_CURRENT_COLS} FROM entries e{_CURRENT_JOIN} "
+            "WHERE e.ns_id = %s AND e.kind = 'memorule' AND e.rowid = ANY(%s)",
+            (ns_id, [int(r) for r in rowids]),
+        )
+        found = {int(r[0]): CurrentRecord(*r) for r in rows}
+        return [found[r] for r in rowids if r in found]
+
     def append_state(self, entry_rowid: int, state: StateRecord) -> None:
         row = self.scope.one("SELECT entry_namespace(%s)", (entry_rowid,))
         if row is None or row[0] is None:

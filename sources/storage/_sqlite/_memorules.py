@@ -9,7 +9,7 @@ import attrs
 from sources.storage._engine_corpora import AuditRecord, CurrentRecord, StateRecord
 
 from . import _schema
-from ._sql import fts_match, fts_terms
+from ._sql import fts_match, fts_terms, select_in
 
 if TYPE_CHECKING:
     import sqlite3
@@ -105,6 +105,14 @@ class SqliteMemorules:
             (fts_match(terms), limit),
         ).fetchall()
         return [CurrentRecord(*r) for r in rows]
+
+    def among(self, ns_id: int, rowids: Sequence[int]) -> list[CurrentRecord]:
+        sql = (
+            f"SELECT {_CURRENT_COLS} FROM entries e {_CURRENT_JOIN} "
+            "WHERE e.ns_id = ? AND e.kind = 'memorule' AND e.rowid IN ({marks})"
+        )
+        found = {int(r[0]): CurrentRecord(*r) for r in select_in(self.conn, sql, list(rowids), (ns_id,))}
+        return [found[r] for r in rowids if r in found]
 
     def append_state(self, entry_rowid: int, state: StateRecord) -> None:
         self.conn.execute(

@@ -26,10 +26,12 @@ from broker import (
 )
 from sources import (
     MemoryStore,
+    NewEntry,
     semantic_recall,
     update_memorule,
 )
 from sources._memorules import context_overlap
+from sources.embedding._embedder import load_default_embedder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -314,3 +316,59 @@ def test_recall_refuses_an_option_it_does_not_take(store: MemoryStore) -> None:
     """A misspelt option is a TypeError, not an option silently ignored."""
     with pytest.raises(TypeError, match="limit"):
         semantic_recall(store, QUERY, namespace=NS, limit=3)  # type: ignore[call-arg]
+
+
+_TEAM_NOTES = (
+    "Priya owns the payments service and reviews every change to it.",
+    "Deploys go through the release pipeline: merge to main, wait for staging checks, then promote.",
+    "In March a Friday deploy broke checkout for two hours.",
+    "The main database is PostgreSQL 16 on a managed cluster.",
+    "Commit messages follow Conventional Commits.",
+    "Tom is on call this week; page him through Opsgenie.",
+    "Secrets live in Vault, never in the repository.",
+    "CI runs on GitHub Actions and takes about twelve minutes.",
+)
+_NO_FRIDAYS = "Refuse to deploy any production service on a Friday."
+
+
+@pytest.mark.parametrize(("mode", "served"), [("hybrid", True), ("dense", True), ("lexical", False)])
+def test_a_rule_sharing_no_word_with_the_task_is_recalled_by_its_meaning_in_dense_modes(
+    make_store: StoreOpener, mode: str, served: bool
+) -> None:
+    """A task sharing no word with the no-Friday-deploys rule gets it in dense modes, not lexical."""
+    with make_store(mode="hybrid", embedder=load_default_embedder()) as store:
+        store.add_entries([NewEntry(text=t) for t in _TEAM_NOTES], namespace=NS)
+        rid = write_rule(store, subject="no Friday deploys", body=_NO_FRIDAYS, applies_to={"scope": "global"})
+        task = "Push the hotfix live this afternoon"
+        found = semantic_recall(store, task, namespace=NS, source_type="memorule", mode=mode)
+        assert [m.id for m in found] == ([rid] if served else [])
+        assert (
+            semantic_recall(store, "what time is it", namespace=NS, source_type="memorule", mode=mode) == []
+        )
+
+
+def test_the_memorules_among_entries_come_in_the_order_asked_and_only_of_their_namespace(
+    store: MemoryStore,
+) -> None:
+    """`MemoruleReads.among` keeps the rules of the rowids given, in their order: no note, no other project's."""
+    first, second = (
+        write_rule(store),
+        write_rule(store, subject="Second rule", body="Always write a changelog entry."),
+    )
+    note = store.add_entry("A note that is no rule at all", namespace=NS)
+    there = Namespace(tenant_id="acme", project_id="other")
+    elsewhere = write_rule(store, there)
+    with store.engine.read() as r:
+        here, other = r.namespace_id(NS), r.namespace_id(there)
+        assert here is not None
+        assert other is not None
+
+        def rowid(ns_id: int, id_: str) -> int:
+            found = r.entries.find(ns_id, id_)
+            assert found is not None
+            return found[0]
+
+        asked = [rowid(here, i) for i in (note, second, first)]
+        assert [c.id for c in r.memorules.among(here, asked)] == [second, first]
+        assert r.memorules.among(other, asked) == []
+        assert [c.id for c in r.memorules.among(other, [rowid(other, elsewhere)])] == [elsewhere]
