@@ -8,7 +8,6 @@ only a value the user typed there overrides the one given (or defaulted) before 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from importlib import metadata
 
@@ -24,23 +23,27 @@ _GROUPS = (_ingest, _store_cmds, _select_cmds, _explain_cmds, _broker_cmds, _mem
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors exit 2 with one line and no usage dump; an unknown option
-    without a subcommand is named (argparse would only say that COMMAND is required)."""
-
-    _given: tuple[str, ...] = ()
+    """argparse, but usage errors exit 2 with one line and no usage dump, and an unknown option
+    is named even when the subcommand is missing too (argparse would only say that COMMAND is
+    required): the subcommand is asked for once the arguments are known."""
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        self._given = tuple(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        subparsers = argparse._SubParsersAction  # noqa: SLF001 - argparse names no public type for it
+        commands = next((a for a in self._actions if isinstance(a, subparsers)), None)
+        if commands is None or not commands.required:
+            return super().parse_known_args(args, namespace)
+        commands.required = False
+        try:
+            parsed, extras = super().parse_known_args(args, namespace)
+        finally:
+            commands.required = True
+        if getattr(parsed, commands.dest, None) is None and not extras:
+            self.error(f"the following arguments are required: {commands.metavar or commands.dest}")
+        return parsed, extras
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        unknown = [
-            a for a in self._given if a.startswith("-") and a.split("=")[0] not in self._option_string_actions
-        ]
-        if unknown and "required: COMMAND" in message:
-            message = f"unrecognized arguments: {' '.join(unknown)}"
         # "argument --limit: must be ..." -> "--limit: must be ...", like the commands' own errors.
         self.exit(2, f"error: {message.removeprefix('argument ')}\n")
 

@@ -36,7 +36,7 @@ from ._options import (
     unanswered,
 )
 from ._session import add_context_arguments, session_context
-from ._store_cmds import add_mode_argument, parse_types
+from ._store_cmds import add_mode_argument, parse_types, split_types
 
 _CONTEXT_KEYS = ("persona", "surface", "specialization")
 _BATCH_KEYS = frozenset({"task", "message", "tenant", "project", "types", "budget", "mode", *_CONTEXT_KEYS})
@@ -51,8 +51,9 @@ class _Job:
     mode: str | None
     context: SessionContext | None = None
     line: int | None = None
-    """The batch line's number and task text, echoed in its result (None: not a batch)."""
-    said: str | None = None
+    """The batch line's number, first in its result (None: a single task, not a batch)."""
+    task_text: str | None = None
+    """The batch line's own task (`task` joins its message), echoed in its result."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -128,7 +129,7 @@ async def _run(jobs: list[_Job], app: App, deadline: float, as_json: bool) -> No
 
 def _echoed(job: _Job) -> dict[str, Any]:
     """A batch line's number and task, first in its result's JSON (nothing for a single task)."""
-    return {} if job.line is None else {"line": job.line, "task": job.said}
+    return {} if job.line is None else {"line": job.line, "task": job.task_text}
 
 
 async def _one(selector: MemorySelector, job: _Job) -> SelectionResult:
@@ -250,13 +251,13 @@ class _BatchLine:
             budget=self.budget,
             mode=self.mode,
             context=SessionContext(**context) if context else None,
-            said=self.task,
+            task_text=self.task,
         )
 
 
 def _types_of(given: object) -> object:
     """A line's `types`: a list, or a comma-separated string as `--types` takes (then a list)."""
-    return [t.strip() for t in given.split(",") if t.strip()] if isinstance(given, str) else given
+    return list(split_types(given)) if isinstance(given, str) else given
 
 
 def _namespace(obj: dict[str, Any], app: App) -> tuple[Namespace | None, list[str]]:

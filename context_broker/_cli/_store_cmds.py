@@ -60,11 +60,16 @@ def add_mode_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=RECALL_MODES, help="recall mode (default: hybrid)")
 
 
+def split_types(raw: str) -> tuple[str, ...]:
+    """`a, b,,c` -> ('a', 'b', 'c'): the types a comma-separated list names, unchecked."""
+    return tuple(t.strip() for t in raw.split(",") if t.strip())
+
+
 def parse_types(raw: str | None) -> tuple[str, ...] | None:
     """`a,b` -> ('a', 'b'); unknown types are a usage error."""
     if raw is None:
         return None
-    types = tuple(t.strip() for t in raw.split(",") if t.strip())
+    types = split_types(raw)
     bad = [t for t in types if t not in MEMORY_TYPES]
     if bad or not types:
         raise UsageError(

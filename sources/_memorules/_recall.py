@@ -44,7 +44,7 @@ from ._values import CONFIDENCE_WEIGHTS, MAX_TOP_K, SCOPES, SOURCE_TYPES, Recall
 
 if TYPE_CHECKING:
     from broker.abc import Embedder
-    from sources.relevance._scorer import Relevance
+    from sources.relevance._scorer import Relevance, Scorer
     from sources.storage._engine import Reader
     from sources.storage._engine_corpora import CurrentRecord
 
@@ -234,13 +234,24 @@ class _Probe:
         """In a dense mode, the namespace's memorules among the entries nearest the query that
         its reference (the turn's shared retrieval) holds: a rule that shares no word with the
         task ("Push the hotfix live" and "Refuse to deploy on a Friday") is still a candidate.
-        None under a closed gate: no memorule could clear the floor."""
+        Nothing under a closed gate: no memorule could clear the floor."""
         if self.mode not in DENSE_MODES or self.embedder is None:
             return []
         scorer = self.store.scorer_on(self.conn, ns_id, self.query, mode=self.mode, embedder=self.embedder)
-        ref = scorer.reference
-        run = None if scorer.abstains or scorer.qpp < self.floor else ref.nearest(CORPUS_ENTRIES, ref.depth)
-        return [] if run is None else self.conn.memorules.among(ns_id, list(run.cosine_of()))
+        if scorer.abstains or scorer.qpp < self.floor:
+            return []
+        return self.conn.memorules.among(ns_id, self._nearest_rowids(ns_id, scorer))
+
+    def _nearest_rowids(self, ns_id: int, scorer: Scorer) -> list[int]:
+        """The namespace's entries nearest the query: the turn's shared run, or, where that run
+        fell short (a large namespace's), a search, as the store source does."""
+        ref, vindex, query = scorer.reference, self.store.vindex, scorer.query_vector
+        run = ref.nearest(CORPUS_ENTRIES, ref.depth)
+        if run is not None:
+            return [int(r) for r in run.rowids.tolist()]
+        if vindex is None or query is None:
+            return []
+        return [h.rowid for h in vindex.search(self.conn, Slot(ns_id, CORPUS_ENTRIES), query, ref.depth)]
 
     def _scores(self, home: int, ns_id: int | None, found: list[Current]) -> list[Relevance]:
         """Score memorules of namespace `home` on the store's calibrated scale in its mode

@@ -384,7 +384,7 @@ class MemoruleReads(Protocol):
 
     def among(self, ns_id: int, rowids: Sequence[int]) -> list[CurrentRecord]:
         """The namespace's memorules among the entries `rowids` (a dense retrieval's nearest),
-        in the order of `rowids`."""
+        each once, in the order of `rowids`."""
         ...
 
 

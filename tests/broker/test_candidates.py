@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 
@@ -144,24 +145,30 @@ def _p99(values: list[float]) -> float:
     return ordered[math.ceil(0.99 * len(ordered)) - 1]
 
 
-async def _overshoots(broker, turn: Turn, deadline: float, turns: int) -> list[float]:
-    """Seconds past `deadline` each of `turns` turns took, on the real clock.
+@attrs.frozen
+class _Costs:
+    """Per turn: seconds past the deadline (real clock) and CPU seconds of this process."""
+
+    overshoot: list[float] = attrs.field(factory=list)
+    cpu: list[float] = attrs.field(factory=list)
+
+
+async def _turn_costs(broker, turn: Turn, deadline: float, costs: _Costs) -> None:
+    """One turn's overshoot and CPU time, added to `costs`.
 
     On a host loaded enough that reading the task itself misses the deadline, `assemble` raises
     TimeoutError (its documented contract): that turn counts with the time it took to raise."""
-    out = []
-    for _ in range(turns):
-        start = time.perf_counter()
-        try:
-            ctx = await broker.assemble(turn)
-        except TimeoutError:
-            out.append(time.perf_counter() - start - deadline)
-            continue
-        out.append(time.perf_counter() - start - deadline)
+    start, cpu = time.perf_counter(), time.process_time()
+    try:
+        ctx = await broker.assemble(turn)
+    except TimeoutError:
+        ctx = None
+    costs.overshoot.append(time.perf_counter() - start - deadline)
+    costs.cpu.append(time.process_time() - cpu)
+    if ctx is not None:
         assert ctx.trace["memory_candidates"] == 3
         assert ctx.trace["sources"][1]["status"] == "timeout"
         assert all(len(b.text) < 2 * MAX_TEXT_CHARS for b in ctx.blocks)
-    return out
 
 
 async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo):
@@ -169,8 +176,8 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
 
     100 turns a round, each followed by the same turn with three short texts (the host's own
     overshoot, measured at the same moments). The machine is shared: a round whose p99 a
-    neighbour's burst spoiled is run again, up to three rounds; slow code fails every round. Where
-    the tail stays stretched, the medians are compared (`_huge_texts_cost_nothing`).
+    neighbour's burst spoiled is run again, up to three rounds; slow code fails every round. On a
+    busy host the CPU the huge texts take is compared instead (`_huge_texts_cost_nothing`).
     """
     task_id = repo.create_task("What changed in the billing service?", namespace=NS)
     huge_texts = tuple(
@@ -187,36 +194,54 @@ async def test_three_huge_candidate_texts_keep_the_turn_within_its_deadline(repo
     ):
         turn = Turn(task_id=task_id, namespace=NS, window=128_000, input_budget=8000, deadline=deadline)
         for _ in range(3):
-            big, small = [], []
+            big, small = _Costs(), _Costs()
             for _ in range(100):
                 huge.candidates = huge_texts
-                big += await _overshoots(broker, turn, deadline, 1)
+                await _turn_costs(broker, turn, deadline, big)
                 huge.candidates = short_texts
-                small += await _overshoots(broker, turn, deadline, 1)
-            rounds.append((_p99(big), _p99(small), statistics.median(big), statistics.median(small)))
-            if _huge_texts_cost_nothing(big, small):
+                await _turn_costs(broker, turn, deadline, small)
+            busy = os.getloadavg()[0] >= (os.cpu_count() or 1)
+            rounds.append((_summary(big), _summary(small), busy))
+            if _huge_texts_cost_nothing(big, small, busy=busy):
                 return
-    pytest.fail(f"overshoot per round (s), p99 huge/short, median huge/short: {rounds}")
+    pytest.fail(f"per round, (p99, median overshoot, median CPU) huge, short, busy: {rounds}")
 
 
-def _huge_texts_cost_nothing(big: list[float], small: list[float]) -> bool:
-    """A round's verdict: huge texts' p99 within 10 ms or within 3 ms of the short texts' p99, or,
-    where busy neighbours stretch the tail (their bursts land on some turns and not on their
-    pairs), a median within 10 ms of the short texts' median: the overshoot's allowance. Cutting
-    and rendering three 32,000-character texts takes about 2 ms on a quiet 2-core host and 5 ms
-    with three busy neighbours there; slow code (reading 10 MB) costs every turn far more."""
-    if _p99(big) <= max(0.010, _p99(small) + 0.003):
+def _summary(costs: _Costs) -> tuple[float, float, float]:
+    return _p99(costs.overshoot), statistics.median(costs.overshoot), statistics.median(costs.cpu)
+
+
+def _huge_texts_cost_nothing(big: _Costs, small: _Costs, *, busy: bool) -> bool:
+    """A round's verdict: huge texts' p99 overshoot within 10 ms, or within 3 ms of the short
+    texts'. On a busy host (a load average of at least its cores, or short texts missing 10 ms at
+    p99) the neighbours' bursts stretch the tail and the CPU work alike (cutting and rendering three
+    32,000-character texts: about 2 ms of wall time on a quiet 2-core host, 5 ms with three busy
+    neighbours), so there huge texts pass on what the clock of the process says, which the
+    neighbours do not stretch: at the median, at most 3 ms of CPU more (or a whole short-text
+    turn's, on a slower host; here 2.0 ms more quiet, 1.4 ms busy, short-text turns 3 ms), and an
+    overshoot within the 10 ms allowance of the short texts'."""
+    if _p99(big.overshoot) <= max(0.010, _p99(small.overshoot) + 0.003):
         return True
-    return statistics.median(big) <= statistics.median(small) + 0.010
+    if not (busy or _p99(small.overshoot) > 0.010):
+        return False
+    cpu_ok = statistics.median(big.cpu) <= statistics.median(small.cpu) + max(
+        0.003, statistics.median(small.cpu)
+    )
+    return cpu_ok and statistics.median(big.overshoot) <= statistics.median(small.overshoot) + 0.010
 
 
-def test_the_huge_texts_verdict_fails_slow_code_and_forgives_a_loaded_hosts_burst():
-    """Huge texts adding 20 ms to every turn fail on a quiet and a loaded host; bursts pass."""
-    quiet, loaded = [0.002] * 100, [0.004] * 90 + [0.030] * 10
-    assert not _huge_texts_cost_nothing([t + 0.020 for t in quiet], quiet)
-    assert not _huge_texts_cost_nothing([t + 0.020 for t in loaded], loaded)
-    assert _huge_texts_cost_nothing([*quiet[:99], 0.06], quiet)
-    assert _huge_texts_cost_nothing([*loaded[:-2], 0.09, 0.09], loaded)
+def test_the_huge_texts_verdict_fails_slow_code_and_forgives_a_busy_hosts_bursts():
+    """Huge texts costing 9 ms more CPU a turn fail on a quiet and a busy host, and a 5% tail of
+    50 ms fails on a quiet one; a busy host's bursts and stretched tail pass."""
+    quiet = _Costs([0.002] * 100, [0.004] * 100)
+    slow = _Costs([0.011] * 100, [0.013] * 100)
+    tail = _Costs([0.002] * 95 + [0.052] * 5, [0.004] * 100)
+    assert not _huge_texts_cost_nothing(slow, quiet, busy=False)
+    assert not _huge_texts_cost_nothing(slow, quiet, busy=True)
+    assert not _huge_texts_cost_nothing(tail, quiet, busy=False)
+    assert _huge_texts_cost_nothing(_Costs([*quiet.overshoot[:99], 0.06], quiet.cpu), quiet, busy=False)
+    stretched = _Costs([0.006] * 90 + [0.016] * 10, [0.006] * 100)
+    assert _huge_texts_cost_nothing(stretched, _Costs([0.002] * 90 + [0.008] * 10, [0.004] * 100), busy=True)
 
 
 def test_a_source_answer_reads_and_compares_as_its_candidates():

@@ -118,7 +118,7 @@ class PostgresMemorules:
             (ns_id, [int(r) for r in rowids]),
         )
         found = {int(r[0]): CurrentRecord(*r) for r in rows}
-        return [found[r] for r in rowids if r in found]
+        return [found[r] for r in dict.fromkeys(rowids) if r in found]
 
     def append_state(self, entry_rowid: int, state: StateRecord) -> None:
         row = self.scope.one("SELECT entry_namespace(%s)", (entry_rowid,))

@@ -112,7 +112,7 @@ class SqliteMemorules:
             "WHERE e.ns_id = ? AND e.kind = 'memorule' AND e.rowid IN ({marks})"
         )
         found = {int(r[0]): CurrentRecord(*r) for r in select_in(self.conn, sql, list(rowids), (ns_id,))}
-        return [found[r] for r in rowids if r in found]
+        return [found[r] for r in dict.fromkeys(rowids) if r in found]
 
     def append_state(self, entry_rowid: int, state: StateRecord) -> None:
         self.conn.execute(

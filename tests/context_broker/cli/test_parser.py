@@ -82,6 +82,10 @@ def test_zero_deadline_names_the_flag(tmp_path, command):
         (["--frobnicate"], "error: unrecognized arguments: --frobnicate\n"),
         (["--tenant", "t", "--frob=1"], "error: unrecognized arguments: --frob=1\n"),
         ([], "error: the following arguments are required: COMMAND\n"),
+        (["--ten", "t"], "error: the following arguments are required: COMMAND\n"),
+        (["--tenant", "-5", "--frob"], "error: unrecognized arguments: --frob\n"),
+        (["memorule", "--frob"], "error: unrecognized arguments: --frob\n"),
+        (["memorule"], "error: the following arguments are required: ACTION\n"),
     ],
 )
 def test_an_unknown_option_without_a_command_is_named(tmp_path, argv, line):

@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import _synthetic
 from broker import RECALL_MIN_SCORE, SelectionResult, SourceOutcome, SourceStatus
+from context_broker._cli import _select_cmds
 from context_broker._cli._app import App
 from context_broker._cli._select_cmds import _print_human
 from sources.embedding._embedder import load_default_embedder
@@ -170,3 +171,27 @@ def test_an_abstention_with_sources_that_did_not_answer_names_them(
         "2 of 3 sources did not answer (s0=timeout, s2=failed): their memories are missing here; "
         "a longer --deadline-ms may help"
     )
+
+
+def test_a_batch_prints_each_result_before_the_next_turn_runs(tmp_path: Path, cli, monkeypatch) -> None:
+    """`select --batch` streams: line 1's result is printed before line 2's turn starts."""
+    db = str(tmp_path / "s.db")
+    assert cli("--db", db, "remember", "Deploys freeze every Friday after the payment incident").status == 0
+    batch = tmp_path / "b.jsonl"
+    batch.write_text('{"task": "deploy freeze"}\n{"task": "payment incident"}\n', encoding="utf-8")
+    events: list[str] = []
+    turn, printed = _select_cmds._one, App.print_json
+
+    async def one(selector, job):
+        events.append(f"turn {job.line}")
+        return await turn(selector, job)
+
+    def print_json(value: object) -> None:
+        events.append(f"printed {value['line']}")  # type: ignore[index]
+        printed(value)
+
+    monkeypatch.setattr(_select_cmds, "_one", one)
+    monkeypatch.setattr(App, "print_json", staticmethod(print_json))
+    ran = cli("--db", db, "select", "--batch", str(batch), "--mode", "lexical")
+    assert ran.status == 0, ran.err_lines
+    assert events == ["turn 1", "printed 1", "turn 2", "printed 2"]

@@ -32,6 +32,7 @@ from sources import (
 )
 from sources._memorules import context_overlap
 from sources.embedding._embedder import load_default_embedder
+from sources.relevance._relevance import Reference
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -347,10 +348,22 @@ def test_a_rule_sharing_no_word_with_the_task_is_recalled_by_its_meaning_in_dens
         )
 
 
+def test_a_rule_is_recalled_by_its_meaning_when_the_shared_retrieval_fell_short(
+    make_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no shared nearest run (a large namespace's short one), the rules come from a search."""
+    monkeypatch.setattr(Reference, "nearest", lambda _self, _corpus, _depth: None)
+    with make_store(mode="hybrid", embedder=load_default_embedder()) as store:
+        store.add_entries([NewEntry(text=t) for t in _TEAM_NOTES], namespace=NS)
+        rid = write_rule(store, subject="no Friday deploys", body=_NO_FRIDAYS, applies_to={"scope": "global"})
+        task = "Push the hotfix live this afternoon"
+        assert [m.id for m in semantic_recall(store, task, namespace=NS, source_type="memorule")] == [rid]
+
+
 def test_the_memorules_among_entries_come_in_the_order_asked_and_only_of_their_namespace(
     store: MemoryStore,
 ) -> None:
-    """`MemoruleReads.among` keeps the rules of the rowids given, in their order: no note, no other project's."""
+    """`MemoruleReads.among` keeps the rules of the rowids given, once, in their order: no note, no other project's."""
     first, second = (
         write_rule(store),
         write_rule(store, subject="Second rule", body="Always write a changelog entry."),
@@ -368,7 +381,7 @@ def test_the_memorules_among_entries_come_in_the_order_asked_and_only_of_their_n
             assert found is not None
             return found[0]
 
-        asked = [rowid(here, i) for i in (note, second, first)]
+        asked = [rowid(here, i) for i in (note, second, first, second)]
         assert [c.id for c in r.memorules.among(here, asked)] == [second, first]
         assert r.memorules.among(other, asked) == []
         assert [c.id for c in r.memorules.among(other, [rowid(other, elsewhere)])] == [elsewhere]
