@@ -114,7 +114,7 @@ def select(args: argparse.Namespace, app: App) -> int:
 
 async def _run(jobs: list[_Job], app: App, deadline: float, as_json: bool) -> None:
     """Each job's result, printed as soon as it is known (a long batch streams its lines)."""
-    store = await open_store_in_thread(app.db_path, mode=app.args.mode, create=False)
+    store = await open_store_in_thread(app.db_path, mode=_store_mode(jobs, app.args.mode), create=False)
     try:
         async with open_default_selector(store, deadline=deadline) as selector:
             for job in jobs:
@@ -125,6 +125,15 @@ async def _run(jobs: list[_Job], app: App, deadline: float, as_json: bool) -> No
                     _print_human(app, result)
     finally:
         store.close()
+
+
+def _store_mode(jobs: list[_Job], asked: str | None) -> str | None:
+    """The mode the store opens in: the command line's, but hybrid (the embedding model loaded)
+    when a batch line asks for a dense mode that `--mode lexical` would leave without a model:
+    its sources would each fail with a ConfigError and the line abstain."""
+    if asked == "lexical" and any(job.mode not in (None, "lexical") for job in jobs):
+        return "hybrid"
+    return asked
 
 
 def _echoed(job: _Job) -> dict[str, Any]:

@@ -321,6 +321,17 @@ def test_a_batch_line_takes_its_types_as_a_list_or_as_the_flag_spells_them(db: P
     assert queried == [["procedural", "semantic"]] * 2
 
 
+def test_a_batch_line_asking_for_a_dense_mode_is_served_under_a_lexical_command_line(db: Path) -> None:
+    """`select --batch - --mode lexical` with a line of mode hybrid loads the model for it: no source fails."""
+    lines = [{"task": "payment incident deploy freeze", "mode": m} for m in ("hybrid", "dense", None)]
+    tasks = "".join(json.dumps({k: v for k, v in line.items() if v}) + "\n" for line in lines)
+    result = run(db, "select", "--batch", "-", "--mode", "lexical", *UNRACED, stdin=tasks)
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [{s["status"] for s in r["sources"]} <= {"ok", "empty"} for r in rows] == [True] * 3
+    assert [r["blocks"][0]["entry_id"] for r in rows] == ["deploy-1"] * 3
+
+
 def test_select_batch_reads_standard_input(db: Path) -> None:
     """`select --batch -` takes its tasks on standard input."""
     tasks = json.dumps({"task": "payment incident deploy freeze", "mode": "lexical"}) + "\n"
