@@ -59,7 +59,7 @@ def recall_on(
         # A score is qpp x band with band <= 1: below the floor's gate no memory can clear it,
         # so no candidate is read or scored (most turns of a trivial or foreign task).
         return []
-    scored = _Recall(store, conn, ns_id, scorer).scored(types, limit, floor)
+    scored = EntryRecall(store, conn, ns_id, scorer).scored(types, limit, floor)
     kept = [(p, r) for p, r in scored if p.score >= floor and p.score > 0.0]
     kept.sort(key=lambda pr: (-pr[0].score, pr[1][1]))
     recalled = _validate.skip_damaged(kept, _recalled, table="entries", row_id=lambda pr: pr[1][1])
@@ -67,7 +67,7 @@ def recall_on(
 
 
 @attrs.frozen
-class _Recall:
+class EntryRecall:
     """One recall's where and how: the store, the reader connection, the namespace and the
     scorer of the query (with the namespace's reference: the turn's shared retrieval)."""
 
@@ -127,7 +127,7 @@ class _Recall:
         Candidates come from the namespace only, within the typed filter.
         """
         scorer, conn, ns_id = self.scorer, self.conn, self.ns_id
-        cosine = self._nearest(types, k)
+        cosine = self.nearest(types, k)
         rows = {int(r[0]): r for r in rows_by_rowid(conn, ns_id, list(cosine))}
         if scorer.mode == "hybrid" and scorer.profile.present:
             for r in self._lexical_top(types, k):
@@ -191,9 +191,9 @@ class _Recall:
                 return picked
             seen, depth = len(ranked), 4 * depth
 
-    def _nearest(self, types: Sequence[str] | None, k: int) -> dict[int, float]:
+    def nearest(self, types: Sequence[str] | None, k: int) -> dict[int, float]:
         """The entries' `k` nearest vectors (rowid -> cosine, best first): the turn's shared
-        retrieval when untyped, else a search."""
+        retrieval when untyped (and deep enough), else a search; empty without vectors."""
         vindex, query = self.store.vindex, self.scorer.query_vector
         if query is None or vindex is None:
             return {}

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 import attrs
 
 from broker import RECALL_MIN_SCORE, ConfigError, FieldError, Namespace, SessionContext, count_errors
+from sources._entry_recall import EntryRecall
 from sources._scoring import Batch, recall_depth, score_rows
 from sources._store_reader import QueryCache
 from sources._store_view import StoreView
@@ -44,7 +45,7 @@ from ._values import CONFIDENCE_WEIGHTS, MAX_TOP_K, SCOPES, SOURCE_TYPES, Recall
 
 if TYPE_CHECKING:
     from broker.abc import Embedder
-    from sources.relevance._scorer import Relevance, Scorer
+    from sources.relevance._scorer import Relevance
     from sources.storage._engine import Reader
     from sources.storage._engine_corpora import CurrentRecord
 
@@ -240,18 +241,8 @@ class _Probe:
         scorer = self.store.scorer_on(self.conn, ns_id, self.query, mode=self.mode, embedder=self.embedder)
         if scorer.abstains or scorer.qpp < self.floor:
             return []
-        return self.conn.memorules.among(ns_id, self._nearest_rowids(ns_id, scorer))
-
-    def _nearest_rowids(self, ns_id: int, scorer: Scorer) -> list[int]:
-        """The namespace's entries nearest the query: the turn's shared run, or, where that run
-        fell short (a large namespace's), a search, as the store source does."""
-        ref, vindex, query = scorer.reference, self.store.vindex, scorer.query_vector
-        run = ref.nearest(CORPUS_ENTRIES, ref.depth)
-        if run is not None:
-            return [int(r) for r in run.rowids.tolist()]
-        if vindex is None or query is None:
-            return []
-        return [h.rowid for h in vindex.search(self.conn, Slot(ns_id, CORPUS_ENTRIES), query, ref.depth)]
+        nearest = EntryRecall(self.store, self.conn, ns_id, scorer).nearest(None, scorer.reference.depth)
+        return self.conn.memorules.among(ns_id, list(nearest))
 
     def _scores(self, home: int, ns_id: int | None, found: list[Current]) -> list[Relevance]:
         """Score memorules of namespace `home` on the store's calibrated scale in its mode

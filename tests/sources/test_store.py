@@ -479,8 +479,10 @@ def test_a_closed_gate_recalls_nothing_without_scoring_a_candidate(
     fill(store, A)
     store.add_entry("The standup notes mention the dentist", namespace=A, id="m1")
     calls: list[int] = []
-    scored = _entry_recall._Recall.scored
-    monkeypatch.setattr(_entry_recall._Recall, "scored", lambda self, *a: calls.append(1) or scored(self, *a))
+    scored = _entry_recall.EntryRecall.scored
+    monkeypatch.setattr(
+        _entry_recall.EntryRecall, "scored", lambda self, *a: calls.append(1) or scored(self, *a)
+    )
     query = "standup dentist"
     with store.db.read() as conn:
         qpp = store.scorer_on(conn, conn.namespace_id(A), query, mode="lexical").qpp
