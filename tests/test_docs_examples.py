@@ -46,10 +46,7 @@ def test_the_page_and_the_examples_match():
 def test_example_runs_offline(name, tmp_path):
     """The example exits 0 and prints the outcome the page describes."""
     extra, expected = EXPECTED[name]
-    if extra is not None:
-        pytest.importorskip(
-            extra, reason=f"the example needs {extra} (pip install -e '.[langgraph,examples]')"
-        )
+    _skip_without(extra)
     env = {**os.environ, "HOME": str(tmp_path), "OPENAI_API_KEY": "sk-offline-example"}
     # The example as written but for its deadline: a loaded machine can miss 250 ms, and this
     # test is of what the example prints, not of its deadline.
@@ -70,6 +67,38 @@ def test_example_runs_offline(name, tmp_path):
     for line in expected:
         assert line in done.stdout
     assert done.stderr == ""
+
+
+def _skip_without(extra):
+    if extra is not None:
+        pytest.importorskip(
+            extra, reason=f"the example needs {extra} (pip install -e '.[langgraph,examples]')"
+        )
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_explains_its_argument_and_refuses_a_directory(name, tmp_path):
+    """`-h` prints the usage and writes no file; a directory as DB_FILE exits 2 with one error line."""
+    _skip_without(EXPECTED[name][0])
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, str(EXAMPLES / name), *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "HOME": str(tmp_path)},
+            cwd=tmp_path,
+            check=False,
+        )
+
+    helped = run("-h")
+    assert (helped.returncode, helped.stdout.startswith("usage:")) == (0, True)
+    assert "DB_FILE" in helped.stdout
+    assert list(tmp_path.iterdir()) == []
+    refused = run(str(tmp_path))
+    assert refused.returncode == 2
+    assert refused.stderr == f"error: {tmp_path}: is a directory, not a database file\n"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="the [mcp] extra is not installed")

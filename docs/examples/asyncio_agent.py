@@ -5,13 +5,13 @@ Run: python docs/examples/asyncio_agent.py memory.db
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 
 import anyio
 
 from broker import Namespace, Turn, open_broker, open_selector
-from sources import MemoryStore, SqliteTaskRepository, default_sources, remember
+from sources import MemoryStore, SqliteTaskRepository, StoreError, default_sources, remember
 
 NS = Namespace(tenant_id="acme", project_id="web")
 
@@ -50,7 +50,10 @@ async def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python docs/examples/asyncio_agent.py DB_FILE", file=sys.stderr)
-        sys.exit(2)
-    asyncio.run(main(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("db", metavar="DB_FILE", help="the SQLite file it writes (created if missing)")
+    args = parser.parse_args()
+    try:
+        asyncio.run(main(args.db))
+    except StoreError as e:  # a directory, a file that is not a database, no permission
+        parser.exit(2, f"error: {e}\n")

@@ -6,14 +6,14 @@ python docs/examples/langgraph_agent.py memory.db
 
 from __future__ import annotations
 
-import sys
+import argparse
 from typing import TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from context_broker.langgraph import BrokerStore
-from sources import MemoryStore
+from sources import MemoryStore, StoreError
 
 
 class State(TypedDict, total=False):
@@ -63,7 +63,10 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python docs/examples/langgraph_agent.py DB_FILE", file=sys.stderr)
-        sys.exit(2)
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("db", metavar="DB_FILE", help="the SQLite file it writes (created if missing)")
+    args = parser.parse_args()
+    try:
+        main(args.db)
+    except StoreError as e:  # a directory, a file that is not a database, no permission
+        parser.exit(2, f"error: {e}\n")

@@ -7,8 +7,8 @@ OpenAI platform is off. Run: python docs/examples/openai_agents.py memory.db
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from agents import (
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 from broker import ContextBroker, Namespace, Turn, open_broker, open_selector
-from sources import MemoryStore, SqliteTaskRepository, default_sources, remember
+from sources import MemoryStore, SqliteTaskRepository, StoreError, default_sources, remember
 
 NS = Namespace(tenant_id="acme", project_id="web")
 
@@ -89,7 +89,10 @@ async def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print("usage: python docs/examples/openai_agents.py DB_FILE", file=sys.stderr)
-        sys.exit(2)
-    asyncio.run(main(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("db", metavar="DB_FILE", help="the SQLite file it writes (created if missing)")
+    args = parser.parse_args()
+    try:
+        asyncio.run(main(args.db))
+    except StoreError as e:  # a directory, a file that is not a database, no permission
+        parser.exit(2, f"error: {e}\n")
