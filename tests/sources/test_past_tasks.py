@@ -7,13 +7,15 @@ import math
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from store_kit import StoreOpener
 
 from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import SourceRequest
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, PastTaskSource, SqliteTaskRepository, StoreReader
-from sources._past_tasks import PAST_TASK_DEPTH, PastTaskText, lexical_logits
+from sources._past_tasks import PAST_TASK_DEPTH, PastTaskText, lexical_logits, mean_odds
 from sources.storage._analysis import query_terms
 
 if TYPE_CHECKING:
@@ -144,6 +146,30 @@ async def test_completed_tasks_the_follow_up_does_not_continue_stay_under_the_fl
     """A completed task sharing one word with the follow-up ("invoicing") is not injected."""
     got = await scores(follow_store, FOLLOW_UP)
     assert all(got.get(task_id, 0.0) < RECALL_MIN_SCORE for task_id in OTHERS)
+
+
+PARAPHRASE = "Upgrade invoicing's database like we did for billing"
+"""The follow-up in other words: two distinctive terms shared with the migration ("database",
+"billing"), its cosine with it 0.51 (under the dense view's even odds)."""
+
+
+async def test_a_follow_up_in_other_words_gets_the_task_it_continues(follow_store: MemoryStore) -> None:
+    """Where the shared terms see the continuation clearly, lexical and hybrid inject it, and no
+    other task (dense, which reads only the cosine, may not)."""
+    got = await fetch(follow_store, PARAPHRASE)
+    if follow_store.mode == "dense":
+        assert set(got) <= {"migration"}
+    else:
+        assert set(got) == {"migration"}
+
+
+@given(a=st.floats(-30, 30), b=st.floats(-30, 30))
+def test_the_mean_of_two_odds_lies_between_the_mean_and_the_larger_log_odds(a: float, b: float) -> None:
+    """Symmetric, at least the mean of the two log-odds, at most the larger and less than ln 2 under it."""
+    z = mean_odds(a, b)
+    assert z == pytest.approx(mean_odds(b, a))
+    assert (a + b) / 2 - 1e-9 <= z <= max(a, b) + 1e-9
+    assert z >= max(a, b) - math.log(2) - 1e-9
 
 
 @pytest.mark.parametrize("task", TRIVIAL)
