@@ -41,8 +41,6 @@ from ._neurons import NeuronWriter as NeuronWriter
 from ._neurons import NewNeuron as NewNeuron
 from ._neurons import neuron_errors as neuron_errors
 from ._open import open_store as open_store
-from ._open import store_path as store_path
-from ._open import store_target as store_target
 from ._past_tasks import PastTaskSource as PastTaskSource
 from ._remember import remember as remember
 from ._remember import remember_errors as remember_errors
@@ -50,6 +48,8 @@ from ._store import MemoryStore as MemoryStore
 from ._store_reader import StoreReader as StoreReader
 from ._store_source import PersonaSource as PersonaSource
 from ._store_source import StoreSource as StoreSource
+from ._targets import store_path as store_path
+from ._targets import store_target as store_target
 from ._tasks import SqliteTaskRepository as SqliteTaskRepository
 from ._tasks import task_errors as task_errors
 from ._vector_writes import embed_and_store_vectors as embed_and_store_vectors

@@ -29,6 +29,7 @@ from broker.log import get_logger
 from . import _entry_recall
 from ._exceptions import StoreError
 from ._singleflight import SingleFlight
+from ._targets import redacted, store_target
 from .embedding._checked import checked
 from .relevance import _offtopic
 from .relevance._reference import Indexes, compute_reference, lexical_hits
@@ -109,7 +110,9 @@ class MemoryStore:
         create: bool = True,
         durability: str = "normal",
     ) -> MemoryStore:
-        """Open (or create) the store at `path`; StoreError if the file is unusable.
+        """Open (or create) the SQLite store at `path` (a path or a `sqlite:///` URL); StoreError
+        if the file is unusable, ConfigError for a PostgreSQL URL (`sources.open_store` opens
+        those) or another URL scheme.
 
         `mode` is the default recall mode. Dense and hybrid modes need an embedder: without
         one the process-wide default model is loaded here (blocking, about 0.2 s; async
@@ -124,8 +127,12 @@ class MemoryStore:
         (synchronous=FULL: every acknowledged commit survives a power loss too).
         """
         mode = check_mode(mode)
+        target = store_target(path)
+        if isinstance(target, str):
+            msg = f"{redacted(target)}: MemoryStore.open opens SQLite files; PostgreSQL: open_store(url)"
+            raise ConfigError(msg)
         return cls.on(
-            SqliteEngine.open(path, create=create, durability=durability), embedder=embedder, mode=mode
+            SqliteEngine.open(target, create=create, durability=durability), embedder=embedder, mode=mode
         )
 
     @classmethod

@@ -1,6 +1,6 @@
 """`open_store`: a path or `sqlite:///` URL opens SQLite, a PostgreSQL URL the PostgreSQL engine
 (tests against a real server: tests/sources/storage/postgres/test_store_on_postgres.py); other URLs are refused
-with ConfigError."""
+with ConfigError. `MemoryStore.open` opens SQLite only and refuses the rest the same way."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker import ConfigError, Namespace
-from sources import SqliteEngine, StoreError, open_store, store_path, store_target
+from sources import MemoryStore, SqliteEngine, StoreError, open_store, store_path, store_target
 
 NS = Namespace(tenant_id="t")
 
@@ -52,3 +52,26 @@ def test_an_unknown_scheme_or_an_empty_target_is_a_config_error(target: str) -> 
     """Anything that is neither a path nor a known URL is refused before a file is touched."""
     with pytest.raises(ConfigError):
         store_path(target)
+
+
+@pytest.mark.parametrize(
+    "target", ["postgresql://u:pw@host/db", "host=db.internal dbname=app password=pw", "mysql://host/db"]
+)
+def test_memory_store_open_refuses_what_is_not_a_sqlite_file(
+    target: str, tmp_path: Path, monkeypatch
+) -> None:
+    """`MemoryStore.open` given a server URL or a connection string is a ConfigError (PostgreSQL:
+    naming `open_store`), no password shown, and no file or directory created under its name."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        MemoryStore.open(target, mode="lexical")
+    assert "pw" not in str(info.value)
+    assert ("open_store" in str(info.value)) == target.startswith("postgresql")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_memory_store_open_reads_a_sqlite_url(tmp_path: Path) -> None:
+    """`MemoryStore.open` takes `sqlite:///` as `open_store` does."""
+    with MemoryStore.open(f"sqlite:///{tmp_path / 's.db'}", mode="lexical") as store:
+        assert isinstance(store.engine, SqliteEngine)
+    assert (tmp_path / "s.db").exists()
