@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
+import structlog
 
 from broker import (
     BELOW_FLOOR,
@@ -31,6 +32,7 @@ from context_broker.wiring import open_default_selector, open_store_in_thread
 from sources import SqliteTaskRepository
 
 from ._app import App, UsageError
+from ._logging import EXPLAINING
 from ._options import (
     NO_SOURCE_ANSWERED,
     SELECT_BUDGET,
@@ -147,7 +149,8 @@ async def _turn(
         deadline=args.deadline_ms / 1000.0,
     )
     async with open_broker(selector=selector, tasks=tasks, conversations=tasks) as broker:
-        return await broker.assemble(turn)
+        with structlog.contextvars.bound_contextvars(**{EXPLAINING: True}):  # not an agent's turn
+            return await broker.assemble(turn)
 
 
 @attrs.define

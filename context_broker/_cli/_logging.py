@@ -1,7 +1,9 @@
 """The CLI is a host: it configures structlog as compact JSON lines on stderr or a file.
 
 `--log-level` filters log events; a trace event (`turn.completed`) written to `--trace-file`
-passes whatever the level, so the trace file always holds every turn `trace-stats` reads.
+passes whatever the level, so the trace file always holds every turn `trace-stats` reads. The
+turn `explain` runs to learn what admission drops is not an agent's turn: a trace file does not
+get its event (`EXPLAINING`); stderr at `--log-level info` still shows it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ LEVELS = ("debug", "info", "warning", "error")
 TRACE_EVENTS = frozenset({TURN_COMPLETED})
 """The events a trace file receives at any log level."""
 
+EXPLAINING = "cli_explaining"
+"""A context variable bound (True) while `explain` runs its turn: written to a trace file, that
+turn's `turn.completed` is dropped, not counted among the agent's turns by a log pipeline or
+`trace-stats`."""
+
 _NUMBERS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
@@ -34,6 +41,7 @@ def configure(*, level: str, trace_file: str | None) -> TextIO | None:
         processors=[
             level_filter(level, keep=TRACE_EVENTS if trace_file else ()),
             structlog.contextvars.merge_contextvars,
+            explaining_filter(drop=bool(trace_file)),
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
@@ -60,3 +68,17 @@ def level_filter(level: str, *, keep: Collection[str] = ()) -> structlog.types.P
         return event_dict
 
     return drop_below
+
+
+def explaining_filter(*, drop: bool) -> structlog.types.Processor:
+    """A processor that unmarks the events of `explain`'s turn and, with `drop`, drops its
+    `turn.completed`."""
+
+    def unmark(
+        _logger: object, _method_name: str, event_dict: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        if event_dict.pop(EXPLAINING, False) and drop and event_dict.get("event") == TURN_COMPLETED:
+            raise structlog.DropEvent
+        return event_dict
+
+    return unmark

@@ -205,3 +205,19 @@ def test_explain_says_no_source_answered_when_each_timed_out(capsys: pytest.Capt
     assert "no source returned a candidate: the namespace holds no memory" in said
     assert "1 of 2 sources did not answer (store=timeout): their memories are missing here" in said
     assert '("thanks!")' in said
+
+
+def test_explain_writes_no_turn_to_the_trace_file(tmp_path: Path) -> None:
+    """The turn `explain` runs is not an agent's turn: `--trace-file` gets no `turn.completed`
+    (trace-stats would count it), while its other events still pass at debug level."""
+    db = seeded(tmp_path)
+    trace = tmp_path / "trace.jsonl"
+    common = ("--db", str(db), "--trace-file", str(trace), "--log-level", "debug")
+    done = run(
+        *common, "explain", "How do we upgrade Postgres?", "--mode", "lexical", *UNRACED, home=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert events
+    assert [e for e in events if e["event"] == "turn.completed"] == []
+    assert all("cli_explaining" not in e for e in events)
