@@ -38,11 +38,14 @@ def store_target(target: str | Path) -> Path | str:
 def store_path(target: str | Path) -> Path:
     """The SQLite file a store target names: a path, or a `sqlite:///` URL.
 
-    ConfigError for a PostgreSQL URL (no file), another URL scheme, or an empty target.
+    ConfigError for a PostgreSQL URL (no file), another URL scheme, an empty target, SQLite's
+    special names (`:memory:`, a `file:` URI: each would become a file of that name; a store
+    needs a file its reader connections share), a NUL character, or a target that is neither a
+    string nor a path.
     """
     if isinstance(target, Path):
-        return target.expanduser()
-    text = target.strip()
+        return _checked(target).expanduser()
+    text = _text(target).strip()
     if text.lower().startswith(POSTGRES_SCHEMES):
         msg = f"{redacted(text)}: {POSTGRES_NO_FILE}"
         raise ConfigError(msg)
@@ -54,7 +57,25 @@ def store_path(target: str | Path) -> Path:
     if not text:
         msg = "the store's path is empty"
         raise ConfigError(msg)
-    return Path(text).expanduser()
+    if text == ":memory:" or text.lower().startswith("file:"):
+        msg = f"{text!r}: SQLite's special names are not store paths (the store needs a file; give a path)"
+        raise ConfigError(msg)
+    return _checked(Path(text)).expanduser()
+
+
+def _text(target: object) -> str:
+    """The target as a string; a caller's int, None or bytes is a ConfigError, not a crash."""
+    if not isinstance(target, str):
+        msg = f"a store target is a path or a URL string, not {type(target).__name__}"
+        raise ConfigError(msg)
+    return target
+
+
+def _checked(path: Path) -> Path:
+    if "\0" in str(path):
+        msg = "the store's path holds a NUL character"
+        raise ConfigError(msg)
+    return path
 
 
 def redacted(url: str) -> str:

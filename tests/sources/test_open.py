@@ -75,3 +75,16 @@ def test_memory_store_open_reads_a_sqlite_url(tmp_path: Path) -> None:
     with MemoryStore.open(f"sqlite:///{tmp_path / 's.db'}", mode="lexical") as store:
         assert isinstance(store.engine, SqliteEngine)
     assert (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize(
+    "target", [123, None, b"x.db", "x.db\0y", ":memory:", "file:x.db", "FILE:x.db?mode=ro"]
+)
+def test_a_target_that_is_no_file_path_is_a_config_error(target: object, tmp_path: Path, monkeypatch) -> None:
+    """Not a string or path, a NUL character, SQLite's `:memory:` or a `file:` URI: a ConfigError from
+    `open_store` and `MemoryStore.open` alike, and nothing created (it became a file of that name)."""
+    monkeypatch.chdir(tmp_path)
+    for opener in (open_store, MemoryStore.open):
+        with pytest.raises(ConfigError):
+            opener(target, mode="lexical")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
