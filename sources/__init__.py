@@ -42,6 +42,7 @@ from ._neurons import NewNeuron as NewNeuron
 from ._neurons import neuron_errors as neuron_errors
 from ._open import open_store as open_store
 from ._past_tasks import PastTaskSource as PastTaskSource
+from ._remember import REMEMBER_KINDS as REMEMBER_KINDS
 from ._remember import remember as remember
 from ._remember import remember_errors as remember_errors
 from ._store import MemoryStore as MemoryStore
@@ -84,6 +85,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "MEMORULE_KINDS",
     "RECALL_MODES",
+    "REMEMBER_KINDS",
     "SOURCE_TYPES",
     "AbstractionSource",
     "AuditEvent",

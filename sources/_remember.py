@@ -34,6 +34,13 @@ from .storage import _validate
 from .storage._entries import NewEntry
 
 _MEMORULE: Final = "memorule"
+_NEURON: Final = "neuron"
+REMEMBER_KINDS: Final = tuple(k for k in _validate.KINDS if k != _NEURON)
+"""The kinds `remember` writes: every kind the store holds but a neuron (its triggers are
+written with it: `add_neurons`, an ingest `neuron` record)."""
+_NEURON_ELSEWHERE: Final = (
+    "a neuron needs trigger phrases: write it with add_neurons or an ingest `neuron` record (docs/records.md)"
+)
 
 
 def _only_memorule(field: str, value: object) -> list[FieldError]:
@@ -101,6 +108,14 @@ def _metadata_errors(_field: str, value: object) -> list[FieldError]:
     return _validate.encode_metadata(value)[1]
 
 
+def _kind_errors(field: str, value: object) -> list[FieldError]:
+    """A kind the store accepts, but not a neuron: one without trigger phrases is stored where
+    no turn reads it (the neurons source reads its triggers, the store source skips neurons)."""
+    if value == _NEURON:
+        return [FieldError(field=field, code="not_allowed", message=_NEURON_ELSEWHERE)]
+    return _validate.choice(REMEMBER_KINDS)(field, value)
+
+
 _MEMORULE_FIELD = _by_kind(memorule=field_errors, other=_only_memorule)
 
 
@@ -113,7 +128,7 @@ class MemoryWrite:
     """
 
     text: str | None = attrs.field(default=None, validator=_check_text)
-    kind: str = attrs.field(default="note", validator=_validate.check(_validate.choice(_validate.KINDS)))
+    kind: str = attrs.field(default="note", validator=_validate.check(_kind_errors))
     memorule_kind: str | None = attrs.field(default=None, validator=_MEMORULE_FIELD)
     subject: str | None = attrs.field(default=None, validator=_MEMORULE_FIELD)
     body: str | None = attrs.field(default=None, validator=_check_body)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from broker import MEMORY_TYPES, Namespace
-from sources import CONFIDENCE_LEVELS, KINDS, MEMORULE_KINDS, RECALL_MODES, SOURCE_TYPES
+from sources import CONFIDENCE_LEVELS, MEMORULE_KINDS, RECALL_MODES, REMEMBER_KINDS, SOURCE_TYPES
 
 from . import _handlers as h
 from ._fields import Field
@@ -73,7 +73,7 @@ TOOLS: Mapping[str, Tool] = {
             "Returns its id.",
             fields=(
                 Field(name="text", type="string", description="the note's text, or the memorule's body"),
-                Field(name="kind", type="string", description="default note", enum=KINDS),
+                Field(name="kind", type="string", description="default note", enum=REMEMBER_KINDS),
                 Field(name="memory_type", type="string", description="the memory's type", enum=MEMORY_TYPES),
                 Field(name="id", type="string", description="the id to write under (default: a new uuid)"),
                 Field(name="importance", type="number", description="in [0, 1], default 0.5"),

@@ -296,3 +296,14 @@ def test_a_note_without_an_id_is_stored_once_as_add_entry_stores_it(store: Memor
     assert first == content_id("the garden needs water on friday")
     assert remember(store, namespace=NS, text="the garden needs water on friday") == first
     assert count(store, f"SELECT count(*) FROM entries WHERE id = '{first}'") == 1
+
+
+def test_a_neuron_is_refused_and_pointed_to_its_writer(store: MemoryStore) -> None:
+    """`remember(kind="neuron")` is a ValidationError naming where neurons are written (one without
+    trigger phrases was stored where no turn reads it), and nothing is written."""
+    before = count(store, "SELECT count(*) FROM entries")
+    with pytest.raises(ValidationError) as exc:
+        remember(store, kind="neuron", text="The tile snapshot test is flaky under load.", namespace=NS)
+    assert field_codes(exc) == {("kind", "not_allowed")}
+    assert "add_neurons" in str(exc.value)
+    assert count(store, "SELECT count(*) FROM entries") == before
