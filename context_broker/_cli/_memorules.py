@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
 
+    from sources import AuditEvent
+
     from ._app import App
 
 EXIT_NOT_FOUND = 2
@@ -240,7 +242,7 @@ def history(args: argparse.Namespace, app: App) -> int:
     """Print every state of a memorule, oldest first; exit 2 if there is none."""
     states = memorule_history(app.store(), args.id, namespace=app.namespace)
     if not states:
-        _not_found(args.id, app)
+        _not_found(args.id, app, deleted=_deletion(args.id, app))
         return EXIT_NOT_FOUND
     if args.json:
         app.print_json([s.as_dict() for s in states])
@@ -250,7 +252,7 @@ def history(args: argparse.Namespace, app: App) -> int:
         app.out(
             printable(
                 f"v{s.version}  {s.written_at}  {s.memorule_kind}  {s.confidence}  [{applies}]  "
-                f"{s.subject}  (by {s.written_by_persona or '-'}/{s.written_by_session_id or '-'})"
+                f"{s.subject}: {s.body}  (by {s.written_by_persona or '-'}/{s.written_by_session_id or '-'})"
             )
         )
     return 0
@@ -274,5 +276,26 @@ def audit(args: argparse.Namespace, app: App) -> int:
     return 0
 
 
-def _not_found(memorule_id: str, app: App) -> None:
-    sys.stderr.write(f"error: ID: no memorule {memorule_id!r} in {app.namespace} (not_found)\n")
+def _not_found(memorule_id: str, app: App, *, deleted: AuditEvent | None = None) -> None:
+    if deleted is None:
+        sys.stderr.write(f"error: ID: no memorule {memorule_id!r} in {app.namespace} (not_found)\n")
+        return
+    by = deleted.written_by_persona or "-"
+    sys.stderr.write(
+        printable(
+            f"error: ID: memorule {memorule_id!r} in {app.namespace} was deleted at {deleted.written_at} "
+            f"by {by}; its states went with it, its audit events stay (`audit`) (deleted)"
+        )
+        + "\n"
+    )
+
+
+def _deletion(memorule_id: str, app: App) -> AuditEvent | None:
+    """The audit event that deleted the memorule in this namespace, if one did."""
+    events = audit_events(app.store(), tenant=app.namespace.tenant_id)
+    gone = [
+        e
+        for e in events
+        if e.memorule_id == memorule_id and e.action == "delete" and e.project_id == app.namespace.project_id
+    ]
+    return gone[-1] if gone else None

@@ -114,6 +114,27 @@ def test_remember_update_history_delete_audit(tmp_path: Path) -> None:
     ]
 
 
+def test_history_shows_each_bodys_text_and_says_when_the_rule_was_deleted(tmp_path: Path) -> None:
+    """The text history shows what changed (the body of each version); after a delete, `history`
+    says when and by whom the rule was deleted (exit 2), where an unknown id says not found."""
+    db = tmp_path / "m.db"
+    rid = run(db, *RULE).stdout.strip()
+    new_body = "Store timestamps in UTC; convert at the edges only."
+    assert run(db, "memorule", "update", rid, "--body", new_body, "--persona", "texi").returncode == 0
+    lines = run(db, "memorule", "history", rid).stdout.splitlines()
+    assert [line.split("  ")[0] for line in lines] == ["v1", "v2"]
+    assert f"UTC timestamps: {BODY}" in lines[0]
+    assert f"UTC timestamps: {new_body}" in lines[1]
+    assert run(db, "memorule", "delete", rid, "--persona", "donna").returncode == 0
+    gone = run(db, "memorule", "history", rid)
+    assert gone.returncode == 2
+    assert f"memorule {rid!r} in acme/web was deleted at " in gone.stderr
+    assert "by donna" in gone.stderr
+    assert gone.stderr.rstrip().endswith("(deleted)")
+    unknown = run(db, "memorule", "history", "no-such-rule")
+    assert (unknown.returncode, unknown.stderr.rstrip().endswith("(not_found)")) == (2, True)
+
+
 def test_remember_prints_every_error_and_exits_2(tmp_path: Path) -> None:
     """Missing and invalid memorule flags are all reported, one line each, and nothing is written."""
     db = tmp_path / "m.db"
