@@ -207,6 +207,7 @@ def _report(
         "qpp": result.qpp,
         "floor": RECALL_MIN_SCORE,
         "budget": args.budget,
+        "candidates_evaluated": result.candidates_evaluated,
         "candidates": _folded(rows),
         "sources": [
             {"name": s.name, "status": str(s.status), "candidates": s.candidates} for s in result.sources
@@ -251,6 +252,11 @@ def _print(app: App, report: dict[str, Any]) -> None:
             "no source returned a candidate: the namespace holds no memory (of the types asked), or "
             'the task is stop words and punctuation only ("thanks!"), or in lexical mode its words '
             "are not in the namespace"
+        )
+    if report["candidates"]:
+        app.out(
+            f"considered {report['candidates_evaluated']} (memories and past tasks retrieved, the trace's "
+            f"candidates_evaluated); listed: the {len(report['candidates'])} the sources returned"
         )
     partly = unanswered((s["name"], s["status"]) for s in report["sources"])
     if partly is not None:

@@ -221,3 +221,17 @@ def test_explain_writes_no_turn_to_the_trace_file(tmp_path: Path) -> None:
     assert events
     assert [e for e in events if e["event"] == "turn.completed"] == []
     assert all("cli_explaining" not in e for e in events)
+
+
+def test_explain_counts_what_the_turn_considered_as_select_does(tmp_path: Path) -> None:
+    """`explain` reports `candidates_evaluated` equal to `select`'s for the same task (it listed
+    fewer rows than select counted, with nothing saying why), in JSON and in its text."""
+    db = seeded(tmp_path)
+    task = ("How do we upgrade Postgres?", "--mode", "lexical", *UNRACED)
+    explained = json.loads(run("--db", str(db), "explain", *task, "--json", home=tmp_path).stdout)
+    selected = json.loads(run("--db", str(db), "select", *task, "--json", home=tmp_path).stdout)
+    assert (
+        explained["candidates_evaluated"] == selected["candidates_evaluated"] >= len(explained["candidates"])
+    )
+    text = run("--db", str(db), "explain", *task, home=tmp_path).stdout
+    assert f"considered {selected['candidates_evaluated']} " in text
