@@ -11,8 +11,8 @@ every look-alike of a tag of ours, a role header or a chat-template marker defus
 
 The memory tag is compact — source, type, date and id, nothing else — so a memory budget
 holds many short memories: `<memory-NONCE store episodic 2026-01-02 id=f052fa60>`. An id
-longer than 24 characters is shown as its shortest prefix (at least 8 characters) that no
-other id of the turn starts with, as git shows a short hash; the trace carries every id whole.
+longer than 24 characters (a memory's or a past task's) is shown as its shortest prefix (at
+least 8 characters) that no other id of the turn starts with, as git shows a short hash; the trace carries every id whole.
 """
 
 from __future__ import annotations
@@ -221,17 +221,23 @@ def past_texts(
 
 
 def render_past_task(
-    task: TaskRecord, turns: Sequence[ConversationTurn], *, nonce: str, limit: int | None = None
+    task: TaskRecord,
+    turns: Sequence[ConversationTurn],
+    *,
+    nonce: str,
+    limit: int | None = None,
+    shown_id: str | None = None,
 ) -> str:
     """Render a completed task and its turns, every user turn labelled as past context.
 
-    At most `limit` characters of its texts are rendered in all (see `past_texts`).
+    At most `limit` characters of its texts are rendered in all (see `past_texts`). `shown_id`
+    is how its id is shown (`short_ids`; None: whole).
     """
     lines: list[str] = []
     for role, text, chars in past_texts(task, turns, limit):
         label = past_task_label(nonce) if role == "user" else past_reply_label(nonce, role)
         lines += _labelled(label, text, chars)
-    head = _open_tag(PAST_TASK_TAG, nonce, (), (("id", task.task_id),))
+    head = _open_tag(PAST_TASK_TAG, nonce, (), (("id", shown_id or task.task_id),))
     return "\n".join([head, *lines, f"</{PAST_TASK_TAG}-{nonce}>"])
 
 
@@ -258,7 +264,7 @@ def render_blocks(
     bounded by the budgets, not by what the sources returned.
     """
     nonce = new_nonce(_texts(task, selected, pasts, cut_to), rendered=cut_to.bodies.values())
-    shown = short_ids(s.entry_id for s in selected)
+    shown = short_ids([*(s.entry_id for s in selected), *(p.task.task_id for p in pasts)])
     memories = (
         _memory_block(
             s,
@@ -269,7 +275,15 @@ def render_blocks(
     )
     history = (
         _past_block(
-            p, render_past_task(p.task, p.turns, nonce=nonce, limit=cut_to.history[p.task.task_id]), counter
+            p,
+            render_past_task(
+                p.task,
+                p.turns,
+                nonce=nonce,
+                limit=cut_to.history[p.task.task_id],
+                shown_id=shown[p.task.task_id],
+            ),
+            counter,
         )
         for p in pasts
     )

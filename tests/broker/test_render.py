@@ -8,7 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker import MAX_TEXT_CHARS, EstimatingTokenCounter, SelectedBlock
+from broker._model import PastTask
 from broker._render import (
+    Cuts,
     active_task_header,
     allowances,
     broker_note,
@@ -17,6 +19,7 @@ from broker._render import (
     past_reply_label,
     past_task_label,
     render_active_task,
+    render_blocks,
     render_memory,
     render_past_task,
     short_ids,
@@ -308,3 +311,29 @@ def test_active_task_carries_the_nonce_and_the_datamarking_note():
     assert note.startswith(f"BROKER NOTE {mark(NONCE)}:")
     assert f"<memory-{NONCE}>" in note
     assert f"<past-task-{NONCE}>" in note
+
+
+def test_a_past_tasks_uuid_is_shown_short_like_a_memorys_and_unique_among_them():
+    """A past task's uuid is shown as the shortest prefix (>= 8) no other id of the turn starts
+    with, as a memory's is (it was shown whole); the block still carries the whole id."""
+    memory_id = "3f2a9c1e-0000-4000-8000-000000000001"
+    task_id = "3f2a9c1e-1111-4000-8000-000000000002"  # shares 9 characters with the memory's id
+    past = TaskRecord(
+        task_id=task_id, description="Migrate billing", status="completed", created_at=T0, updated_at=T0
+    )
+    chosen = block("The billing database runs Postgres 14.", entry_id=memory_id)
+    pasts = [
+        PastTask(task=past, turns=(), selected=block("Migrate billing", entry_id=task_id, block="history"))
+    ]
+    cut_to = Cuts(bodies={memory_id: chosen.text}, history={task_id: 1000})
+    memory, history, _active = render_blocks(
+        task("Do the same for invoicing", status="active"),
+        [chosen],
+        pasts,
+        cut_to=cut_to,
+        counter=EstimatingTokenCounter(),
+    )
+    assert " id=3f2a9c1e-0>" in memory.text
+    assert " id=3f2a9c1e-1>" in history.text.splitlines()[0]
+    assert task_id not in history.text
+    assert history.entry_id == task_id
