@@ -34,8 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one retur
         return EXIT_USAGE
     try:
         trace = _logging.configure(level=args.log_level, trace_file=args.trace_file)
-    except OSError as exc:
-        sys.stderr.write(f"error: --trace-file: {exc}\n")
+    except OSError as exc:  # a directory, a missing directory, no permission
+        sys.stderr.write(f"error: --trace-file: {exc.filename or args.trace_file}: {exc.strerror or exc}\n")
         return EXIT_USAGE
     app = App(args=args)
     try:

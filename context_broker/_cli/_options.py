@@ -83,7 +83,7 @@ class _Checked(argparse.Action):
 class PositiveMs(_Checked):
     """An action for milliseconds: a finite number > 0 (use with type=float)."""
 
-    requirement = "milliseconds > 0"
+    requirement = "a finite number of milliseconds > 0"
 
     def ok(self, value: float) -> bool:
         return math.isfinite(value) and value > 0

@@ -161,7 +161,10 @@ def test_a_memory_two_sources_return_under_the_floor_is_one_row_too(tmp_path: Pa
 def test_explain_checks_its_flags_before_opening_a_store(tmp_path: Path) -> None:
     """A bad flag is reported even when the store does not exist: flags first, then the file."""
     done = run("--db", str(tmp_path / "none.db"), "explain", "a task", "--deadline-ms", "0", home=tmp_path)
-    assert (done.returncode, done.stderr) == (2, "error: --deadline-ms: must be milliseconds > 0, got 0\n")
+    assert (done.returncode, done.stderr) == (
+        2,
+        "error: --deadline-ms: must be a finite number of milliseconds > 0, got 0\n",
+    )
 
 
 def test_explain_says_when_a_turns_neighbours_ranked_it(tmp_path: Path) -> None:

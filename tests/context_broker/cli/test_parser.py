@@ -72,8 +72,19 @@ def test_zero_deadline_names_the_flag(tmp_path, command):
     """`--deadline-ms 0` exits 2 with one line naming --deadline-ms, nothing opened."""
     done = run(tmp_path, command, "a task", "--deadline-ms", "0")
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "error: --deadline-ms: must be milliseconds > 0, got 0\n"
+    assert done.stderr == "error: --deadline-ms: must be a finite number of milliseconds > 0, got 0\n"
     assert not (tmp_path / "p.db").exists()
+
+
+def test_a_trace_file_that_cannot_be_opened_is_one_line_naming_the_path(tmp_path):
+    """A directory or a missing directory as --trace-file: exit 2, one line with the path and the
+    reason (it printed Python's `[Errno 21] Is a directory: '...'`)."""
+    for target, reason in (
+        (tmp_path, "Is a directory"),
+        (tmp_path / "no" / "t.jsonl", "No such file or directory"),
+    ):
+        done = run(tmp_path, "--trace-file", str(target), "select", "a task")
+        assert (done.returncode, done.stderr) == (2, f"error: --trace-file: {target}: {reason}\n")
 
 
 @pytest.mark.parametrize(
