@@ -12,7 +12,8 @@ every look-alike of a tag of ours, a role header or a chat-template marker defus
 The memory tag is compact — source, type, date and id, nothing else — so a memory budget
 holds many short memories: `<memory-NONCE store episodic 2026-01-02 id=f052fa60>`. An id
 longer than 24 characters (a memory's or a past task's) is shown as its shortest prefix (at
-least 8 characters) that no other id of the turn starts with, as git shows a short hash; the trace carries every id whole.
+least 8 characters) that no other id of the turn starts with, as git shows a short hash; the
+trace carries every id whole.
 """
 
 from __future__ import annotations

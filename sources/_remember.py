@@ -31,16 +31,13 @@ from ._memorules import (
 )
 from ._store import MemoryStore
 from .storage import _validate
-from .storage._entries import NewEntry
+from .storage._entries import NEURON_WRITE, NewEntry
 
 _MEMORULE: Final = "memorule"
 _NEURON: Final = "neuron"
 REMEMBER_KINDS: Final = tuple(k for k in _validate.KINDS if k != _NEURON)
 """The kinds `remember` writes: every kind the store holds but a neuron (its triggers are
 written with it: `add_neurons`, an ingest `neuron` record)."""
-_NEURON_ELSEWHERE: Final = (
-    "a neuron needs trigger phrases: write it with add_neurons or an ingest `neuron` record (docs/records.md)"
-)
 
 
 def _only_memorule(field: str, value: object) -> list[FieldError]:
@@ -112,7 +109,7 @@ def _kind_errors(field: str, value: object) -> list[FieldError]:
     """A kind the store accepts, but not a neuron: one without trigger phrases is stored where
     no turn reads it (the neurons source reads its triggers, the store source skips neurons)."""
     if value == _NEURON:
-        return [FieldError(field=field, code="not_allowed", message=_NEURON_ELSEWHERE)]
+        return [attrs.evolve(NEURON_WRITE, field=field)]
     return _validate.choice(REMEMBER_KINDS)(field, value)
 
 

@@ -111,8 +111,9 @@ class MemoryStore:
         durability: str = "normal",
     ) -> MemoryStore:
         """Open (or create) the SQLite store at `path` (a path or a `sqlite:///` URL); StoreError
-        if the file is unusable, ConfigError for a PostgreSQL URL (`sources.open_store` opens
-        those) or another URL scheme.
+        if the file is unusable, ConfigError for what names no SQLite file (`store_target`): a
+        PostgreSQL URL (`sources.open_store` opens those), another URL scheme, a libpq
+        connection string, `:memory:` or a `file:` URI, a NUL character, a non-string.
 
         `mode` is the default recall mode. Dense and hybrid modes need an embedder: without
         one the process-wide default model is loaded here (blocking, about 0.2 s; async

@@ -4,6 +4,7 @@ server (a `postgresql://` URL). Read by `open_store` (`sources._open`) and by
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Final
@@ -16,6 +17,8 @@ POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 POSTGRES_NO_FILE: Final = "a PostgreSQL URL names a server, not a file; give a SQLite path here"
 
 
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]+://", re.IGNORECASE)
+"""A URL scheme: two characters or more, so a drive letter (`C://data/s.db`) is a path."""
 _CONNINFO = re.compile(r"(^|\s)(host|hostaddr|dbname|user|password|port|service)\s*=", re.IGNORECASE)
 
 
@@ -41,17 +44,17 @@ def store_path(target: str | Path) -> Path:
     ConfigError for a PostgreSQL URL (no file), another URL scheme, an empty target, SQLite's
     special names (`:memory:`, a `file:` URI: each would become a file of that name; a store
     needs a file its reader connections share), a NUL character, or a target that is neither a
-    string nor a path.
+    string nor a path. A `Path` (any `os.PathLike`) is taken literally: only a NUL is refused.
     """
-    if isinstance(target, Path):
-        return _checked(target).expanduser()
+    if isinstance(target, os.PathLike):
+        return _expanded(Path(os.fsdecode(target)))
     text = _text(target).strip()
     if text.lower().startswith(POSTGRES_SCHEMES):
         msg = f"{redacted(text)}: {POSTGRES_NO_FILE}"
         raise ConfigError(msg)
     if text.lower().startswith(SQLITE_SCHEME):
         text = text[len(SQLITE_SCHEME) :]
-    elif "://" in text:
+    elif _SCHEME.match(text):
         msg = f"{redacted(text)}: unknown store URL scheme (give a path, sqlite:///path or postgresql://...)"
         raise ConfigError(msg)
     if not text:
@@ -60,7 +63,7 @@ def store_path(target: str | Path) -> Path:
     if text == ":memory:" or text.lower().startswith("file:"):
         msg = f"{text!r}: SQLite's special names are not store paths (the store needs a file; give a path)"
         raise ConfigError(msg)
-    return _checked(Path(text)).expanduser()
+    return _expanded(Path(text))
 
 
 def _text(target: object) -> str:
@@ -71,11 +74,16 @@ def _text(target: object) -> str:
     return target
 
 
-def _checked(path: Path) -> Path:
+def _expanded(path: Path) -> Path:
+    """`~` expanded; a NUL character or an unknown `~user` is a ConfigError."""
     if "\0" in str(path):
         msg = "the store's path holds a NUL character"
         raise ConfigError(msg)
-    return path
+    try:
+        return path.expanduser()
+    except RuntimeError as exc:  # "~nobody/x.db": no such user
+        msg = f"{path}: {exc}"
+        raise ConfigError(msg) from exc
 
 
 def redacted(url: str) -> str:

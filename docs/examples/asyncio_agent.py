@@ -10,7 +10,7 @@ import asyncio
 
 import anyio
 
-from broker import Namespace, Turn, open_broker, open_selector
+from broker import ConfigError, Namespace, Turn, open_broker, open_selector
 from sources import MemoryStore, SqliteTaskRepository, StoreError, default_sources, remember
 
 NS = Namespace(tenant_id="acme", project_id="web")
@@ -55,5 +55,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     try:
         asyncio.run(main(args.db))
-    except StoreError as e:  # a directory, a file that is not a database, no permission
+    except (StoreError, ConfigError) as e:  # a directory, not a database, a URL, no permission
         parser.exit(2, f"error: {e}\n")

@@ -12,6 +12,7 @@ from typing import TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from broker import ConfigError
 from context_broker.langgraph import BrokerStore
 from sources import MemoryStore, StoreError
 
@@ -68,5 +69,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     try:
         main(args.db)
-    except StoreError as e:  # a directory, a file that is not a database, no permission
+    except (StoreError, ConfigError) as e:  # a directory, not a database, a URL, no permission
         parser.exit(2, f"error: {e}\n")

@@ -25,7 +25,7 @@ from agents import (
 )
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
-from broker import ContextBroker, Namespace, Turn, open_broker, open_selector
+from broker import ConfigError, ContextBroker, Namespace, Turn, open_broker, open_selector
 from sources import MemoryStore, SqliteTaskRepository, StoreError, default_sources, remember
 
 NS = Namespace(tenant_id="acme", project_id="web")
@@ -94,5 +94,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     try:
         asyncio.run(main(args.db))
-    except StoreError as e:  # a directory, a file that is not a database, no permission
+    except (StoreError, ConfigError) as e:  # a directory, not a database, a URL, no permission
         parser.exit(2, f"error: {e}\n")

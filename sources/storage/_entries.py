@@ -49,6 +49,12 @@ MEMORULE_WRITE = FieldError(
     message="memorules are written with sources.remember(kind='memorule', ...), which validates "
     "them and records their audit event",
 )
+NEURON_WRITE = FieldError(
+    field="kind",
+    code="not_allowed",
+    message="a neuron needs trigger phrases: write it with add_neurons or an ingest `neuron` record "
+    "(docs/records.md); written as a note, no turn reads it",
+)
 
 
 @attrs.frozen(kw_only=True)

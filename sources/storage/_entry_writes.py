@@ -13,7 +13,15 @@ from broker import FieldError, Namespace, ValidationError
 
 from . import _index, _validate
 from ._engine import CORPUS_ENTRIES
-from ._entries import MEMORULE_OWNED, MEMORULE_WRITE, EntryRow, NewEntry, checked_entry, content_id
+from ._entries import (
+    MEMORULE_OWNED,
+    MEMORULE_WRITE,
+    NEURON_WRITE,
+    EntryRow,
+    NewEntry,
+    checked_entry,
+    content_id,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,6 +53,8 @@ def batch_rows(entries: list[NewEntry], *, dedupe: bool) -> tuple[list[EntryRow]
         errors += errs
         if entry.kind == "memorule":  # they need their state and audit event
             errors.append(attrs.evolve(MEMORULE_WRITE, field=f"[{i}].kind" if many else "kind"))
+        if entry.kind == "neuron":  # they need their triggers (`add_neurons`)
+            errors.append(attrs.evolve(NEURON_WRITE, field=f"[{i}].kind" if many else "kind"))
         if row is not None:
             ids.append(row.id)
             if row.id in seen and entry.id is None:

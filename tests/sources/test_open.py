@@ -4,7 +4,7 @@ with ConfigError. `MemoryStore.open` opens SQLite only and refuses the rest the 
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -88,3 +88,12 @@ def test_a_target_that_is_no_file_path_is_a_config_error(target: object, tmp_pat
         with pytest.raises(ConfigError):
             opener(target, mode="lexical")  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_any_path_like_is_a_path_and_a_one_letter_scheme_is_a_drive() -> None:
+    """An `os.PathLike` that is not a `Path` is taken literally, `C://data/s.db` is a path, not a
+    URL scheme, and an unknown `~user` is a ConfigError (it was a RuntimeError)."""
+    assert store_path(PurePosixPath("/srv/s.db")) == Path("/srv/s.db")
+    assert store_path("C://data/s.db") == Path("C:/data/s.db")
+    with pytest.raises(ConfigError):
+        store_path("~no-such-user-here/x.db")

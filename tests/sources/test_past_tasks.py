@@ -15,7 +15,14 @@ from broker import RECALL_MIN_SCORE, Namespace
 from broker.abc import SourceRequest
 from broker.testing import background_memories
 from sources import MemoryStore, NewEntry, PastTaskSource, SqliteTaskRepository, StoreReader
-from sources._past_tasks import PAST_TASK_DEPTH, PastTaskText, lexical_logits, mean_odds
+from sources._past_tasks import (
+    COSINE_MIDPOINT,
+    COSINE_SLOPE,
+    PAST_TASK_DEPTH,
+    PastTaskText,
+    lexical_logits,
+    mean_odds,
+)
 from sources.storage._analysis import query_terms
 
 if TYPE_CHECKING:
@@ -170,6 +177,18 @@ def test_the_mean_of_two_odds_lies_between_the_mean_and_the_larger_log_odds(a: f
     assert z == pytest.approx(mean_odds(b, a))
     assert (a + b) / 2 - 1e-9 <= z <= max(a, b) + 1e-9
     assert z >= max(a, b) - math.log(2) - 1e-9
+
+
+def test_in_hybrid_a_refuting_view_lowers_the_other_by_ln_2_at_most() -> None:
+    """The price of averaging odds, pinned: with the cosine at 0.1 (dense p near 0) a past task
+    the shared terms put at p 0.5 stays under the floor, one they put at 0.6 or more clears it."""
+    for lexical_p, kept in ((0.5, False), (0.6, True), (0.9, True)):
+        z = math.log(lexical_p / (1 - lexical_p))
+        hybrid = 1 / (1 + math.exp(-mean_odds(z, COSINE_SLOPE * (0.1 - COSINE_MIDPOINT))))
+        assert (hybrid >= RECALL_MIN_SCORE) == kept
+        assert hybrid == pytest.approx(
+            lexical_p / (2 - lexical_p), abs=1e-3
+        )  # p/2 / (1 - p/2): half the odds
 
 
 @pytest.mark.parametrize("task", TRIVIAL)

@@ -23,7 +23,9 @@ from broker import (
 )
 from sources import (
     CONFIDENCE_LEVELS,
+    KINDS,
     MEMORULE_KINDS,
+    REMEMBER_KINDS,
     MemoryStore,
     WriterSession,
     audit_events,
@@ -307,3 +309,12 @@ def test_a_neuron_is_refused_and_pointed_to_its_writer(store: MemoryStore) -> No
     assert field_codes(exc) == {("kind", "not_allowed")}
     assert "add_neurons" in str(exc.value)
     assert count(store, "SELECT count(*) FROM entries") == before
+
+
+def test_the_store_refuses_a_neuron_written_as_a_note(store: MemoryStore) -> None:
+    """`add_entry(kind="neuron")`, the store's own primitive, refuses as `remember` does; the MCP
+    tool's kinds and `remember`'s are every store kind but the neuron."""
+    with pytest.raises(ValidationError) as exc:
+        store.add_entry("The tile snapshot test is flaky under load.", namespace=NS, kind="neuron")
+    assert field_codes(exc) == {("kind", "not_allowed")}
+    assert set(KINDS) - set(REMEMBER_KINDS) == {"neuron"}

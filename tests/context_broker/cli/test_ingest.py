@@ -302,6 +302,20 @@ def test_a_bad_memorule_line_is_caught_before_anything_is_written(tmp_path: Path
     assert not db.exists()  # every line is checked before the store is opened
 
 
+def test_a_note_record_of_kind_neuron_is_refused_and_pointed_to_the_neuron_record(tmp_path: Path) -> None:
+    """A note line with `"kind": "neuron"` (no triggers: stored where no turn reads it) is one
+    error naming the `neuron` record; nothing is written."""
+    db, src = tmp_path / "n.db", tmp_path / "n.jsonl"
+    src.write_text(json.dumps({"text": NOTES[0], "kind": "neuron"}) + "\n", encoding="utf-8")
+    done = run(db, "ingest", str(src))
+    assert done.returncode == 2
+    assert any(
+        line.startswith("error: line 1: kind: a neuron needs trigger phrases")
+        for line in done.stderr.splitlines()
+    )
+    assert not db.exists() or MemoryStore.open(db, mode="lexical").stats()["entries"] == 0
+
+
 def test_every_bad_record_value_is_reported_before_anything_is_written(tmp_path: Path) -> None:
     """A fact's half triple, a neuron's importance, a knowledge item's empty provenance, a node's
     wordless name and an edge's self-loop are all reported, one line each, and nothing is written."""
