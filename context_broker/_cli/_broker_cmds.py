@@ -207,6 +207,11 @@ def _percentile(values: list[float], pct: int) -> float | None:
     return ordered[rank - 1]
 
 
+_UNANSWERED = ("failed", "timeout", "open-circuit", "overloaded")
+"""The statuses of a source that did not answer a turn (`broker.SourceStatus`): it raised, ran
+past the deadline, was switched off by its circuit breaker, or had no room in its mailbox."""
+
+
 def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
     """Summarise turns: abstention and irrelevant-memory rates, latency, per-source rates."""
     turns = len(events)
@@ -216,9 +221,9 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
     per_source: dict[str, dict[str, int]] = {}
     for e in events:
         for s in e.get("sources", []):
-            counts = per_source.setdefault(str(s["name"]), {"turns": 0, "failed": 0, "timeout": 0})
+            counts = per_source.setdefault(str(s["name"]), dict.fromkeys(("turns", *_UNANSWERED), 0))
             counts["turns"] += 1
-            if s.get("status") in {"failed", "timeout"}:
+            if s.get("status") in _UNANSWERED:
                 counts[str(s["status"])] += 1
     return {
         "turns": turns,
@@ -230,6 +235,9 @@ def summarise(events: list[dict[str, Any]]) -> dict[str, Any]:
                 "turns": c["turns"],
                 "failure_rate": _rate(c["failed"], c["turns"]),
                 "timeout_rate": _rate(c["timeout"], c["turns"]),
+                "open_circuit_rate": _rate(c["open-circuit"], c["turns"]),
+                "overloaded_rate": _rate(c["overloaded"], c["turns"]),
+                "unanswered_rate": _rate(sum(c[k] for k in _UNANSWERED), c["turns"]),
             }
             for name, c in sorted(per_source.items())
         },
@@ -256,7 +264,9 @@ def _human(s: dict[str, Any]) -> list[str]:
     ]
     for name, src in s["sources"].items():
         lines.append(
-            f"source {name:<16} turns {src['turns']}  failed {_fmt(src['failure_rate'], pct=True)}"
-            f"  timeout {_fmt(src['timeout_rate'], pct=True)}"
+            f"source {name:<16} turns {src['turns']}  unanswered {_fmt(src['unanswered_rate'], pct=True)}"
+            f" (failed {_fmt(src['failure_rate'], pct=True)}  timeout {_fmt(src['timeout_rate'], pct=True)}"
+            f"  open-circuit {_fmt(src['open_circuit_rate'], pct=True)}"
+            f"  overloaded {_fmt(src['overloaded_rate'], pct=True)})"
         )
     return lines

@@ -141,6 +141,10 @@ def test_trace_stats_summarises_a_log(tmp_path):
                     "name": "neurons",
                     "status": "timeout" if i % 10 == 0 else "failed" if i % 25 == 0 else "ok",
                 },
+                {
+                    "name": "graphs",
+                    "status": "failed" if i <= 3 else "open-circuit" if i <= 10 else "overloaded",
+                },
             ],
         }
         for i in range(1, 101)
@@ -153,10 +157,26 @@ def test_trace_stats_summarises_a_log(tmp_path):
     assert stats["abstention_rate"] == 0.5
     assert stats["irrelevant_memory_rate"] == pytest.approx((400 - 50) / 400)
     assert stats["latency_ms"] == {"p50": 50.0, "p95": 95.0, "p99": 99.0}
-    assert stats["sources"]["neurons"] == {"turns": 100, "failure_rate": 0.02, "timeout_rate": 0.1}
-    assert stats["sources"]["store"] == {"turns": 100, "failure_rate": 0.0, "timeout_rate": 0.0}
+    assert stats["sources"]["neurons"] == {
+        "turns": 100,
+        "failure_rate": 0.02,
+        "timeout_rate": 0.1,
+        "open_circuit_rate": 0.0,
+        "overloaded_rate": 0.0,
+        "unanswered_rate": pytest.approx(0.12),
+    }
+    assert stats["sources"]["store"]["unanswered_rate"] == 0.0
+    # a source switched off by its breaker, then crowded out, answered nothing: it says so
+    graphs = stats["sources"]["graphs"]
+    assert (graphs["failure_rate"], graphs["open_circuit_rate"], graphs["overloaded_rate"]) == (
+        0.03,
+        0.07,
+        0.9,
+    )
+    assert graphs["unanswered_rate"] == 1.0
     human = run("trace-stats", str(log), home=tmp_path)
     assert "p50 50.0  p95 95.0  p99 99.0" in human.stdout
+    assert "source graphs           turns 100  unanswered 100.0% (failed 3.0%" in human.stdout
 
 
 @pytest.mark.parametrize(
