@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -136,6 +137,7 @@ def _validate_limit(limit: int) -> None:
 
 async def select_tool(s: Services, ns: Namespace, args: Args) -> dict[str, Any]:
     """The selector's result for a task (the `select --json` shape)."""
+    _raise_all(_deadline_errors(args))
     options: dict[str, Any] = {k: args[k] for k in ("budget", "mode") if k in args}
     if "deadline_ms" in args:
         options["deadline"] = args["deadline_ms"] / 1000.0
@@ -154,6 +156,7 @@ async def assemble_tool(s: Services, ns: Namespace, args: Args) -> dict[str, Any
     """One turn: the context text, its blocks and its trace (creates the task given as text)."""
     if ("task_id" in args) == ("task" in args):
         raise ValidationError.single("task_id", "required", "give exactly one of task_id or task")
+    _raise_all(_turn_errors(args))
     task_id: str = (
         args["task_id"]
         if "task_id" in args
@@ -173,6 +176,33 @@ async def assemble_tool(s: Services, ns: Namespace, args: Args) -> dict[str, Any
         **_message(args, accepted=_TURN_TAKES_MESSAGE),
     )
     return _context_json(task_id, await s.broker.assemble(turn))
+
+
+def _deadline_errors(args: Args) -> list[FieldError]:
+    """`deadline_ms` named as the tool's caller gave it (the library's check speaks of
+    `deadline` in seconds)."""
+    ms = args.get("deadline_ms")
+    if ms is None or (math.isfinite(ms) and ms > 0):
+        return []
+    message = "must be a finite number of milliseconds > 0"
+    return [FieldError(field="deadline_ms", code="invalid", message=message)]
+
+
+def _turn_errors(args: Args) -> list[FieldError]:
+    """Every problem with an `assemble` call's own arguments at once, before a task is created
+    (the turn's checks stop at the first; task creation names the text `description`)."""
+    errors = _deadline_errors(args)
+    for field, least in (("window", 1), ("input_budget", 0)):  # as `Turn` takes them
+        if field in args:
+            errors += count_errors(field, args[field], minimum=least, maximum=None)
+    if "task" in args and not str(args["task"]).strip():
+        errors.append(FieldError(field="task", code="empty", message="must not be empty"))
+    return errors
+
+
+def _raise_all(errors: list[FieldError]) -> None:
+    if errors:
+        raise ValidationError(errors)
 
 
 def _context_json(task_id: str, context: Context) -> dict[str, Any]:

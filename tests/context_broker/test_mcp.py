@@ -192,6 +192,8 @@ async def test_stdio_bad_input_gets_the_clis_field_errors(tmp_path):
         memorule = await call(session, "remember", kind="memorule", memorule_kind="whim")
         budget = await call(session, "select", task="deploy", budget=0)
         neither = await call(session, "assemble")
+        deadline = await call(session, "select", task="deploy", deadline_ms=0)
+        turn = await call(session, "assemble", task=" ", window=-5, input_budget=-5, deadline_ms=-1)
     assert typed == (
         True,
         [
@@ -215,6 +217,18 @@ async def test_stdio_bad_input_gets_the_clis_field_errors(tmp_path):
     )
     assert budget == (True, ["error: budget: must be an integer in 1..1000 (out_of_range)"])
     assert neither == (True, ["error: task_id: give exactly one of task_id or task (required)"])
+    # the tool's own field names and units (not the library's `deadline` in seconds or the
+    # task's `description`), and every problem of a turn at once
+    assert deadline == (True, ["error: deadline_ms: must be a finite number of milliseconds > 0 (invalid)"])
+    assert turn == (
+        True,
+        [
+            "error: deadline_ms: must be a finite number of milliseconds > 0 (invalid)",
+            "error: window: must be an integer >= 1 (out_of_range)",
+            "error: input_budget: must be an integer >= 0 (out_of_range)",
+            "error: task: must not be empty (empty)",
+        ],
+    )
 
 
 # -- streamable HTTP ------------------------------------------------------------------------
