@@ -49,6 +49,7 @@ from ._text import printable as printable
 from ._tokens import EstimatingTokenCounter as EstimatingTokenCounter
 from ._trace import INFERENCE_TRACE_SCHEMA_VERSION as INFERENCE_TRACE_SCHEMA_VERSION
 from ._trace import TURN_COMPLETED as TURN_COMPLETED
+from ._trace import trace_schema as trace_schema
 from .log import add_null_handler
 
 add_null_handler(__name__)  # silent unless the host configures logging (see broker.log)
@@ -100,5 +101,6 @@ __all__ = [
     "printable",
     "query_of",
     "text_errors",
+    "trace_schema",
     "validate_candidate",
 ]

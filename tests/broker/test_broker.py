@@ -20,11 +20,11 @@ from broker import (
     Turn,
     ValidationError,
     open_broker,
+    trace_schema,
 )
 from broker._render import active_task_header, past_task_label
 from broker._selector import open_selector
 from broker._tokens import EstimatingTokenCounter
-from broker._trace import trace_schema
 from broker.abc import ConversationTurn, TaskRecord
 from broker.testing import FailingSource, FakeSource, HangingSource, SlowSource, make_candidate
 from sources._tasks import SqliteTaskRepository

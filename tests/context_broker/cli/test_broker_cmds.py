@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from cli_subprocess import UNRACED, run
 
-from broker._trace import trace_schema
+from broker import trace_schema
 from context_broker._cli._broker_cmds import DEMO_TASK, sample_records, summarise
 from context_broker._cli._plot import scores
 
