@@ -36,7 +36,8 @@ from sources._scoring import Batch, recall_depth, score_rows
 from sources._store_reader import QueryCache
 from sources._store_view import StoreView
 from sources.relevance._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
-from sources.storage import _validate
+from sources.relevance._shared_terms import shared_term_logits, sigmoid
+from sources.storage import _analysis, _validate
 from sources.storage._engine import CORPUS_ENTRIES, Slot
 from sources.storage._entries import Recalled, types_errors
 
@@ -133,6 +134,28 @@ class _Hit:
     band: float | None = None
 
 
+def own_evidence(query: str, found: Sequence[str], held: int) -> list[float]:
+    """The probability that the task is about each rule (the texts `found`), from the terms they
+    share, each weighted by its rarity among the namespace's `held` rules (`shared_term_logits`,
+    as a past task or a graph fact is scored): the rules not found share no term with it. One
+    shared term never clears the floor; two distinctive ones do in a short task ("Deploy the
+    payment fix on Friday" and "Never deploy on a Friday afternoon")."""
+    task = frozenset(_analysis.query_terms(query))
+    if not task:
+        return [0.0] * len(found)
+    texts = [frozenset(_analysis.terms(text)) for text in found]
+    texts += [frozenset()] * max(held - len(found), 0)
+    return [sigmoid(z) for z in shared_term_logits(task, texts)[: len(found)]]
+
+
+def _hit(c: Current, calibrated: Relevance, own: float) -> _Hit:
+    """A rule's hit: the higher of its calibrated score and its own evidence (then without a
+    gate or band: the evidence is its own, not the namespace's)."""
+    if own > calibrated.score:
+        return _Hit(current=c, score=min(own, 1.0))
+    return _Hit(current=c, score=calibrated.score, qpp=calibrated.qpp, band=calibrated.band)
+
+
 def _visible_namespaces(conn: Reader, namespace: Namespace) -> tuple[int | None, list[int]]:
     """Return the namespaces whose memorules may apply: (own ns_id, other ns_ids).
 
@@ -202,8 +225,9 @@ class _Probe:
 
         `keep` filters them before scoring (scoring is the Python-heavy part).
         """
-        # Most namespaces hold no memorule: an indexed look-up spares the FTS query.
-        if not self.conn.memorules.holds_any(ns_id):
+        # Most namespaces hold no memorule: an indexed count spares the FTS query.
+        held = self.conn.memorules.count(ns_id)
+        if not held:
             return []
         home = self.store.profile_on(self.conn, ns_id, self.query)
         found = [c for c in self._matching(ns_id, home, foreign=foreign) if keep is None or keep(c)]
@@ -212,9 +236,8 @@ class _Probe:
         # Scored in the namespace asked in when it knows the query's terms, else in the home.
         where = self.asking_ns if self.asking is not None and self.asking.present else ns_id
         scores = self._scores(ns_id, where, found)
-        return [
-            _Hit(current=c, score=r.score, qpp=r.qpp, band=r.band) for c, r in zip(found, scores, strict=True)
-        ]
+        own = [0.0] * len(found) if foreign else own_evidence(self.query, [c.text for c in found], held)
+        return [_hit(c, r, mine) for c, r, mine in zip(found, scores, own, strict=True)]
 
     def _matching(self, ns_id: int, home: QueryProfile, *, foreign: bool) -> list[Current]:
         """The namespace's memorules the FTS matches (only tenant-wide ones if `foreign`), then,

@@ -365,8 +365,8 @@ class MemoruleReads(Protocol):
         comparison) and of one tenant."""
         ...
 
-    def holds_any(self, ns_id: int) -> bool:
-        """Whether the namespace holds any memorule."""
+    def count(self, ns_id: int) -> int:
+        """How many memorules the namespace holds (an index range: `entries (ns_id, kind)`)."""
         ...
 
     def other_namespaces(self, namespace: Namespace) -> list[int]:

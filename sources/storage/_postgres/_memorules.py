@@ -81,9 +81,10 @@ class PostgresMemorules:
             rows = self.scope.tenant(tenant_id).rows(sql, (since, since))
         return [AuditRecord(*r) for r in rows]
 
-    def holds_any(self, ns_id: int) -> bool:
-        sql = "SELECT 1 FROM entries WHERE ns_id = %s AND kind = 'memorule' LIMIT 1"
-        return self.scope.ns(ns_id).one(sql, (ns_id,)) is not None
+    def count(self, ns_id: int) -> int:
+        sql = "SELECT count(*) FROM entries WHERE ns_id = %s AND kind = 'memorule'"
+        row = self.scope.ns(ns_id).one(sql, (ns_id,))
+        return 0 if row is None else int(row[0])
 
     def other_namespaces(self, namespace: Namespace) -> list[int]:
         rows = self.scope.tenant(namespace.tenant_id).rows(

@@ -77,9 +77,9 @@ class SqliteMemorules:
         rows = self.conn.execute(f"SELECT {_AUDIT_COLS} FROM memorule_audit{clause} ORDER BY rowid", params)
         return [AuditRecord(*r) for r in rows]
 
-    def holds_any(self, ns_id: int) -> bool:
-        sql = "SELECT 1 FROM entries WHERE ns_id = ? AND kind = 'memorule' LIMIT 1"
-        return self.conn.execute(sql, (ns_id,)).fetchone() is not None
+    def count(self, ns_id: int) -> int:
+        sql = "SELECT count(*) FROM entries WHERE ns_id = ? AND kind = 'memorule'"
+        return int(self.conn.execute(sql, (ns_id,)).fetchone()[0])
 
     def other_namespaces(self, namespace: Namespace) -> list[int]:
         rows = self.conn.execute(

@@ -19,6 +19,7 @@ from memorule_kit import (
 from store_kit import StoreOpener
 
 from broker import (
+    RECALL_MIN_SCORE,
     ConfigError,
     Namespace,
     SessionContext,
@@ -31,6 +32,7 @@ from sources import (
     update_memorule,
 )
 from sources._memorules import context_overlap
+from sources._memorules._recall import own_evidence
 from sources.embedding._embedder import load_default_embedder
 from sources.relevance._relevance import Reference
 
@@ -385,3 +387,43 @@ def test_the_memorules_among_entries_come_in_the_order_asked_and_only_of_their_n
         assert [c.id for c in r.memorules.among(here, asked)] == [second, first]
         assert r.memorules.among(other, asked) == []
         assert [c.id for c in r.memorules.among(other, [rowid(other, elsewhere)])] == [elsewhere]
+
+
+_FREEZE = "Deploys freeze every Friday after the payment incident."
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_a_rule_sharing_two_distinctive_words_with_the_task_is_recalled_on_its_own_evidence(
+    make_store: StoreOpener, mode: str
+) -> None:
+    """A note on the same words takes the namespace's best band, so the rule's calibrated score
+    fell under the floor (0.35 lexical, 0.38 hybrid, in this store of a new user's); its own
+    evidence (two distinctive words shared, among the namespace's rules) clears it, scored
+    without gate or band. One shared word, or small talk, does not."""
+    with make_store(mode="hybrid", embedder=load_default_embedder()) as store:
+        store.add_entries(
+            [NewEntry(text=t) for t in (_FREEZE, "Mia is allergic to peanuts and tree nuts.")], namespace=NS
+        )
+        rid = write_rule(store, subject="no friday deploys", body="Never deploy on a Friday afternoon.")
+        write_rule(store, subject="no blind retries", body="Fix a flaky test's race; never add a retry loop.")
+
+        def recalled(task: str) -> list[tuple[str, float | None]]:
+            found = semantic_recall(store, task, namespace=NS, source_type="memorule", mode=mode)
+            return [(m.id, m.qpp) for m in found]
+
+        assert recalled("Deploy the payment fix on Friday") == [(rid, None)]
+        assert recalled("what time is it") == []
+    (one_word,) = own_evidence(
+        "Deploy the new billing service", ["no friday deploys\nNever deploy on a Friday."], held=2
+    )
+    assert one_word < RECALL_MIN_SCORE
+
+
+def test_own_evidence_reads_a_terms_rarity_among_all_the_namespaces_rules() -> None:
+    """The rules the turn did not read share no term with the task: they count in the rarity of
+    its terms, so the same match weighs more among twenty rules than among two."""
+    rule = ["Never deploy on a Friday afternoon."]
+    (among_two,) = own_evidence("Deploy the payment fix on Friday", rule, held=2)
+    (among_twenty,) = own_evidence("Deploy the payment fix on Friday", rule, held=20)
+    assert among_two < among_twenty
+    assert own_evidence("thanks!", rule, held=20) == [0.0]
