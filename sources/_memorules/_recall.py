@@ -134,18 +134,29 @@ class _Hit:
     band: float | None = None
 
 
-def own_evidence(query: str, found: Sequence[str], held: int) -> list[float]:
-    """The probability that the task is about each rule (the texts `found`), from the terms they
-    share, each weighted by its rarity among the namespace's `held` rules (`shared_term_logits`,
-    as a past task or a graph fact is scored): the rules not found share no term with it. One
-    shared term never clears the floor; two distinctive ones do in a short task ("Deploy the
-    payment fix on Friday" and "Never deploy on a Friday afternoon")."""
+def own_evidence(query: str, subjects: Sequence[str], held: int) -> list[float]:
+    """The probability that the task is about each rule, from the terms it shares with the
+    rule's subject (its short label: a body of many sentences would share a common word with
+    any task), each weighted by its rarity among the subjects of the namespace's `held` rules
+    (`shared_term_logits`, as a past task or a graph fact is scored): `subjects` are those of
+    every rule the turn read, the others share no term with the task. One shared term never
+    clears the floor; two distinctive ones do in a short task ("Deploy the payment fix on
+    Friday" and "no friday deploys")."""
     task = frozenset(_analysis.query_terms(query))
     if not task:
-        return [0.0] * len(found)
-    texts = [frozenset(_analysis.terms(text)) for text in found]
-    texts += [frozenset()] * max(held - len(found), 0)
-    return [sigmoid(z) for z in shared_term_logits(task, texts)[: len(found)]]
+        return [0.0] * len(subjects)
+    texts = [frozenset(_analysis.terms(subject)) for subject in subjects]
+    texts += [frozenset()] * max(held - len(subjects), 0)
+    return [sigmoid(z) for z in shared_term_logits(task, texts)[: len(subjects)]]
+
+
+def _own_of(query: str, found: Sequence[Current], matched: Sequence[Current], held: int) -> list[float]:
+    """The own evidence of the rules `found`, read among every rule the turn `matched` (before
+    the session and type filter: a filtered rule sharing the task's words still makes them
+    common) and the namespace's `held` rules."""
+    evidence = own_evidence(query, [c.fields.subject for c in matched], held)
+    mine = dict(zip((c.rowid for c in matched), evidence, strict=True))
+    return [mine[c.rowid] for c in found]
 
 
 def _hit(c: Current, calibrated: Relevance, own: float) -> _Hit:
@@ -225,18 +236,20 @@ class _Probe:
 
         `keep` filters them before scoring (scoring is the Python-heavy part).
         """
-        # Most namespaces hold no memorule: an indexed count spares the FTS query.
-        held = self.conn.memorules.count(ns_id)
-        if not held:
+        # Most namespaces hold no memorule: an indexed count spares the FTS query (the other
+        # projects asked hold some: `other_namespaces` says so).
+        held = 0 if foreign else self.conn.memorules.count(ns_id)
+        if not foreign and not held:
             return []
         home = self.store.profile_on(self.conn, ns_id, self.query)
-        found = [c for c in self._matching(ns_id, home, foreign=foreign) if keep is None or keep(c)]
+        matched = self._matching(ns_id, home, foreign=foreign)
+        found = [c for c in matched if keep is None or keep(c)]
         if not found:
             return []
         # Scored in the namespace asked in when it knows the query's terms, else in the home.
         where = self.asking_ns if self.asking is not None and self.asking.present else ns_id
         scores = self._scores(ns_id, where, found)
-        own = [0.0] * len(found) if foreign else own_evidence(self.query, [c.text for c in found], held)
+        own = [0.0] * len(found) if foreign else _own_of(self.query, found, matched, held)
         return [_hit(c, r, mine) for c, r, mine in zip(found, scores, own, strict=True)]
 
     def _matching(self, ns_id: int, home: QueryProfile, *, foreign: bool) -> list[Current]:

@@ -413,17 +413,60 @@ def test_a_rule_sharing_two_distinctive_words_with_the_task_is_recalled_on_its_o
 
         assert recalled("Deploy the payment fix on Friday") == [(rid, None)]
         assert recalled("what time is it") == []
-    (one_word,) = own_evidence(
-        "Deploy the new billing service", ["no friday deploys\nNever deploy on a Friday."], held=2
-    )
+    (one_word,) = own_evidence("Deploy the new billing service", ["no friday deploys"], held=2)
     assert one_word < RECALL_MIN_SCORE
 
 
 def test_own_evidence_reads_a_terms_rarity_among_all_the_namespaces_rules() -> None:
     """The rules the turn did not read share no term with the task: they count in the rarity of
     its terms, so the same match weighs more among twenty rules than among two."""
-    rule = ["Never deploy on a Friday afternoon."]
+    rule = ["no friday deploys"]
     (among_two,) = own_evidence("Deploy the payment fix on Friday", rule, held=2)
     (among_twenty,) = own_evidence("Deploy the payment fix on Friday", rule, held=20)
     assert among_two < among_twenty
     assert own_evidence("thanks!", rule, held=20) == [0.0]
+
+
+def test_a_rule_the_session_filters_out_still_makes_shared_words_common(make_store: StoreOpener) -> None:
+    """Three rules for another persona also on Friday deploys: a session naming a persona that
+    filters them out does not raise the fourth rule's own evidence (it counted their words as
+    absent, 0.565 against none at all without a persona)."""
+    with make_store(mode="lexical") as store:
+        store.add_entries([NewEntry(text=_FREEZE)], namespace=NS)
+        rid = write_rule(store, subject="no friday deploys", body="Never deploy on a Friday afternoon.")
+        for i in range(3):
+            write_rule(
+                store,
+                subject=f"friday deploys {i}",
+                body="Deploy on Friday only with a rollback plan.",
+                applies_to={"persona": "ops"},
+            )
+        task = "Deploy the payment fix on Friday"
+
+        def score(context: SessionContext | None) -> float | None:
+            found = semantic_recall(store, task, namespace=NS, source_type="memorule", context=context)
+            return next((m.score for m in found if m.id == rid), None)
+
+        assert score(SessionContext(persona="dev")) == pytest.approx(score(None))
+
+
+def test_a_long_rule_gets_no_own_evidence_from_its_bodys_words(make_store: StoreOpener) -> None:
+    """Own evidence reads the rule's subject: a guidelines rule whose body shares four words with
+    "Fix the failing test in the parser" (among twenty rules, each reads as rare: 1.0 on its whole
+    text) is scored on the calibrated scale alone (`qpp` set), as any note would be."""
+    with make_store(mode="lexical") as store:
+        fill(store, NS)
+        note = "The parser's failing test: the grammar test fails on empty input; fix it in parse_expr."
+        store.add_entries([NewEntry(text=note)], namespace=NS)
+        body = (
+            "Fix every failing test before asking for review. Parsers need tests for each grammar rule. "
+            "Read the logs of the UI before filing a bug, and keep each fix small."
+        )
+        rid = write_rule(store, subject="coding guidelines", body=body)
+        for i in range(19):  # among twenty rules the body's words read as rare
+            write_rule(store, subject=f"invoice rule {i}", body="Invoices go out on the first working day.")
+        found = semantic_recall(
+            store, "Fix the failing test in the parser", namespace=NS, source_type="memorule"
+        )
+        (match,) = [m for m in found if m.id == rid]
+        assert match.qpp is not None
