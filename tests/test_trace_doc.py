@@ -45,16 +45,7 @@ def test_the_docs_structlog_recipe_feeds_trace_stats(tmp_path: Path) -> None:
     (recipe,) = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
     script = tmp_path / "host.py"
     script.write_text("import json\n" + recipe + TURN, encoding="utf-8")
-    env = {**os.environ, "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-    )
+    done = _python(tmp_path, str(script))
     assert done.returncode == 0, done.stderr
     logged = [
         json.loads(line) for line in (tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines()
@@ -62,14 +53,14 @@ def test_the_docs_structlog_recipe_feeds_trace_stats(tmp_path: Path) -> None:
     (event,) = [e for e in logged if e["event"] == "turn.completed"]
     printed = json.loads(done.stdout)
     assert {k: v for k, v in event.items() if k not in {"level", "timestamp"}} == printed
-    stats = subprocess.run(
-        [sys.executable, "-m", "context_broker", "trace-stats", "--json", "trace.jsonl"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-    )
+    stats = _python(tmp_path, "-m", "context_broker", "trace-stats", "--json", "trace.jsonl")
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout)["turns"] == 1
+
+
+def _python(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the current interpreter with `args` in `cwd`, `cwd` as HOME (nothing lands in the user's)."""
+    env = {**os.environ, "HOME": str(cwd)}
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env, check=False
+    )

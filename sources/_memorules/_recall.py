@@ -163,7 +163,7 @@ def _hit(c: Current, calibrated: Relevance, own: float) -> _Hit:
     """A rule's hit: the higher of its calibrated score and its own evidence (then without a
     gate or band: the evidence is its own, not the namespace's)."""
     if own > calibrated.score:
-        return _Hit(current=c, score=min(own, 1.0))
+        return _Hit(current=c, score=own)
     return _Hit(current=c, score=calibrated.score, qpp=calibrated.qpp, band=calibrated.band)
 
 
