@@ -8,6 +8,7 @@ get its event (`EXPLAINING`); stderr at `--log-level info` still shows it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 from collections.abc import Collection, MutableMapping
@@ -35,7 +36,7 @@ def configure(*, level: str, trace_file: str | None) -> TextIO | None:
     stream: TextIO = sys.stderr
     opened: TextIO | None = None
     if trace_file:
-        opened = Path(trace_file).expanduser().open("a", encoding="utf-8")
+        opened = _appended(Path(trace_file).expanduser())
         stream = opened
     structlog.configure(
         processors=[
@@ -54,6 +55,20 @@ def configure(*, level: str, trace_file: str | None) -> TextIO | None:
         cache_logger_on_first_use=False,
     )
     return opened
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _appended(path: Path) -> TextIO:
+    """The trace file opened for appending; OSError for a SQLite database (a store named as
+    the trace file would have JSON lines appended to its pages)."""
+    if path.is_file():
+        with path.open("rb") as f:
+            if f.read(len(_SQLITE_HEADER)) == _SQLITE_HEADER:
+                reason = "a SQLite database, not a trace file (nothing was written)"
+                raise OSError(errno.EINVAL, reason, str(path))
+    return path.open("a", encoding="utf-8")
 
 
 def level_filter(level: str, *, keep: Collection[str] = ()) -> structlog.types.Processor:

@@ -25,6 +25,7 @@ still ranks above inferred above asserted, issue 19). Then relevance, then id.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
@@ -36,7 +37,7 @@ from sources._scoring import Batch, recall_depth, score_rows
 from sources._store_reader import QueryCache
 from sources._store_view import StoreView
 from sources.relevance._relevance import DENSE_MODES, MODES, QueryProfile, check_mode
-from sources.relevance._shared_terms import shared_term_logits, sigmoid
+from sources.relevance._shared_terms import TERM_ODDS, shared_term_logits, sigmoid
 from sources.storage import _analysis, _validate
 from sources.storage._engine import CORPUS_ENTRIES, Slot
 from sources.storage._entries import Recalled, types_errors
@@ -141,13 +142,18 @@ def own_evidence(query: str, subjects: Sequence[str], held: int) -> list[float]:
     (`shared_term_logits`, as a past task or a graph fact is scored): `subjects` are those of
     every rule the turn read, the others share no term with the task. One shared term never
     clears the floor; two distinctive ones do in a short task ("Deploy the payment fix on
-    Friday" and "no friday deploys")."""
+    Friday" and "no friday deploys"). A term of the subject the task does not carry costs one
+    bit, as a term of the task the subject does not carry does: a subject stuffed with keywords
+    shares two with any task, and must not reach every turn."""
     task = frozenset(_analysis.query_terms(query))
     if not task:
         return [0.0] * len(subjects)
     texts = [frozenset(_analysis.terms(subject)) for subject in subjects]
-    texts += [frozenset()] * max(held - len(subjects), 0)
-    return [sigmoid(z) for z in shared_term_logits(task, texts)[: len(subjects)]]
+    logits = shared_term_logits(task, [*texts, *[frozenset()] * max(held - len(subjects), 0)])
+    bit = math.log(1.0 / TERM_ODDS)
+    return [
+        sigmoid(z - bit * len(terms - task)) for z, terms in zip(logits[: len(texts)], texts, strict=True)
+    ]
 
 
 def _own_of(query: str, found: Sequence[Current], matched: Sequence[Current], held: int) -> list[float]:

@@ -87,6 +87,22 @@ def test_a_trace_file_that_cannot_be_opened_is_one_line_naming_the_path(tmp_path
         assert (done.returncode, done.stderr) == (2, f"error: --trace-file: {target}: {reason}\n")
 
 
+def test_a_store_named_as_the_trace_file_is_refused_and_left_intact(tmp_path):
+    """`--trace-file` naming a SQLite database (the store itself) exits 2 with one line and the
+    file unchanged (it was opened for appending JSON lines to the database's pages)."""
+    db = tmp_path / "m.db"
+    assert (
+        run(tmp_path, "--db", str(db), "remember", "The staging database restores on Sundays").returncode == 0
+    )
+    before = db.read_bytes()
+    done = run(tmp_path, "--db", str(db), "--trace-file", str(db), "select", "staging restores")
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"error: --trace-file: {db}: a SQLite database, not a trace file (nothing was written)\n",
+    )
+    assert db.read_bytes() == before
+
+
 @pytest.mark.parametrize(
     ("argv", "line"),
     [

@@ -470,3 +470,17 @@ def test_a_long_rule_gets_no_own_evidence_from_its_bodys_words(make_store: Store
         )
         (match,) = [m for m in found if m.id == rid]
         assert match.qpp is not None
+
+
+def test_a_subject_stuffed_with_keywords_gets_no_own_evidence() -> None:
+    """Each term of a subject the task does not carry costs a bit: a subject of twenty keywords
+    shares two with most tasks yet stays far under the floor, where a short subject the task
+    names clears it (a stuffed subject reached every task at 0.82-1.00 in a new user's store)."""
+    stuffed = (
+        "fix bug deploy release review test checkout payment password key vault migration index "
+        "database schema api endpoint partner webhook build"
+    )
+    subjects = [stuffed, "android keystore rotation", "no friday deploys"]
+    for task in ("Fix the checkout bug", "Deploy the payment migration", "Review the partner webhook"):
+        assert own_evidence(task, subjects, held=6)[0] < 0.01
+    assert own_evidence("Rotate the Android keystore", subjects, held=6)[1] >= RECALL_MIN_SCORE
